@@ -1,0 +1,39 @@
+// Zero-copy NumPy views of XLA buffers, for every element type NumPy and
+// ml_dtypes can represent. The only translation unit that uses NumPy's C API.
+#ifndef XLABIND_FFI_NUMPY_VIEWS_H_
+#define XLABIND_FFI_NUMPY_VIEWS_H_
+
+#include <Python.h>
+
+#include <utility>
+#include <vector>
+
+#include "xla/ffi/api/ffi.h"
+
+namespace xlabind {
+
+// XLA element types by code, each with the NumPy / ml_dtypes name that
+// represents it. Python resolves the names (ml_dtypes may lack some).
+std::vector<std::pair<int, const char*>> ElementTypeNames();
+
+// Imports NumPy's C API and installs the dtype for each element type code.
+// `dtypes` maps int codes to numpy.dtype objects. Returns false with a Python
+// exception set on failure. Requires the GIL.
+bool InstallDtypes(PyObject* dtypes);
+
+// A new reference to a C-contiguous NumPy array over `buffer`'s memory, or
+// nullptr with a Python exception set. Inputs are read-only views, outputs
+// writable. The view must not outlive the handler call. Requires the GIL.
+//
+// XLA packs sub-byte types (int2, uint2, int4, uint4, float4_e2m1fn) several
+// to a byte, while NumPy stores one per byte: those arrive as an unpacked
+// copy instead of a view, and StoreResult packs results back.
+PyObject* ViewBuffer(const xla::ffi::AnyBuffer& buffer, bool writable);
+
+// Writes `array` (made by ViewBuffer for the result `buffer`) back into the
+// buffer where it is a copy rather than a view. No Python API calls.
+void StoreResult(const xla::ffi::AnyBuffer& buffer, PyObject* array);
+
+}  // namespace xlabind
+
+#endif  // XLABIND_FFI_NUMPY_VIEWS_H_

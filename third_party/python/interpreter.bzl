@@ -1,0 +1,49 @@
+"""The host Python interpreter: the one input xlabind does not pin.
+
+XLABIND_PYTHON (an absolute path) overrides `python3` on PATH. The same
+interpreter installs the pinned packages, provides the C headers extensions
+compile against, and runs every py_binary and py_test.
+"""
+
+def find_python(rctx):
+    python = rctx.os.environ.get("XLABIND_PYTHON", "")
+    if python:
+        return rctx.path(python)
+    found = rctx.which("python3")
+    if not found:
+        fail("xlabind needs python3 (3.11-3.13) on PATH, or XLABIND_PYTHON set to one")
+    return found
+
+_PROBE = """
+import sys, sysconfig
+if not ((3, 11) <= sys.version_info[:2] <= (3, 13)):
+    sys.exit("xlabind pins jax 0.10.2, which supports CPython 3.11-3.13; found %d.%d" % sys.version_info[:2])
+print(sys.executable)
+print(sysconfig.get_paths()["include"])
+print("%d.%d" % sys.version_info[:2])
+"""
+
+def _local_python_impl(rctx):
+    python = find_python(rctx)
+    result = rctx.execute([python, "-c", _PROBE])
+    if result.return_code != 0:
+        fail("probing %s failed:\n%s" % (python, result.stderr))
+    executable, include, version = result.stdout.strip().split("\n")
+    rctx.symlink(include, "include")
+    rctx.template("BUILD.bazel", rctx.attr.build_template, {
+        "{INTERPRETER}": executable,
+        "{VERSION}": version,
+    })
+    rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
+
+local_python = repository_rule(
+    implementation = _local_python_impl,
+    attrs = {
+        "build_template": attr.label(
+            default = "//third_party/python:local_python.BUILD.tpl",
+            allow_single_file = True,
+        ),
+    },
+    environ = ["XLABIND_PYTHON", "PATH"],
+    local = True,
+)

@@ -1,0 +1,52 @@
+"""pip_repository: installs a hash-pinned lock file into an external repository.
+
+The packages land in <repo>/site, installed by the host interpreter's pip with
+--require-hashes, so every byte is checked against the lock. The BUILD file of
+the repository comes from the main repository (`build_file`), so what the
+packages expose to Bazel is reviewed like any other source.
+"""
+
+load("//third_party/python:interpreter.bzl", "find_python")
+
+def pip_install(rctx, lock, target):
+    """Installs the hash-pinned `lock` (a Label) into `target` under rctx."""
+    python = find_python(rctx)
+    args = [
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--require-hashes",
+        "--only-binary=:all:",
+        "--no-compile",
+        "--target",
+        str(rctx.path(target)),
+        "-r",
+        str(rctx.path(lock)),
+    ]
+    rctx.report_progress("pip install -r %s" % lock)
+    result = rctx.execute(args, timeout = 1800, quiet = True)
+    if result.return_code != 0:
+        fail("pip install of %s failed (exit %d):\n%s\n%s" % (
+            lock,
+            result.return_code,
+            result.stdout,
+            result.stderr,
+        ))
+
+def _pip_repository_impl(rctx):
+    pip_install(rctx, rctx.attr.lock, "site")
+    rctx.symlink(rctx.attr.build_file, "BUILD.bazel")
+    rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
+
+pip_repository = repository_rule(
+    implementation = _pip_repository_impl,
+    attrs = {
+        "lock": attr.label(mandatory = True, allow_single_file = True),
+        "build_file": attr.label(mandatory = True, allow_single_file = True),
+    },
+    environ = ["XLABIND_PYTHON"],
+)
