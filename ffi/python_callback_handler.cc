@@ -59,6 +59,8 @@ ffi::Error CallbackError(const CallbackEntry& entry, const std::string& what) {
 // A view the callable kept (in a global, a closure, an attribute) would point
 // into XLA's memory after this call returns: refuse that loudly.
 bool AnyViewEscaped(PyObject* views) {
+  // The empty tuple is a shared singleton, whatever its reference count.
+  if (PyTuple_GET_SIZE(views) == 0) return false;
   if (Py_REFCNT(views) != 1) return true;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(views); ++i) {
     if (Py_REFCNT(PyTuple_GET_ITEM(views, i)) != 1) return true;

@@ -28,7 +28,14 @@ def pip_install(rctx, lock, target):
         str(rctx.path(lock)),
     ]
     rctx.report_progress("pip install -r %s" % lock)
-    result = rctx.execute(args, timeout = 1800, quiet = True)
+    result = rctx.execute(
+        args,
+        timeout = 1800,
+        quiet = True,
+        # Debian's pip refuses installs into an "externally managed" Python
+        # even with --target; this install touches only the repository.
+        environment = {"PIP_BREAK_SYSTEM_PACKAGES": "1"},
+    )
     if result.return_code != 0:
         fail("pip install of %s failed (exit %d):\n%s\n%s" % (
             lock,

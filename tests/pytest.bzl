@@ -1,0 +1,13 @@
+"""pytest_test: one pytest file as a py_test against the built xlabind package."""
+
+def pytest_test(name, src, deps = [], data = [], **kwargs):
+    native.py_test(
+        name = name,
+        srcs = [src, "//tests:run_pytest.py"],
+        main = "//tests:run_pytest.py",
+        args = ["$(location %s)" % src],
+        python_version = "PY3",
+        deps = ["//python:xlabind"] + deps,
+        data = data,
+        **kwargs
+    )

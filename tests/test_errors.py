@@ -1,0 +1,88 @@
+"""A Python exception inside a callback reaches the JAX caller; the process lives on."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xlabind
+
+
+class CustomError(RuntimeError):
+    pass
+
+
+def test_exception_type_message_and_traceback_reach_the_caller():
+    def fails(x):
+        raise CustomError(f"bad input of shape {x.shape}")
+
+    op = jax.jit(xlabind.callback(fails, lambda x: x))
+    with pytest.raises(Exception) as info:
+        op(jnp.ones((2, 3)))
+    text = str(info.value)
+    assert "xlabind callback 'test_exception_type_message_and_traceback_reach_the_caller.<locals>.fails'" in text
+    assert "CustomError: bad input of shape (2, 3)" in text
+    assert "in fails" in text  # the traceback names the frame that raised
+
+
+def test_the_next_call_works_after_an_exception():
+    state = {"fail": True}
+
+    def sometimes(x):
+        if state["fail"]:
+            raise ValueError("first call fails")
+        return x + 1
+
+    op = jax.jit(xlabind.callback(sometimes, lambda x: x))
+    for _ in range(3):
+        state["fail"] = True
+        with pytest.raises(Exception, match="ValueError: first call fails"):
+            op(jnp.zeros(2)).block_until_ready()
+        state["fail"] = False
+        np.testing.assert_array_equal(op(jnp.zeros(2)), [1.0, 1.0])
+
+
+def test_keeping_a_view_after_the_call_is_refused():
+    kept = []
+
+    def leaks(x):
+        kept.append(x[1:])  # a view into XLA's memory, outliving the call
+        return x
+
+    with pytest.raises(Exception, match=r"kept a reference to an operand or result array"):
+        jax.jit(xlabind.callback(leaks, lambda x: x))(jnp.ones(4)).block_until_ready()
+
+
+def test_keeping_a_copy_is_fine():
+    kept = []
+
+    def copies(x):
+        kept.append(np.array(x))
+        return x
+
+    jax.jit(xlabind.callback(copies, lambda x: x))(jnp.arange(4.0)).block_until_ready()
+    np.testing.assert_array_equal(kept[0], np.arange(4.0))
+
+
+def test_base_exceptions_are_reported_too():
+    def exits(x):
+        raise SystemExit(3)
+
+    with pytest.raises(Exception, match=r"SystemExit: 3"):
+        jax.jit(xlabind.callback(exits, lambda x: x))(jnp.ones(1)).block_until_ready()
+    # And the interpreter is still fine.
+    assert float(jax.jit(xlabind.callback(lambda x: x * 2, lambda x: x))(jnp.ones(()))) == 2.0
+
+
+def test_errors_inside_a_larger_program():
+    def fails(x):
+        raise KeyError("missing")
+
+    op = xlabind.callback(fails, lambda x: x)
+
+    @jax.jit
+    def program(x):
+        return jnp.sin(op(jnp.cos(x))) * 2
+
+    with pytest.raises(Exception, match=r"KeyError: 'missing'"):
+        program(jnp.ones(3)).block_until_ready()

@@ -1,0 +1,28 @@
+"""The README's Python examples run as written, in order, in one namespace."""
+
+import pathlib
+import re
+
+import numpy as np
+
+
+def readme_blocks():
+    text = pathlib.Path("README.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_has_examples():
+    assert len(readme_blocks()) >= 2
+
+
+def test_readme_examples_run():
+    namespace = {}
+    for block in readme_blocks():
+        exec(compile(block, "README.md", "exec"), namespace)
+    # The minimal example's f(x) is sum(2 * gammaln(x + 1)) over 0..4.
+    import scipy.special
+    expected = np.sum(2.0 * scipy.special.gammaln(np.arange(5.0) + 1.0))
+    np.testing.assert_allclose(float(namespace["f"](namespace["jnp"].arange(5.0))), expected,
+                               rtol=1e-6)
+    np.testing.assert_allclose(float(namespace["mean"]), 2.0)
+    np.testing.assert_allclose(float(namespace["spread"]), 4.0)
