@@ -1,9 +1,15 @@
-"""`xlabind.callback`: a Python function on XLA's buffers, as a JAX operation."""
+"""`xlabind.callback`: a Python function on XLA's buffers, as a JAX operation.
+
+A :class:`Callback` holds the user's function, how its results' shapes are
+found, how it behaves under vmap, and (for the differentiable kinds in
+linear.py, multilinear.py and nonlinear.py) its derivative rules. Calling it
+binds the `xlabind_callback` primitive (callback_primitive.py).
+"""
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -11,40 +17,91 @@ import numpy as np
 
 from xlabind import _native
 from xlabind._static_kwargs import StaticKwargs
-from xlabind.callback_primitive import callback_p
 
 ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
 
+#: How a bound function behaves under ``jax.vmap``.
+#:
+#: * ``"sequential"``: one call per batch element (``lax.map``); always works.
+#: * ``"expand_dims"``: one call; batched arguments get their batch axis in
+#:   front, unbatched ones a new axis of size 1; results must carry the batch
+#:   axis in front.
+#: * ``"broadcast_all"``: like ``"expand_dims"`` but every argument is
+#:   broadcast to the full batch size.
+#: * ``"native"``: one call on the arrays as vmap laid them out; the function
+#:   and the result-shape function receive ``batch_axes`` (see README) and the
+#:   result-shape function reports each result's batch axis with
+#:   :class:`BatchedResult`.
+VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all", "native")
+
+
+class BatchedResult(NamedTuple):
+    """A result's shape and dtype plus the position of its newest batch axis.
+
+    Returned (as leaves) by the result-shape function of a ``vmap_method="native"``
+    bound function when it is called with ``batch_axes`` other than ``None``.
+    """
+
+    shape: tuple[int, ...]
+    dtype: Any
+    batch_axis: int | None = None
+
 
 class Callback:
-    """A Python function bound as a JAX operation. Create one with :func:`callback`."""
+    """A Python function bound as a JAX operation. Create one with :func:`callback`
+    (no derivatives) or :func:`xlabind.linear`, :func:`xlabind.multilinear`,
+    :func:`xlabind.nonlinear`."""
 
-    def __init__(self, fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
-                 *, in_place: bool = False, name: str | None = None):
+    def __init__(self, fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None,
+                 *, in_place: bool = False, name: str | None = None,
+                 vmap_method: str = "sequential", nondiff_argnums: Sequence[int] = (),
+                 rules: Any = None):
         if not callable(fn):
-            raise TypeError(f"xlabind.callback: fn must be callable, got {type(fn).__name__}")
+            raise TypeError(f"xlabind: fn must be callable, got {type(fn).__name__}")
+        if vmap_method not in VMAP_METHODS:
+            raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
         self.fn = fn
         self.result_shape_dtypes = result_shape_dtypes
         self.in_place = in_place
         self.name = name or getattr(fn, "__qualname__", None) or repr(fn)
-        # One registry entry per (static kwargs, result tree): its adapter closes over both.
-        self._entries: dict[tuple[StaticKwargs, Any], _native.CallbackEntry] = {}
+        self.vmap_method = vmap_method
+        self.nondiff_argnums = tuple(sorted(set(int(i) for i in nondiff_argnums)))
+        #: Derivative rules (derivative_rules.LinearityRules) or None: not differentiable.
+        self.rules = rules
+        # One registry entry per (static kwargs, result tree, batch axes): its
+        # adapter closes over all three.
+        self._entries: dict[tuple, _native.CallbackEntry] = {}
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"xlabind.Callback({self.name})"
 
+    # -- calling -----------------------------------------------------------
     def __call__(self, *args: Any, **static_kwargs: Any) -> Any:
         """Calls the function on `args` (arrays); keyword arguments are static."""
-        if self.in_place and "out" in static_kwargs:
-            raise TypeError(f"{self.name}: 'out' is reserved for the result arrays of an "
-                            f"in_place callback; rename that keyword argument")
-        kwargs = StaticKwargs.from_call(self.name, static_kwargs)
+        kwargs = self.check_kwargs(static_kwargs)
         operands = [self._as_operand(i, x) for i, x in enumerate(args)]
-        result_avals, out_tree = self._result_avals(operands, kwargs)
-        results = callback_p.bind(*operands, callback=self, static_kwargs=kwargs,
-                                  out_tree=out_tree, result_avals=result_avals)
+        self._check_nondiff_argnums(len(operands))
+        result_avals, out_tree = self.result_avals(operands, kwargs)
+        results = self.bind(operands, kwargs, out_tree, result_avals)
         return jax.tree_util.tree_unflatten(out_tree, results)
+
+    def bind(self, operands: Sequence[Any], kwargs: StaticKwargs, out_tree, result_avals,
+             batch_axes=None, out_batch_axes=None) -> list:
+        """Binds the primitive on flat operands; returns the flat results."""
+        from xlabind.callback_primitive import callback_p  # the primitive imports this module
+
+        return callback_p.bind(*operands, callback=self, static_kwargs=kwargs, out_tree=out_tree,
+                               result_avals=tuple(result_avals), batch_axes=batch_axes,
+                               out_batch_axes=out_batch_axes)
+
+    def check_kwargs(self, static_kwargs: dict) -> StaticKwargs:
+        for reserved in (("out",) if self.in_place else ()) + (
+                ("batch_axes",) if self.vmap_method == "native" else ()):
+            if reserved in static_kwargs:
+                raise TypeError(f"{self.name}: keyword argument '{reserved}' is reserved by "
+                                f"xlabind for this function; rename it")
+        return StaticKwargs.from_call(self.name, static_kwargs)
 
     def _as_operand(self, index: int, x: Any) -> jax.Array:
         try:
@@ -52,40 +109,58 @@ class Callback:
         except TypeError as e:
             raise TypeError(f"{self.name}: argument {index} must be an array, got "
                             f"{type(x).__name__} ({e})") from None
-        _check_dtype(self.name, f"argument {index}", array.dtype)
+        check_dtype(self.name, f"argument {index}", array.dtype)
         return array
 
-    def _result_avals(self, operands, kwargs: StaticKwargs):
+    def _check_nondiff_argnums(self, n: int) -> None:
+        bad = [i for i in self.nondiff_argnums if not 0 <= i < n]
+        if bad:
+            raise ValueError(f"{self.name}: nondiff_argnums {bad} out of range for a call with "
+                             f"{n} positional arguments")
+
+    # -- result shapes -----------------------------------------------------
+    def result_avals(self, operands, kwargs: StaticKwargs, batch_axes=None):
+        """(flat result avals, result tree, flat result batch axes or None)[:2 or 3]."""
         spec = self.result_shape_dtypes
         if callable(spec) and not hasattr(spec, "shape"):
-            avals = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]
-            spec = spec(*avals, **kwargs.as_dict())
-        leaves, out_tree = jax.tree_util.tree_flatten(spec)
-        result_avals = []
+            structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]
+            extra = {"batch_axes": batch_axes} if self.vmap_method == "native" else {}
+            spec = spec(*structs, **kwargs.as_dict(), **extra)
+        leaves, out_tree = jax.tree_util.tree_flatten(
+            spec, is_leaf=lambda x: isinstance(x, BatchedResult))
+        avals, axes = [], []
         for i, leaf in enumerate(leaves):
             if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
                 raise TypeError(f"{self.name}: result_shape_dtypes must be a pytree of objects "
                                 f"with .shape and .dtype (e.g. jax.ShapeDtypeStruct); leaf {i} "
                                 f"is {type(leaf).__name__}")
             dtype = np.dtype(leaf.dtype)
-            _check_dtype(self.name, f"result {i}", dtype)
-            shape = tuple(int(d) for d in leaf.shape)
-            result_avals.append(jax.core.ShapedArray(shape, dtype))
-        return tuple(result_avals), out_tree
+            check_dtype(self.name, f"result {i}", dtype)
+            avals.append(jax.core.ShapedArray(tuple(int(d) for d in leaf.shape), dtype))
+            axes.append(getattr(leaf, "batch_axis", None))
+        if batch_axes is not None:
+            return tuple(avals), out_tree, tuple(axes)
+        return tuple(avals), out_tree
 
-    def _registry_entry(self, kwargs: StaticKwargs, out_tree) -> _native.CallbackEntry:
+    # -- the registry entry the lowering names ------------------------------
+    def registry_entry(self, kwargs: StaticKwargs, out_tree, batch_axes) -> _native.CallbackEntry:
         """The registered entry for this call signature, made on first lowering."""
+        key = (kwargs, out_tree, batch_axes)
         with self._lock:
-            entry = self._entries.get((kwargs, out_tree))
+            entry = self._entries.get(key)
             if entry is None:
-                adapter = (_in_place_adapter if self.in_place else _returning_adapter)(
-                    self.fn, self.name, kwargs.as_dict(), out_tree)
-                entry = _native.CallbackEntry(adapter, self.name)
-                self._entries[(kwargs, out_tree)] = entry
+                call_kwargs = kwargs.as_dict()
+                if self.vmap_method == "native":
+                    call_kwargs["batch_axes"] = batch_axes
+                make = _in_place_adapter if self.in_place else _returning_adapter
+                entry = _native.CallbackEntry(make(self.fn, self.name, call_kwargs, out_tree),
+                                              self.name)
+                self._entries[key] = entry
             return entry
 
 
-def _check_dtype(fn_name: str, what: str, dtype: np.dtype) -> None:
+def check_dtype(fn_name: str, what: str, dtype: np.dtype) -> None:
+    """Raises a TypeError naming `what` unless the handler can pass `dtype` to Python."""
     if np.dtype(dtype) not in _native.SUPPORTED_DTYPES:
         supported = ", ".join(sorted(str(d) for d in _native.SUPPORTED_DTYPES))
         raise TypeError(f"{fn_name}: {what} has dtype {dtype}, which xlabind cannot pass to "
@@ -135,8 +210,11 @@ def _in_place_adapter(fn, name, kwargs, out_tree):
 
 
 def callback(fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-             in_place: bool = False, name: str | None = None) -> Callback:
-    """Binds a Python function so that JAX can call it, eagerly and under ``jax.jit``.
+             in_place: bool = False, vmap_method: str = "sequential",
+             name: str | None = None) -> Callback:
+    """Binds a Python function so that JAX can call it, eagerly, under ``jax.jit``
+    and ``jax.vmap``. It has no derivatives: see :func:`xlabind.linear`,
+    :func:`xlabind.multilinear` and :func:`xlabind.nonlinear` for those.
 
     Inside a compiled computation XLA hands the function its buffers as NumPy
     arrays without copying: operands read-only, results writable.
@@ -153,6 +231,7 @@ def callback(fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., Resul
         a function ``(*input_structs, **static_kwargs) -> pytree`` computing it
         from the inputs' shapes and dtypes.
       in_place: Whether ``fn`` writes its results into ``out`` itself.
+      vmap_method: One of :data:`VMAP_METHODS`; ``"sequential"`` by default.
       name: The name used in error messages; defaults to ``fn.__qualname__``.
 
     Returns:
@@ -165,4 +244,5 @@ def callback(fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., Resul
       >>> jax.jit(cumsum)(jnp.arange(4.0))
       Array([0., 1., 3., 6.], dtype=float32)
     """
-    return Callback(fn, result_shape_dtypes, in_place=in_place, name=name)
+    return Callback(fn, result_shape_dtypes, in_place=in_place, vmap_method=vmap_method,
+                    name=name)

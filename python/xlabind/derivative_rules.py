@@ -1,0 +1,174 @@
+"""The JVP and transpose rules of the `xlabind_callback` primitive.
+
+Every differentiable bound function describes how its results depend on its
+arguments with one :class:`LinearityRules`:
+
+* *groups*: sets of argument positions in each of which the function is
+  jointly linear; across groups it is multilinear. A linear function has one
+  group (all differentiable arguments), a multilinear one a group per
+  argument, a nonlinear one none.
+* *transposes*: per group, how to compute the cotangents of that group's
+  arguments from the others and the output cotangents, or None.
+* *params_tangent*: the tangent contribution of arguments in no group (a
+  nonlinear function's arguments, or the primals a JVP function depends on),
+  or None when those are not differentiable.
+
+Arguments in the bound function's ``nondiff_argnums`` are never differentiated:
+a nonzero tangent for one is an error that names it.
+
+The JVP of a group is the function itself with the group's arguments replaced
+by their tangents (linearity); so is every derivative order after it, and
+transposing calls the group's transpose, itself a bound function with rules of
+its own. Symbolic zeros call nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import jax
+from jax import dtypes
+from jax.interpreters import ad
+
+# (callback, primals, tangents with ad.Zero, params) -> output tangents (ad.Zero allowed)
+TangentFn = Callable[..., list]
+# (callback, outside_args, cts, group_avals, params) -> cotangents of the group's args
+TransposeFn = Callable[..., list]
+# (group index, number of arguments) -> TransposeFn or None
+TransposeLookup = Callable[[int, int], "TransposeFn | None"]
+
+
+@dataclass(frozen=True)
+class LinearityRules:
+    """How a bound function's results depend on its arguments (see module docstring)."""
+
+    groups: Callable[[int], list[list[int]]]
+    transposes: Sequence[TransposeFn | None] | TransposeLookup = ()
+    params_tangent: TangentFn | None = None
+    #: Said when a transpose is missing, e.g. "pass transpose=..." for the user's kind.
+    missing_transpose_hint: str = field(default="")
+
+    def transpose_for(self, group_index: int, n: int) -> TransposeFn | None:
+        if callable(self.transposes):
+            return self.transposes(group_index, n)
+        return self.transposes[group_index] if group_index < len(self.transposes) else None
+
+
+def is_zero(t) -> bool:
+    return type(t) is ad.Zero or getattr(t, "dtype", None) == dtypes.float0
+
+
+def zero_tangent(aval) -> ad.Zero:
+    return ad.Zero(aval.to_tangent_aval())
+
+
+def instantiate(t, aval):
+    """A dense tangent: zeros of `aval`'s shape and dtype where `t` is zero."""
+    if is_zero(t):
+        return jax.numpy.zeros(aval.shape, aval.dtype)
+    return t
+
+
+def add_tangents(terms: list[list], result_avals) -> list:
+    out = [zero_tangent(a) for a in result_avals]
+    for term in terms:
+        out = [b if is_zero(a) else a if is_zero(b) else a + b for a, b in zip(out, term)]
+    return out
+
+
+def jvp_rule(primals, tangents, *, callback, **params):
+    from xlabind.callback_primitive import callback_p
+
+    outs = callback_p.bind(*primals, callback=callback, **params)
+    return outs, output_tangents(callback, primals, tangents, params)
+
+
+def output_tangents(callback, primals, tangents, params) -> list:
+    """The tangents of `callback`'s results (ad.Zero where zero) for these input tangents."""
+    from xlabind.callback_primitive import callback_p
+
+    nonzero = [i for i, t in enumerate(tangents) if not is_zero(t)]
+    if not nonzero:
+        return [zero_tangent(a) for a in params["result_avals"]]
+    for i in nonzero:
+        if i in callback.nondiff_argnums:
+            raise TypeError(
+                f"{callback.name}: argument {i} is in nondiff_argnums, so it cannot be "
+                f"differentiated. Differentiate with respect to the other arguments only "
+                f"(e.g. jax.grad(f, argnums=...)), or wrap it in jax.lax.stop_gradient.")
+    rules = callback.rules
+    if rules is None:
+        raise TypeError(
+            f"{callback.name} has no derivative rules. Bind it with xlabind.linear, "
+            f"xlabind.multilinear or xlabind.nonlinear to differentiate it.")
+    n = len(primals)
+    terms = []
+    grouped: set[int] = set()
+    for group in rules.groups(n):
+        grouped.update(group)
+        if any(not is_zero(tangents[i]) for i in group):
+            args = list(primals)
+            for i in group:
+                args[i] = instantiate(tangents[i], jax.typeof(primals[i]))
+            terms.append(callback_p.bind(*args, callback=callback, **params))
+    rest = [i for i in nonzero if i not in grouped]
+    if rest:
+        if rules.params_tangent is None:
+            raise TypeError(
+                f"{callback.name}: cannot differentiate with respect to argument {rest[0]}: "
+                f"the function is linear only in arguments {sorted(grouped)} and no derivative "
+                f"rule covers the others. For higher derivatives of a nonlinear function, "
+                f"give its jvp and vjp as xlabind functions with derivatives of their own.")
+        masked = [t if i in rest else zero_tangent(jax.typeof(p))
+                  for i, (p, t) in enumerate(zip(primals, tangents))]
+        terms.append(rules.params_tangent(callback, primals, masked, params))
+    return add_tangents(terms, params["result_avals"])
+
+
+def transpose_rule(cts, *args, callback, **params):
+    rules = callback.rules
+    undefined = [i for i, a in enumerate(args) if ad.is_undefined_primal(a)]
+    if rules is None:
+        raise TypeError(f"{callback.name} has no transpose: it is not declared linear in any "
+                        f"argument. Bind it with xlabind.linear or xlabind.multilinear.")
+    groups = rules.groups(len(args))
+    matches = [g for g, group in enumerate(groups) if set(undefined) <= set(group)]
+    if not matches:
+        raise TypeError(
+            f"{callback.name} cannot be transposed with respect to arguments {undefined}: it is "
+            f"linear only in each of the argument groups {groups} (and only with the other "
+            f"arguments known).")
+    g = matches[0]
+    transpose = rules.transpose_for(g, len(args))
+    if transpose is None:
+        raise TypeError(f"{callback.name}: no transpose is known for arguments {groups[g]}. "
+                        f"{rules.missing_transpose_hint}".strip())
+    group = groups[g]
+    group_avals = [a.aval if ad.is_undefined_primal(a) else jax.typeof(a)
+                   for a in (args[i] for i in group)]
+    result = [None] * len(args)
+    if all(is_zero(ct) for ct in cts):
+        for i in undefined:
+            result[i] = zero_tangent(args[i].aval)
+        return result
+    dense = [instantiate(ct, aval) for ct, aval in zip(cts, params["result_avals"])]
+    outside = [a for i, a in enumerate(args) if i not in group]
+    group_cts = transpose(callback, outside, dense, group_avals, params)
+    for k, i in enumerate(group):
+        if i in undefined:
+            result[i] = group_cts[k]
+    return result
+
+
+def derived_batch_axes(params, operand_entries: Sequence) -> tuple | None:
+    """Batch axes for a derived call under native batching, or None when unbatched.
+
+    `operand_entries` lists, per operand of the derived call, ("arg", i) for the
+    parent's argument i (or its tangent) or ("out", j) for the parent's result j
+    (or its cotangent).
+    """
+    if params["batch_axes"] is None:
+        return None
+    table = {"arg": params["batch_axes"], "out": params["out_batch_axes"]}
+    return tuple(table[kind][i] for kind, i in operand_entries)

@@ -1,0 +1,140 @@
+"""`xlabind.multilinear`: a function linear in each argument separately.
+
+f(a; x_1, ..., x_m) is linear in each x_i with the others fixed (a product,
+a bilinear form, a convolution of two signals). Its JVP is the product rule,
+one call of f per argument with a nonzero tangent; transposing with respect to
+x_i calls the user's transpose ``T_i(args without x_i..., cotangents...)``.
+
+Each T_i is itself multilinear in the other x_j and the cotangents, so its
+JVP is known too (hence ``jax.hessian``); transposing T_i with respect to the
+cotangents gives f back. Transposing T_i with respect to another x_j needs T_i
+to be given as an xlabind function with transposes of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from xlabind._trees import flat_results_tree
+from xlabind.callback import Callback, ResultSpec
+from xlabind.derivative_rules import LinearityRules, derived_batch_axes
+
+
+class _Multilinear:
+    def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
+                 nondiff_argnums, in_place, vmap_method, name):
+        self.forward = Callback(fn, result_shape_dtypes, in_place=in_place, name=name,
+                                vmap_method=vmap_method, nondiff_argnums=nondiff_argnums,
+                                rules=LinearityRules(groups=self._groups,
+                                                     transposes=self._transpose_for_group))
+        self.user_transposes = tuple(transposes)
+        self.transpose_shape_dtypes = tuple(transpose_shape_dtypes or ())
+        self._derived: dict[Any, Callback] = {}
+
+    def _diff(self, n):
+        return [i for i in range(n) if i not in self.forward.nondiff_argnums]
+
+    def _groups(self, n):
+        if len(self.user_transposes) != n:
+            raise TypeError(f"{self.forward.name}: transposes must have one entry per argument "
+                            f"(None for nondiff ones): got {len(self.user_transposes)} for a call "
+                            f"with {n} arguments")
+        return [[i] for i in self._diff(n)]
+
+    def _transpose_for_group(self, g, n):
+        i = self._diff(n)[g]
+        if self.user_transposes[i] is None:
+            return None
+        return lambda callback, outside, cts, group_avals, params: self._call_transpose(
+            i, outside, cts, group_avals, params)
+
+    def transposed(self, i: int, n: int, forward_out_tree) -> Callback:
+        """T_i as a Callback: (args without i..., cotangents...) -> cotangent of arg i."""
+        user = self.user_transposes[i]
+        if isinstance(user, Callback):
+            return user
+        key = (i, n, forward_out_tree)
+        op = self._derived.get(key)
+        if op is None:
+            fwd = self.forward
+            spec = self.transpose_shape_dtypes[i] if i < len(self.transpose_shape_dtypes) else None
+            native_ok = fwd.vmap_method != "native" or callable(spec)
+            outside_positions = [j for j in range(n) if j != i]
+            nondiff = [k for k, j in enumerate(outside_positions) if j in fwd.nondiff_argnums]
+
+            def groups(n_t):
+                singles = [[k] for k in range(n - 1) if k not in nondiff]
+                return singles + [list(range(n - 1, n_t))]
+
+            def transposes(g, n_t, n_groups=len(outside_positions) - len(nondiff)):
+                if g < n_groups:
+                    return None  # T_i transposed in another x_j: not known
+                return lambda callback, outside, cts, group_avals, params: self._call_forward(
+                    i, n, forward_out_tree, outside, cts, group_avals, params)
+
+            op = Callback(user, spec, in_place=fwd.in_place, name=f"{fwd.name} (transpose {i})",
+                          nondiff_argnums=nondiff,
+                          vmap_method=fwd.vmap_method if native_ok else "sequential",
+                          rules=LinearityRules(
+                              groups=groups, transposes=transposes,
+                              missing_transpose_hint=(
+                                  f"To transpose it again, give transposes[{i}] as an "
+                                  f"xlabind.multilinear function with transposes of its own.")))
+            self._derived[key] = op
+        return op
+
+    def _call_transpose(self, i, outside, cts, group_avals, params):
+        n = len(outside) + 1
+        op = self.transposed(i, n, params["out_tree"])
+        outside_positions = [j for j in range(n) if j != i]
+        batch_axes = derived_batch_axes(params, [("arg", j) for j in outside_positions]
+                                        + [("out", j) for j in range(len(cts))])
+        out_batch = derived_batch_axes(params, [("arg", i)])
+        (ct,) = op.bind([*outside, *cts], params["static_kwargs"], flat_results_tree(1),
+                        group_avals, batch_axes, out_batch)
+        return [ct]
+
+    def _call_forward(self, i, n, forward_out_tree, outside, cts, group_avals, params):
+        # T_i transposed in its cotangents: f with the new cotangent as argument i.
+        # outside = T_i's args other than the cotangents = f's args without i.
+        (ct,) = cts
+        operands = [*outside[:i], ct, *outside[i:]]
+        entries = [("arg", j) for j in range(i)] + [("out", 0)] + [
+            ("arg", j) for j in range(i, n - 1)]
+        batch_axes = derived_batch_axes(params, entries)
+        out_batch = derived_batch_axes(params, [("arg", k) for k in range(n - 1, n - 1 + len(group_avals))])
+        return self.forward.bind(operands, params["static_kwargs"], forward_out_tree, group_avals,
+                                 batch_axes, out_batch)
+
+
+def multilinear(fn: Callable, transposes: Sequence[Callable | Callback | None],
+                result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
+                transpose_shape_dtypes: Sequence[Callable | None] = (),
+                nondiff_argnums: Sequence[int] = (), in_place: bool = False,
+                vmap_method: str = "sequential", name: str | None = None) -> Callback:
+    """Binds a function that is linear in each argument separately (multilinear).
+
+    Args:
+      fn: ``fn(*args, **static_kwargs)``, linear in each argument not in
+        ``nondiff_argnums`` when the others are held fixed.
+      transposes: One entry per argument of ``fn``. Entry i is
+        ``T_i(*args_without_i, *cotangents, **static_kwargs)`` returning the
+        cotangent of argument i (the linear transpose: no conjugation), or an
+        xlabind function with that signature (then its own rules give further
+        derivatives), or ``None`` (for nondiff arguments, or to forbid
+        reverse mode in that argument).
+      result_shape_dtypes: As in :func:`xlabind.callback`.
+      transpose_shape_dtypes: Optional, one per argument: result shape
+        functions of the transposes, for ``vmap_method="native"``.
+      nondiff_argnums, in_place, vmap_method, name: As in :func:`xlabind.linear`.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, xlabind
+      >>> mul = xlabind.multilinear(lambda x, y: x * y,
+      ...                           (lambda y, ct: y * ct, lambda x, ct: x * ct),
+      ...                           lambda x, y: x)
+      >>> jax.grad(lambda x, y: mul(x, y).sum(), argnums=(0, 1))(jnp.ones(2), 3 * jnp.ones(2))
+      (Array([3., 3.], dtype=float32), Array([1., 1.], dtype=float32))
+    """
+    return _Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
+                        nondiff_argnums, in_place, vmap_method, name).forward
