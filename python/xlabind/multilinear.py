@@ -6,9 +6,11 @@ one call of f per argument with a nonzero tangent; transposing with respect to
 x_i calls the user's transpose ``T_i(args without x_i..., cotangents...)``.
 
 Each T_i is itself multilinear in the other x_j and the cotangents, so its
-JVP is known too (hence ``jax.hessian``); transposing T_i with respect to the
-cotangents gives f back. Transposing T_i with respect to another x_j needs T_i
-to be given as an xlabind function with transposes of its own.
+JVP is known too (hence ``jax.hessian``). Its transposes follow from f and the
+other transposes: in the cotangents it is f with the new cotangent as x_i,
+and in x_j it is T_j with the new cotangent as x_i (both from
+<c, T_i(x, y)> = <y, f(x with x_i = c)>). So every derivative order works in
+every mode, given the m transposes.
 """
 
 from __future__ import annotations
@@ -66,9 +68,16 @@ class _Multilinear:
                 singles = [[k] for k in range(n - 1) if k not in nondiff]
                 return singles + [list(range(n - 1, n_t))]
 
-            def transposes(g, n_t, n_groups=len(outside_positions) - len(nondiff)):
-                if g < n_groups:
-                    return None  # T_i transposed in another x_j: not known
+            singles = [k for k in range(n - 1) if k not in nondiff]
+
+            def transposes(g, n_t):
+                if g < len(singles):
+                    # T_i transposed in x_j is T_j with c (T_i's cotangent) as x_i.
+                    j = outside_positions[singles[g]]
+                    if self.user_transposes[j] is None:
+                        return None
+                    return lambda callback, outside, cts, group_avals, params: self._call_cross(
+                        i, j, n, forward_out_tree, outside, cts, group_avals, params)
                 return lambda callback, outside, cts, group_avals, params: self._call_forward(
                     i, n, forward_out_tree, outside, cts, group_avals, params)
 
@@ -78,8 +87,8 @@ class _Multilinear:
                           rules=LinearityRules(
                               groups=groups, transposes=transposes,
                               missing_transpose_hint=(
-                                  f"To transpose it again, give transposes[{i}] as an "
-                                  f"xlabind.multilinear function with transposes of its own.")))
+                                  "Transposing it again needs the transposes of the other "
+                                  "arguments too.")))
             self._derived[key] = op
         return op
 
@@ -92,6 +101,25 @@ class _Multilinear:
         out_batch = derived_batch_axes(params, [("arg", i)])
         (ct,) = op.bind([*outside, *cts], params["static_kwargs"], flat_results_tree(1),
                         group_avals, batch_axes, out_batch)
+        return [ct]
+
+    def _call_cross(self, i, j, n, forward_out_tree, outside, cts, group_avals, params):
+        # T_i's operands are (f's args without i, cotangents); `outside` drops x_j from them.
+        (c,) = cts
+        t_positions = [p for p in range(n) if p != i]  # f's arg at each T_i operand slot
+        kept_slots = [s for s, p in enumerate(t_positions) if p != j]
+        args_without_j, ybar = outside[:n - 2], outside[n - 2:]
+        by_position = dict(zip((t_positions[s] for s in kept_slots), args_without_j))
+        by_position[i] = c
+        slot_of = {p: ("arg", s) for s, p in enumerate(t_positions)}
+        slot_of[i] = ("out", 0)
+        positions = [p for p in range(n) if p != j]
+        operands = [by_position[p] for p in positions] + list(ybar)
+        entries = [slot_of[p] for p in positions] + [("arg", n - 1 + k) for k in range(len(ybar))]
+        op = self.transposed(j, n, forward_out_tree)
+        (ct,) = op.bind(operands, params["static_kwargs"], flat_results_tree(1), group_avals,
+                        derived_batch_axes(params, entries),
+                        derived_batch_axes(params, [slot_of[j]]))
         return [ct]
 
     def _call_forward(self, i, n, forward_out_tree, outside, cts, group_avals, params):

@@ -1,0 +1,132 @@
+"""A drop-in replacement for jaxbind 1.3.1: change ``import jaxbind`` to
+``from xlabind import jaxbind`` and keep everything else.
+
+Same entry points, signatures and callback conventions:
+
+* ``get_linear_call(f, f_T, /, abstract, abstract_T, *, first_n_args_fixed=0,
+  func_can_batch=False)``: a linear function; a tuple of transposes makes it
+  multilinear (one transpose per argument, ``None`` for fixed ones).
+* ``get_nonlinear_call(f, f_derivative, /, abstract, abstract_reverse, *,
+  first_n_args_fixed=0, func_can_batch=False)`` with ``f_derivative = (jvp, vjp)``.
+* Callbacks are ``cb(out, args, kwargs_dump)``: ``out`` a list of writable
+  result arrays, ``args`` the operands (read-only), ``load_kwargs(kwargs_dump)``
+  a fresh dict of the call's keyword arguments (plus ``batch_axes`` with
+  ``func_can_batch=True``).
+* ``abstract(*args, **kwargs)`` returns one ``(shape, dtype)`` or
+  ``(shape, dtype, out_batch_axis)`` tuple per result.
+* Calls return a list of arrays, one per result.
+
+What changes: every dtype xlabind supports instead of four, keyword arguments
+need not be picklable (only hashable), errors are Python exceptions with
+messages, no raw object addresses reach the HLO, and derivatives go to any
+order the transposes allow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from xlabind.callback import BatchedResult
+from xlabind.linear import linear
+from xlabind.multilinear import multilinear
+from xlabind.nonlinear import nonlinear
+
+__all__ = ["get_linear_call", "get_nonlinear_call", "load_kwargs"]
+
+
+class _KwargsDump:
+    """What callbacks receive as ``kwargs_dump``; only :func:`load_kwargs` reads it."""
+
+    __slots__ = ("_kwargs",)
+
+    def __init__(self, kwargs: dict):
+        self._kwargs = kwargs
+
+
+def load_kwargs(kwargs_dump: Any, /) -> dict:
+    """A new dict of the keyword arguments a callback was called with."""
+    if isinstance(kwargs_dump, _KwargsDump):
+        return dict(kwargs_dump._kwargs)
+    if isinstance(kwargs_dump, np.ndarray) and kwargs_dump.dtype == np.uint8:
+        import pickle  # jaxbind's own serialized form, for callbacks that build one
+
+        return pickle.loads(kwargs_dump.tobytes())
+    raise TypeError(f"load_kwargs expects the kwargs_dump a callback received, got "
+                    f"{type(kwargs_dump).__name__}")
+
+
+def _callback(f: Callable | None) -> Callable | None:
+    """A jaxbind callback (out, args, kwargs_dump) as an xlabind in-place function."""
+    if f is None:
+        return None
+
+    def in_place(*args, out, **kwargs):
+        f(list(out) if isinstance(out, (tuple, list)) else [out], args, _KwargsDump(kwargs))
+
+    in_place.__qualname__ = getattr(f, "__qualname__", repr(f))
+    return in_place
+
+
+def _abstract(abstract: Callable | None) -> Callable | None:
+    """A jaxbind abstract function as an xlabind result-shape function."""
+    if abstract is None:
+        return None
+
+    def result_shape_dtypes(*args, **kwargs):
+        results = abstract(*args, **kwargs)
+        return tuple(BatchedResult(tuple(r[0]), np.dtype(r[1]),
+                                   r[2] if len(r) > 2 and isinstance(r[2], int) else None)
+                     for r in results)
+
+    return result_shape_dtypes
+
+
+def _as_list_call(op) -> Callable:
+    def call(*args, **kwargs) -> list:
+        return list(op(*args, **kwargs))
+
+    call.__doc__ = op.fn.__doc__
+    call.xlabind_op = op  # the underlying xlabind.Callback
+    return call
+
+
+def get_linear_call(f: Callable, f_T: Callable | Sequence[Callable | None] | None, /,
+                    abstract: Callable, abstract_T: Callable | Sequence[Callable | None] | None, *,
+                    first_n_args_fixed: int = 0, func_can_batch: bool = False) -> Callable:
+    """A linear (or, with a tuple of transposes, multilinear) function as a JAX call.
+
+    ``f`` is linear in its arguments after the first ``first_n_args_fixed``
+    (jointly; separately in each for the multilinear form). ``f_T`` is called
+    as ``f_T(out, (*fixed_args, *cotangents), kwargs_dump)``; in the
+    multilinear form, transpose i as ``T_i(out, (*args_without_i,
+    *cotangents), kwargs_dump)``. See the module docstring for conventions.
+    """
+    common = dict(nondiff_argnums=range(first_n_args_fixed), in_place=True,
+                  vmap_method="native" if func_can_batch else "sequential")
+    if isinstance(f_T, (tuple, list)):
+        abstracts = tuple(abstract_T) if isinstance(abstract_T, (tuple, list)) else ()
+        op = multilinear(_callback(f), [_callback(t) for t in f_T], _abstract(abstract),
+                         transpose_shape_dtypes=[_abstract(a) for a in abstracts], **common)
+    else:
+        op = linear(_callback(f), _callback(f_T), _abstract(abstract),
+                    transpose_shape_dtypes=_abstract(abstract_T), **common)
+    return _as_list_call(op)
+
+
+def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
+                       abstract: Callable, abstract_reverse: Callable | None, *,
+                       first_n_args_fixed: int = 0, func_can_batch: bool = False) -> Callable:
+    """A nonlinear function with its ``(jvp, vjp)`` callbacks as a JAX call.
+
+    ``jvp(out, (*args, *tangents_of_non_fixed_args), kwargs_dump)`` writes the
+    result tangents; ``vjp(out, (*args, *cotangents), kwargs_dump)`` writes one
+    cotangent per non-fixed argument.
+    """
+    jvp, vjp = f_derivative
+    op = nonlinear(_callback(f), _abstract(abstract), jvp=_callback(jvp), vjp=_callback(vjp),
+                   vjp_shape_dtypes=_abstract(abstract_reverse),
+                   nondiff_argnums=range(first_n_args_fixed), in_place=True,
+                   vmap_method="native" if func_can_batch else "sequential")
+    return _as_list_call(op)
