@@ -1,0 +1,1 @@
+"""Runnable examples of binding real libraries with xlabind (ducc0, SciPy)."""
