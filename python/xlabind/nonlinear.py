@@ -45,8 +45,6 @@ class _Nonlinear:
         if key in self._derived:
             return self._derived[key]
         fwd = self.forward
-        diff = self._diff(n)
-        d = len(diff)
 
         def user_rules(user):
             if isinstance(user, Callback) and user.rules is not None:
@@ -73,9 +71,10 @@ class _Nonlinear:
             nondiff_argnums=fwd.nondiff_argnums,
             vmap_method=method if method != "native" or native_jvp else "sequential",
             rules=LinearityRules(groups=lambda n_j: [list(range(n, n_j))],
-                                 transposes=[lambda *a: self._call_vjp(*a)],
-                                 params_tangent=user_rules(self.jvp)))
-        vjp_op = Callback(
+                                 transposes=[None if self.vjp is None else self._call_vjp],
+                                 params_tangent=user_rules(self.jvp),
+                                 missing_transpose_hint="Pass vjp= to xlabind.nonlinear."))
+        vjp_op = None if self.vjp is None else Callback(
             as_fn(self.vjp), self.vjp_shape_dtypes,
             in_place=getattr(self.vjp, "in_place", fwd.in_place), name=f"{fwd.name} (vjp)",
             nondiff_argnums=fwd.nondiff_argnums,
@@ -83,13 +82,7 @@ class _Nonlinear:
             rules=LinearityRules(groups=lambda n_v: [list(range(n, n_v))],
                                  transposes=[lambda *a: self._call_jvp_from_vjp(out_tree, *a)],
                                  params_tangent=user_rules(self.vjp)))
-        if self.vjp is None:
-            vjp_op = None
-            jvp_op.rules = LinearityRules(groups=jvp_op.rules.groups,
-                                          params_tangent=jvp_op.rules.params_tangent,
-                                          missing_transpose_hint="Pass vjp= to xlabind.nonlinear.")
         self._derived[key] = (jvp_op, vjp_op)
-        del d
         return jvp_op, vjp_op
 
     def _tangent(self, callback, primals, tangents, params):

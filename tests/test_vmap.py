@@ -1,0 +1,131 @@
+"""vmap: every method, in_axes combinations with None, nesting, and with grad."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xlabind
+
+jax.config.update("jax_enable_x64", True)
+
+METHODS = ["sequential", "expand_dims", "broadcast_all"]
+
+
+def affine(method, calls=None):
+    """f(x, y) = x + 2 y (linear; transpose ct -> (ct, 2 ct)); callbacks broadcast themselves."""
+
+    def f(x, y):
+        if calls is not None:
+            calls.append(np.shape(x))
+        return np.broadcast_to(x + 2 * y, np.broadcast_shapes(x.shape, y.shape)).copy()
+
+    def shape(x, y):
+        return jax.ShapeDtypeStruct(np.broadcast_shapes(x.shape, y.shape), x.dtype)
+
+    return xlabind.linear(f, lambda ct: (ct, 2 * ct), shape, vmap_method=method)
+
+
+def reference(x, y):
+    return x + 2 * y
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("in_axes", [(0, 0), (0, None), (None, 0), (1, 0), (1, None)])
+def test_matches_pure_jax(method, in_axes):
+    op = affine(method)
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.normal(size=(3, 4) if in_axes[0] != 1 else (4, 3)))
+    y = jnp.asarray(rng.normal(size=(3, 4) if in_axes[1] == 0 else (4,)))
+    if in_axes[0] is None:
+        x = x[0]
+    got = jax.vmap(op, in_axes=in_axes)(x, y)
+    want = jax.vmap(reference, in_axes=in_axes)(x, y)
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(jax.jit(jax.vmap(op, in_axes=in_axes))(x, y), want)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_nested_vmap(method):
+    op = affine(method)
+    x = jnp.arange(24.0).reshape(2, 3, 4)
+    y = jnp.arange(12.0).reshape(3, 4)
+    f = jax.vmap(jax.vmap(op, in_axes=(0, None)), in_axes=(1, 0))
+    np.testing.assert_allclose(f(x, y), jax.vmap(jax.vmap(reference, (0, None)), (1, 0))(x, y))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_vmap_of_grad_and_grad_of_vmap(method):
+    op = affine(method)
+    x = jnp.arange(6.0).reshape(2, 3)
+    y = jnp.ones(3)
+    loss = lambda x, y: jnp.sum(jnp.sin(op(x, y)))
+    ref = lambda x, y: jnp.sum(jnp.sin(reference(x, y)))
+    for fn, rf in [(jax.vmap(jax.grad(loss, (0, 1)), in_axes=(0, None)),
+                    jax.vmap(jax.grad(ref, (0, 1)), in_axes=(0, None))),
+                   (jax.grad(lambda x, y: jnp.sum(jax.vmap(loss, (0, None))(x, y)), (0, 1)),
+                    jax.grad(lambda x, y: jnp.sum(jax.vmap(ref, (0, None))(x, y)), (0, 1)))]:
+        for got, want in zip(fn(x, y), rf(x, y)):
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_sequential_calls_once_per_element_and_expand_dims_once():
+    calls = []
+    jax.vmap(affine("sequential", calls), in_axes=(0, None))(jnp.ones((5, 2)), jnp.ones(2))
+    assert calls == [(2,)] * 5
+    calls.clear()
+    jax.vmap(xlabind.callback(lambda x, y: calls.append(x.shape) or x + y,
+                              lambda x, y: x, vmap_method="expand_dims"),
+             in_axes=(0, None))(jnp.ones((5, 2)), jnp.ones(2))
+    assert calls == [(5, 2)]
+
+
+def native_scale(calls):
+    """x -> 3 x with native batching: the callback sees the whole batch."""
+
+    def f(x, *, batch_axes):
+        calls.append((x.shape, batch_axes))
+        return 3 * x
+
+    def shape(x, *, batch_axes):
+        if batch_axes:
+            return xlabind.BatchedResult(x.shape, x.dtype, batch_axes[0][-1])
+        return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+    return xlabind.linear(f, lambda ct, *, batch_axes: 3 * ct, shape, transpose_shape_dtypes=shape,
+                          vmap_method="native")
+
+
+def test_native_batching_reports_batch_axes_and_nests():
+    calls = []
+    op = native_scale(calls)
+    x = jnp.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_allclose(jax.vmap(op, in_axes=1)(x), 3 * jnp.moveaxis(x, 1, 0))
+    assert calls[-1] == ((2, 3, 4), ((1,),))
+    np.testing.assert_allclose(jax.vmap(jax.vmap(op, in_axes=1), in_axes=2)(x),
+                               3 * jnp.transpose(x, (2, 1, 0)))
+    # Inner vmap over axis 1 of the (2, 3) slices = axis 1 of x; outer over axis 2.
+    assert calls[-1] == ((2, 3, 4), ((1, 2),))
+
+
+def test_native_batching_with_grad_both_ways():
+    calls = []
+    op = native_scale(calls)
+    x = jnp.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(jax.vmap(jax.grad(lambda v: jnp.sum(op(v) ** 2)))(x), 18 * x)
+    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(jax.vmap(op)(x) ** 2))(x), 18 * x)
+    assert any(batch_axes == ((0,),) for _, batch_axes in calls)
+
+
+def test_native_batching_needs_batched_results():
+    op = xlabind.callback(lambda x, *, batch_axes: x, lambda x, *, batch_axes: x,
+                          vmap_method="native", name="nb")
+    with pytest.raises(TypeError, match=r"nb: vmap_method='native' needs every result's batch axis"):
+        jax.vmap(op)(jnp.ones((2, 3)))
+
+
+def test_unknown_vmap_method():
+    with pytest.raises(ValueError, match=r"vmap_method must be one of"):
+        xlabind.callback(lambda x: x, lambda x: x, vmap_method="parallel")

@@ -1,0 +1,353 @@
+"""How much a call through xlabind costs, next to the alternatives, in one run.
+
+    tools/bazel run //tools:benchmark -- --json /tmp/bench.json
+    tools/bazel run //tools:benchmark -- --quick      # a few seconds, for smoke tests
+
+Every case is a jitted function of one float64 array (jax_enable_x64 is on),
+timed on the CPU:
+
+  * the jit dispatch floor: ``jax.jit(jnp.copy)``;
+  * a native no-op FFI call (xlabind's ``NOOP_TARGET`` through
+    ``jax.ffi.ffi_call``): the cost of any custom call, and the unit of the
+    "vs native" column;
+  * no-op host callbacks: ``jax.pure_callback``,
+    ``jax.experimental.buffer_callback`` (where this jax has it), and
+    ``xlabind.callback`` in place (no copy) and returning (one copy), at
+    n = 1 and n = 10^6;
+  * the primal call of a differentiable op (``xlabind.linear``) next to the
+    same no-op as a plain ``xlabind.callback``;
+  * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
+    with ``vmap_method="native"`` (one call) and ``"sequential"`` (64 calls).
+
+Method: every case is compiled and called a few times first. Then, for many
+rounds, each case in turn (in a fresh random order each round) is called a few
+times, each call timed alone as ``f(x).block_until_ready()`` with
+``time.perf_counter``. The table gives the median over all timed calls. The
+ratios in the summary are what the issue sets targets for; nothing here
+asserts on them, since timings depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import json
+import os
+import platform
+import random
+import sys
+import time
+from typing import Any, Callable
+
+# xlabind's callbacks run on the CPU only; on a machine with an accelerator jax
+# would otherwise put the arrays (and the computation) there.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402  (after the platform choice above)
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import xlabind  # noqa: E402
+from xlabind import _native  # noqa: E402
+
+try:
+    from jax.experimental.buffer_callback import buffer_callback
+except ImportError:  # older jax: the case is reported as missing
+    buffer_callback = None
+
+SMALL = 1
+LARGE = 10**6
+BATCH = 64
+VECTOR = 1000
+
+DEFAULT_ROUNDS = 600
+QUICK_ROUNDS = 20
+CALLS_PER_ROUND = 5
+WARMUP_CALLS = 3
+
+
+@dataclasses.dataclass
+class Case:
+    key: str  # stable name for the JSON and the ratio lines
+    label: str
+    fn: Callable[[jax.Array], Any]  # already jitted
+    x: jax.Array
+    expected: np.ndarray | None = None  # checked once, so a broken case is not timed
+    times: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return int(self.x.size)
+
+    @property
+    def size_label(self) -> str:
+        return "x".join(str(d) for d in self.x.shape) if self.x.ndim > 1 else str(self.n)
+
+
+def _like(x) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(x.shape, x.dtype)
+
+
+def _vector(n: int) -> jax.Array:
+    # Values in [0, 1): every case sees finite, ordinary numbers.
+    return jnp.asarray(np.random.default_rng(n).random(n))
+
+
+# -- the cases ---------------------------------------------------------------
+def jit_floor(n: int) -> Case:
+    return Case("jit_copy", "jax.jit(jnp.copy) (dispatch floor)", jax.jit(jnp.copy), _vector(n))
+
+
+def native_noop(n: int) -> Case:
+    def f(x):
+        # The handler writes nothing: the result is whatever XLA allocated.
+        return jax.ffi.ffi_call(_native.NOOP_TARGET, _like(x))(x)
+
+    return Case(f"native_noop_{n}", "native no-op (jax.ffi.ffi_call)", jax.jit(f), _vector(n))
+
+
+def pure_callback_noop(n: int) -> Case:
+    def f(x):
+        return jax.pure_callback(lambda a: np.asarray(a), _like(x), x)
+
+    x = _vector(n)
+    return Case(f"pure_callback_{n}", "jax.pure_callback no-op", jax.jit(f), x, np.asarray(x))
+
+
+def buffer_callback_noop(n: int) -> Case | None:
+    if buffer_callback is None:
+        return None
+
+    def f(x):
+        # Like xlabind's in-place no-op: the callback leaves `out` unwritten.
+        return buffer_callback(lambda ctx, out, a: None, _like(x))(x)
+
+    return Case(f"buffer_callback_{n}", "jax buffer_callback no-op", jax.jit(f), _vector(n))
+
+
+def _noop_into(x, *, out):
+    del x, out
+
+
+def xlabind_in_place(n: int) -> Case:
+    op = xlabind.callback(_noop_into, lambda x: x, in_place=True)
+    return Case(f"xlabind_in_place_{n}", "xlabind.callback no-op, in place", jax.jit(op),
+                _vector(n))
+
+
+def xlabind_returning(n: int) -> Case:
+    op = xlabind.callback(lambda x: x, lambda x: x)
+    x = _vector(n)
+    return Case(f"xlabind_returning_{n}", "xlabind.callback no-op, returning (1 copy)",
+                jax.jit(op), x, np.asarray(x))
+
+
+def xlabind_linear(n: int) -> Case:
+    op = xlabind.linear(_noop_into, _noop_into, lambda x: x, in_place=True)
+    return Case(f"xlabind_linear_{n}", "xlabind.linear no-op, in place (primal)", jax.jit(op),
+                _vector(n))
+
+
+def _sin_native(x, *, out, batch_axes):
+    del batch_axes  # elementwise: the layout of x is the layout of out
+    np.sin(x, out=out)
+
+
+def _sin_native_spec(x, *, batch_axes):
+    if batch_axes is None:
+        return x
+    # The result keeps the operand's layout, so its newest batch axis too.
+    return xlabind.BatchedResult(x.shape, x.dtype, batch_axes[0][-1])
+
+
+def _sin_into(x, *, out):
+    np.sin(x, out=out)
+
+
+def _batch() -> jax.Array:
+    return jnp.asarray(np.random.default_rng(BATCH).random((BATCH, VECTOR)))
+
+
+def vmap_native() -> Case:
+    op = xlabind.callback(_sin_native, _sin_native_spec, in_place=True, vmap_method="native")
+    x = _batch()
+    return Case("vmap_native", "vmap(np.sin), vmap_method='native'", jax.jit(jax.vmap(op)), x,
+                np.sin(np.asarray(x)))
+
+
+def vmap_sequential() -> Case:
+    op = xlabind.callback(_sin_into, lambda x: x, in_place=True, vmap_method="sequential")
+    x = _batch()
+    return Case("vmap_sequential", "vmap(np.sin), vmap_method='sequential'",
+                jax.jit(jax.vmap(op)), x, np.sin(np.asarray(x)))
+
+
+def all_cases() -> tuple[list[Case], list[str]]:
+    """The cases in table order, and notes on those this jax cannot run."""
+    makers = [
+        lambda: jit_floor(SMALL),
+        lambda: native_noop(SMALL),
+        lambda: native_noop(LARGE),
+        lambda: pure_callback_noop(SMALL),
+        lambda: pure_callback_noop(LARGE),
+        lambda: buffer_callback_noop(SMALL),
+        lambda: buffer_callback_noop(LARGE),
+        lambda: xlabind_in_place(SMALL),
+        lambda: xlabind_in_place(LARGE),
+        lambda: xlabind_returning(LARGE),
+        lambda: xlabind_linear(SMALL),
+        vmap_native,
+        vmap_sequential,
+    ]
+    cases = [c for c in (make() for make in makers) if c is not None]
+    notes = [] if buffer_callback is not None else [
+        f"jax {jax.__version__} has no jax.experimental.buffer_callback: its cases are skipped"]
+    return cases, notes
+
+
+# -- timing ------------------------------------------------------------------
+def warm_up(cases: list[Case]) -> None:
+    """Compiles every case, checks its result once, and runs it a few times."""
+    for case in cases:
+        result = case.fn(case.x)
+        result.block_until_ready()
+        if case.expected is not None:
+            np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12,
+                                       err_msg=f"benchmark case {case.key} computes a wrong result")
+        for _ in range(WARMUP_CALLS):
+            case.fn(case.x).block_until_ready()
+
+
+def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0) -> None:
+    """Appends `rounds * calls` timings to every case, the cases interleaved."""
+    order = list(cases)
+    rng = random.Random(seed)  # a fresh order each round, so no case always follows another
+    clock = time.perf_counter
+    for _ in range(rounds):
+        rng.shuffle(order)
+        # A collection inside a timed call would land on whichever case made
+        # the garbage overflow; between rounds it lands on none.
+        gc.disable()
+        try:
+            for case in order:
+                f, x, times = case.fn, case.x, case.times
+                for _ in range(calls):
+                    start = clock()
+                    f(x).block_until_ready()
+                    times.append(clock() - start)
+        finally:
+            gc.enable()
+
+
+# -- reporting ---------------------------------------------------------------
+def _us(seconds: float) -> float:
+    return seconds * 1e6
+
+
+def summarize(case: Case) -> dict:
+    times = np.asarray(case.times)
+    p10, p25, median, p75, p90 = np.percentile(times, [10, 25, 50, 75, 90])
+    return {"key": case.key, "case": case.label, "n": case.n, "shape": list(case.x.shape),
+            "calls": len(times), "median_us": _us(median), "p10_us": _us(p10),
+            "p25_us": _us(p25), "p75_us": _us(p75), "p90_us": _us(p90),
+            "min_us": _us(times.min())}
+
+
+TARGETS = [
+    # (name, numerator key, denominator key, target or None)
+    ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.15),
+    ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
+    (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
+]
+
+
+def ratios(results: dict[str, dict]) -> list[dict]:
+    out = []
+    for name, num, den, target in TARGETS:
+        if num in results and den in results:
+            value = results[num]["median_us"] / results[den]["median_us"]
+            out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
+                        "target_max": target})
+    return out
+
+
+def print_report(cases: list[Case], results: dict[str, dict], ratio_rows: list[dict],
+                 notes: list[str], elapsed: float) -> None:
+    unit = results[f"native_noop_{SMALL}"]["median_us"]
+    width = max(len(c.label) for c in cases)
+    print(f"{'case':<{width}}  {'n':>8}  {'median µs':>10}  {'vs native':>9}")
+    print("-" * (width + 33))
+    for case in cases:
+        median = results[case.key]["median_us"]
+        print(f"{case.label:<{width}}  {case.size_label:>8}  {median:>10.1f}  "
+              f"{median / unit:>9.2f}")
+    print()
+    for row in ratio_rows:
+        target = f" (target ≤ {row['target_max']:.2f})" if row["target_max"] is not None else ""
+        print(f"{row['name'] + target + ':':<52} {row['ratio']:.3f}")
+    for note in notes:
+        print(f"note: {note}")
+    calls = len(cases[0].times)
+    print(f"\n{calls} timed calls per case, {elapsed:.1f} s; jax {jax.__version__}, "
+          f"{os.cpu_count()} CPUs")
+
+
+def environment() -> dict:
+    import jaxlib
+
+    return {"python": platform.python_version(), "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__, "numpy": np.__version__,
+            "xlabind": xlabind.__version__, "machine": platform.machine(),
+            "cpu_count": os.cpu_count(), "devices": [str(d) for d in jax.devices()]}
+
+
+def _output_path(path: str) -> str:
+    # `bazel run` starts the program in its runfiles; a relative path means the
+    # directory the user ran bazel from.
+    return os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), path)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"rounds of interleaved calls (default {DEFAULT_ROUNDS}, "
+                             f"{QUICK_ROUNDS} with --quick)")
+    parser.add_argument("--calls-per-round", type=int, default=CALLS_PER_ROUND,
+                        help=f"timed calls of each case per round (default {CALLS_PER_ROUND})")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few rounds only: a smoke test, not a measurement")
+    parser.add_argument("--json", metavar="PATH", help="also write every result to PATH as JSON")
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
+    if args.rounds < 1 or args.calls_per_round < 1:
+        parser.error("--rounds and --calls-per-round must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    start = time.perf_counter()
+    cases, notes = all_cases()
+    warm_up(cases)
+    measure(cases, args.rounds, args.calls_per_round)
+    elapsed = time.perf_counter() - start
+
+    results = {case.key: summarize(case) for case in cases}
+    ratio_rows = ratios(results)
+    print_report(cases, results, ratio_rows, notes, elapsed)
+    if args.json:
+        report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
+                  "rounds": args.rounds, "calls_per_round": args.calls_per_round,
+                  "quick": args.quick, "seconds": elapsed, "environment": environment()}
+        with open(_output_path(args.json), "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
