@@ -144,3 +144,10 @@ def test_large_arrays_ten_million_elements():
     y = jax.jit(op)(jnp.arange(n, dtype=jnp.float64))
     assert y.shape == (n,)
     assert float(y[n - 1]) == 2.0 * (n - 1) and float(jnp.sum(y)) == float(n) * (n - 1)
+
+
+def test_lowering_for_gpu_says_cpu_only():
+    op = xlabind.callback(lambda x: x, lambda x: x, name="cpu_fn")
+    traced = jax.jit(op).trace(jnp.ones(2))
+    with pytest.raises(NotImplementedError, match=r"'cpu_fn' is a Python callback on the CPU"):
+        traced.lower(lowering_platforms=("cuda",))
