@@ -8,15 +8,15 @@ namespace xlabind {
 namespace {
 
 // Guarded by the GIL, like every Python object the entries hold.
-std::unordered_map<uint64_t, const CallbackEntry*>& Registry() {
-  static auto* registry = new std::unordered_map<uint64_t, const CallbackEntry*>();
+std::unordered_map<uint64_t, std::shared_ptr<const CallbackData>>& Registry() {
+  static auto* registry = new std::unordered_map<uint64_t, std::shared_ptr<const CallbackData>>();
   return *registry;
 }
 
 uint64_t NextKey() {
   // A random start makes keys from another process (e.g. an executable loaded
-  // from a persistent compilation cache) miss instead of alias.
-  // Kept below 2^62: MLIR builds u64 attributes from signed 64-bit integers.
+  // from a persistent compilation cache) miss instead of alias. Kept below
+  // 2^62: MLIR builds u64 attributes from signed 64-bit integers.
   static uint64_t next = [] {
     std::random_device device;
     return ((uint64_t{device()} << 32) ^ uint64_t{device()}) >> 2;
@@ -26,18 +26,42 @@ uint64_t NextKey() {
 
 }  // namespace
 
-CallbackEntry::CallbackEntry(PyObject* callable, std::string name)
-    : callable_(callable), name_(std::move(name)), key_(NextKey()) {
-  Py_INCREF(callable_);
-  Registry().emplace(key_, this);
+CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style,
+                           bool single_result, PyObject* kwargs)
+    : callable(callable), name(std::move(name)), style(style), single_result(single_result) {
+  Py_INCREF(callable);
+  if (style != CallStyle::kInPlace) return;
+  const Py_ssize_t n = kwargs ? PyDict_Size(kwargs) : 0;
+  kwnames = PyTuple_New(n + 1);
+  PyTuple_SET_ITEM(kwnames, 0, PyUnicode_InternFromString("out"));
+  PyObject* key;
+  PyObject* value;
+  Py_ssize_t pos = 0;
+  for (Py_ssize_t i = 1; kwargs && PyDict_Next(kwargs, &pos, &key, &value); ++i) {
+    Py_INCREF(key);
+    PyTuple_SET_ITEM(kwnames, i, key);
+    Py_INCREF(value);
+    kwvalues.push_back(value);
+  }
 }
 
-CallbackEntry::~CallbackEntry() {
-  Registry().erase(key_);
-  Py_DECREF(callable_);
+CallbackData::~CallbackData() {
+  for (PyObject* value : kwvalues) Py_DECREF(value);
+  Py_XDECREF(kwnames);
+  Py_DECREF(callable);
 }
 
-const CallbackEntry* FindCallback(uint64_t key) {
+CallbackEntry::CallbackEntry(PyObject* callable, std::string name, CallStyle style,
+                             bool single_result, PyObject* kwargs)
+    : data_(std::make_shared<const CallbackData>(callable, std::move(name), style, single_result,
+                                                 kwargs)),
+      key_(NextKey()) {
+  Registry().emplace(key_, data_);
+}
+
+CallbackEntry::~CallbackEntry() { Registry().erase(key_); }
+
+std::shared_ptr<const CallbackData> FindCallback(uint64_t key) {
   auto it = Registry().find(key);
   return it == Registry().end() ? nullptr : it->second;
 }

@@ -3,44 +3,78 @@
 // The HLO carries only an integer key, never an object address: a stale or
 // foreign key (an executable from another process, or one whose callback was
 // freed) finds nothing and fails with a clear error instead of calling into
-// freed memory. Keys start at a random 64-bit offset per process and are never
+// freed memory. Keys start at a random offset per process and are never
 // reused.
 //
-// Ownership: a CallbackEntry owns one reference to its callable. Python owns
-// the entries (through nanobind); xlabind keeps each one alive from the bound
-// function that made it and from every executable lowered with it (a jax
-// lowering keepalive). All registry access happens with the GIL held.
+// Ownership: a CallbackEntry (owned by Python, through nanobind) owns the
+// registration; xlabind keeps each one alive from the bound function that made
+// it and from every executable lowered with it (a jax lowering keepalive). The
+// Python objects a call needs live in a CallbackData shared by the entry and
+// any call in flight, so an entry dropped by another thread mid-call leaves
+// the running call intact. All registry access happens with the GIL held.
 #ifndef XLABIND_FFI_CALLBACK_REGISTRY_H_
 #define XLABIND_FFI_CALLBACK_REGISTRY_H_
 
 #include <Python.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace xlabind {
 
+// How the handler calls the callable with the operand views (read-only) and
+// the result views (writable).
+enum class CallStyle {
+  // callable(operands: tuple, results: tuple): xlabind's Python adapters.
+  kAdapter,
+  // callable(*operands, out=results, **kwargs), returning None: a user's
+  // in-place function called directly, without a Python frame in between.
+  // `out` is the one result array when single_result, else a tuple.
+  kInPlace,
+};
+
+// What a call needs; owns one reference to each Python object. Destroy with
+// the GIL held.
+struct CallbackData {
+  CallbackData(PyObject* callable, std::string name, CallStyle style, bool single_result,
+               PyObject* kwargs);
+  ~CallbackData();
+  CallbackData(const CallbackData&) = delete;
+  CallbackData& operator=(const CallbackData&) = delete;
+
+  PyObject* callable;
+  std::string name;
+  CallStyle style;
+  bool single_result;
+  // ("out", *kwargs names) for kInPlace, as vectorcall's kwnames; else null.
+  PyObject* kwnames = nullptr;
+  // The kwargs values, in kwnames order after "out".
+  std::vector<PyObject*> kwvalues;
+};
+
 class CallbackEntry {
  public:
-  // Registers `callable` (a new reference is taken) under a fresh key.
-  CallbackEntry(PyObject* callable, std::string name);
+  // Registers `callable` (new references are taken) under a fresh key.
+  // `kwargs` (a dict, or nullptr) is passed as keyword arguments in kInPlace.
+  CallbackEntry(PyObject* callable, std::string name, CallStyle style, bool single_result,
+                PyObject* kwargs);
   ~CallbackEntry();
   CallbackEntry(const CallbackEntry&) = delete;
   CallbackEntry& operator=(const CallbackEntry&) = delete;
 
   uint64_t key() const { return key_; }
-  const std::string& name() const { return name_; }
-  // Borrowed reference; callers that may release the GIL must hold their own.
-  PyObject* callable() const { return callable_; }
+  const std::string& name() const { return data_->name; }
 
  private:
-  PyObject* callable_;
-  std::string name_;
+  std::shared_ptr<const CallbackData> data_;
   uint64_t key_;
 };
 
-// The entry registered under `key`, or nullptr. Requires the GIL.
-const CallbackEntry* FindCallback(uint64_t key);
+// The data registered under `key`, or null. Requires the GIL; so does
+// releasing the returned pointer.
+std::shared_ptr<const CallbackData> FindCallback(uint64_t key);
 
 // How many entries are alive (for lifetime tests). Requires the GIL.
 size_t LiveCallbackCount();

@@ -2,8 +2,10 @@
 // Python as capsules (for jax.ffi.register_ffi_target) and exposes the
 // callback registry.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <string>
 
 #include "ffi/callback_registry.h"
@@ -63,12 +65,20 @@ NB_MODULE(_xlabind_cpu, m) {
       "(and the callable) stays registered while this object lives.")
       .def(
           "__init__",
-          [](xlabind::CallbackEntry* self, nb::callable callable, std::string name) {
-            new (self) xlabind::CallbackEntry(callable.ptr(), std::move(name));
+          [](xlabind::CallbackEntry* self, nb::callable callable, std::string name,
+             bool in_place, bool single_result, std::optional<nb::dict> kwargs) {
+            new (self) xlabind::CallbackEntry(
+                callable.ptr(), std::move(name),
+                in_place ? xlabind::CallStyle::kInPlace : xlabind::CallStyle::kAdapter,
+                single_result, kwargs ? kwargs->ptr() : nullptr);
           },
-          nb::arg("callable"), nb::arg("name"))
+          nb::arg("callable"), nb::arg("name"), nb::kw_only(), nb::arg("in_place") = false,
+          nb::arg("single_result") = false, nb::arg("kwargs") = nb::none(),
+          "in_place=False: callable(operands, results). in_place=True: "
+          "callable(*operands, out=results, **kwargs) returning None, where `out` is "
+          "the one result array when single_result, else a tuple.")
       .def_prop_ro("key", &xlabind::CallbackEntry::key)
-      .def_prop_ro("name", &xlabind::CallbackEntry::name)
+      .def_prop_ro("name", [](const xlabind::CallbackEntry& e) { return e.name(); })
       .def("__repr__", [](const xlabind::CallbackEntry& e) {
         return "CallbackEntry(name='" + e.name() + "', key=" + std::to_string(e.key()) + ")";
       });

@@ -86,3 +86,45 @@ def test_errors_inside_a_larger_program():
 
     with pytest.raises(Exception, match=r"KeyError: 'missing'"):
         program(jnp.ones(3)).block_until_ready()
+
+
+def test_keeping_the_out_tuple_of_an_in_place_callback_is_refused():
+    kept = []
+
+    def two_results(x, *, out):
+        a, b = out
+        a[...] = x
+        b[...] = 2 * x
+        kept.append(out)
+
+    spec = lambda x: (x, x)
+    with pytest.raises(Exception, match=r"kept a reference to an operand or result array"):
+        jax.jit(xlabind.callback(two_results, spec, in_place=True))(jnp.ones(2)).block_until_ready()
+
+
+def test_in_place_callbacks_get_kwargs_and_every_out_layout():
+    def single(x, *, out, k):
+        out[...] = x * k
+
+    def pair(x, *, out, k):
+        out[0][...] = x + k
+        out[1][...] = x - k
+
+    def nested(x, *, out, k):
+        out["a"][...] = x
+        out["b"][0][...] = k
+
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(xlabind.callback(single, lambda x, **_: x, in_place=True)(x, k=2.0),
+                               2 * x)
+    a, b = xlabind.callback(pair, lambda x, **_: (x, x), in_place=True)(x, k=1.0)
+    np.testing.assert_allclose(a, x + 1)
+    np.testing.assert_allclose(b, x - 1)
+    def one_tuple(x, *, out, k):
+        out[0][...] = x * k  # `out` mirrors the declared structure: a 1-tuple
+
+    (one,) = xlabind.callback(one_tuple, lambda x, **_: (x,), in_place=True)(x, k=3.0)
+    np.testing.assert_allclose(one, 3 * x)
+    tree = xlabind.callback(nested, lambda x, **_: {"a": x, "b": (x,)}, in_place=True)(x, k=5.0)
+    np.testing.assert_allclose(tree["a"], x)
+    np.testing.assert_allclose(tree["b"][0], 5.0)

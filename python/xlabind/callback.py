@@ -152,11 +152,18 @@ class Callback:
                 call_kwargs = kwargs.as_dict()
                 if self.vmap_method == "native":
                     call_kwargs["batch_axes"] = batch_axes
-                make = _in_place_adapter if self.in_place else _returning_adapter
-                entry = _native.CallbackEntry(make(self.fn, self.name, call_kwargs, out_tree),
-                                              self.name)
+                entry = _make_entry(self.fn, self.name, self.in_place, call_kwargs, out_tree)
                 self._entries[key] = entry
             return entry
+
+
+def _make_entry(fn, name, in_place, kwargs, out_tree) -> _native.CallbackEntry:
+    leaf = jax.tree_util.treedef_is_leaf(out_tree)
+    if in_place and (leaf or out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)):
+        # The handler calls fn(*operands, out=..., **kwargs) itself: no adapter frame.
+        return _native.CallbackEntry(fn, name, in_place=True, single_result=leaf, kwargs=kwargs)
+    make = _in_place_adapter if in_place else _returning_adapter
+    return _native.CallbackEntry(make(fn, name, kwargs, out_tree), name)
 
 
 def check_dtype(fn_name: str, what: str, dtype: np.dtype) -> None:
