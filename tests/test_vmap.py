@@ -1,6 +1,5 @@
 """vmap: every method, in_axes combinations with None, nesting, and with grad."""
 
-import itertools
 
 import jax
 import jax.numpy as jnp

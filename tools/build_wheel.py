@@ -19,7 +19,6 @@ import hashlib
 import pathlib
 import re
 import sys
-import sysconfig
 import zipfile
 
 import xlabind

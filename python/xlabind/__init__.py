@@ -9,7 +9,7 @@ Public API:
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
 """
 
-from xlabind import callback_primitive as _callback_primitive  # registers the primitive's rules
+from xlabind import callback_primitive as _callback_primitive  # noqa: F401  (registers the rules)
 from xlabind._native import SUPPORTED_DTYPES
 from xlabind.callback import VMAP_METHODS, BatchedResult, Callback, callback
 from xlabind.linear import linear
