@@ -203,8 +203,10 @@ ffi::Error CallWithGil(uint64_t key, ffi::RemainingArgs args, ffi::RemainingRets
     return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
                       "xlabind callback '" + data->name +
                           "' kept a reference to an operand or result array after it "
-                          "returned; those arrays view XLA's memory and die with the "
-                          "call. Keep a copy instead (numpy.array(x)).");
+                          "returned (it stored one, or handed one to code that holds on "
+                          "to it: jax itself may alias NumPy memory without copying). "
+                          "Those arrays view XLA's memory and die with the call; keep or "
+                          "pass a copy instead (numpy.array(x)).");
   }
   return ffi::Error::Success();
 }

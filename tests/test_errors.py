@@ -128,3 +128,11 @@ def test_in_place_callbacks_get_kwargs_and_every_out_layout():
     tree = xlabind.callback(nested, lambda x, **_: {"a": x, "b": (x,)}, in_place=True)(x, k=5.0)
     np.testing.assert_allclose(tree["a"], x)
     np.testing.assert_allclose(tree["b"][0], 5.0)
+
+
+def test_jax_inside_a_callback_works_on_copies_and_is_refused_on_views():
+    on_copy = xlabind.callback(lambda x: np.asarray(jax.jit(jnp.sin)(np.array(x))), lambda x: x)
+    np.testing.assert_allclose(jax.jit(on_copy)(jnp.ones(3)), np.sin(np.ones(3)), rtol=1e-6)
+    on_view = xlabind.callback(lambda x: np.asarray(jax.jit(lambda y: y + 1)(x)), lambda x: x)
+    with pytest.raises(Exception, match=r"kept a reference.*jax itself may alias NumPy memory"):
+        jax.jit(lambda x: on_view(on_view(x)))(jnp.ones(3)).block_until_ready()
