@@ -64,11 +64,13 @@ class _Multilinear:
             outside_positions = [j for j in range(n) if j != i]
             nondiff = [k for k, j in enumerate(outside_positions) if j in fwd.nondiff_argnums]
 
-            def groups(n_t):
-                singles = [[k] for k in range(n - 1) if k not in nondiff]
-                return singles + [list(range(n - 1, n_t))]
-
+            # T_i's operands: f's args without i, then the cotangents. It is
+            # linear in each differentiable one of the former, and jointly in
+            # the cotangents.
             singles = [k for k in range(n - 1) if k not in nondiff]
+
+            def groups(n_t):
+                return [[k] for k in singles] + [list(range(n - 1, n_t))]
 
             def transposes(g, n_t):
                 if g < len(singles):
