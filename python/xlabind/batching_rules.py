@@ -12,8 +12,7 @@ import jax.numpy as jnp
 def batch_rule(args, dims, *, callback, **params):
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     method = callback.vmap_method
-    spec = callback.result_shape_dtypes
-    if method == "native" and not (callable(spec) and not hasattr(spec, "shape")):
+    if method == "native" and not callback.has_shape_function:
         method = "sequential"  # a derived function without a batch-aware shape function
     return _METHODS[method](size, args, dims, callback, params)
 

@@ -76,13 +76,19 @@ class Callback:
     def __repr__(self) -> str:
         return f"xlabind.Callback({self.name})"
 
+    @property
+    def has_shape_function(self) -> bool:
+        """Whether result shapes come from a function (not a fixed pytree, not None)."""
+        spec = self.result_shape_dtypes
+        return callable(spec) and not hasattr(spec, "shape")
+
     # -- calling -----------------------------------------------------------
     def __call__(self, *args: Any, **static_kwargs: Any) -> Any:
         """Calls the function on `args` (arrays); keyword arguments are static."""
         kwargs = self.check_kwargs(static_kwargs)
         operands = [self._as_operand(i, x) for i, x in enumerate(args)]
         self._check_nondiff_argnums(len(operands))
-        result_avals, out_tree = self.result_avals(operands, kwargs)
+        result_avals, out_tree, _ = self.result_avals(operands, kwargs)
         results = self.bind(operands, kwargs, out_tree, result_avals)
         return jax.tree_util.tree_unflatten(out_tree, results)
 
@@ -120,9 +126,9 @@ class Callback:
 
     # -- result shapes -----------------------------------------------------
     def result_avals(self, operands, kwargs: StaticKwargs, batch_axes=None):
-        """(flat result avals, result tree, flat result batch axes or None)[:2 or 3]."""
+        """(flat result avals, result tree, each result's batch axis or None)."""
         spec = self.result_shape_dtypes
-        if callable(spec) and not hasattr(spec, "shape"):
+        if self.has_shape_function:
             structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]
             extra = {"batch_axes": batch_axes} if self.vmap_method == "native" else {}
             spec = spec(*structs, **kwargs.as_dict(), **extra)
@@ -138,9 +144,7 @@ class Callback:
             check_dtype(self.name, f"result {i}", dtype)
             avals.append(jax.core.ShapedArray(tuple(int(d) for d in leaf.shape), dtype))
             axes.append(getattr(leaf, "batch_axis", None))
-        if batch_axes is not None:
-            return tuple(avals), out_tree, tuple(axes)
-        return tuple(avals), out_tree
+        return tuple(avals), out_tree, tuple(axes)
 
     # -- the registry entry the lowering names ------------------------------
     def registry_entry(self, kwargs: StaticKwargs, out_tree, batch_axes) -> _native.CallbackEntry:
@@ -164,6 +168,14 @@ def _make_entry(fn, name, in_place, kwargs, out_tree) -> _native.CallbackEntry:
         return _native.CallbackEntry(fn, name, in_place=True, single_result=leaf, kwargs=kwargs)
     make = _in_place_adapter if in_place else _returning_adapter
     return _native.CallbackEntry(make(fn, name, kwargs, out_tree), name)
+
+
+def derived_vmap_method(parent: Callback, shape_function) -> str:
+    """The vmap method of a function derived from `parent` (a transpose, a JVP):
+    the parent's, except that native batching needs a result-shape function."""
+    if parent.vmap_method == "native" and not callable(shape_function):
+        return "sequential"
+    return parent.vmap_method
 
 
 def check_dtype(fn_name: str, what: str, dtype: np.dtype) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree, interleave
-from xlabind.callback import Callback, ResultSpec
+from xlabind.callback import Callback, ResultSpec, derived_vmap_method
 from xlabind.derivative_rules import LinearityRules, derived_batch_axes
 
 
@@ -43,10 +43,9 @@ class _LinearPair:
         if op is None:
             k = len(self.nondiff)
             fwd = self.forward
-            native_ok = fwd.vmap_method != "native" or callable(self.transpose_shape_dtypes)
             op = Callback(self.transpose_fn, self.transpose_shape_dtypes, in_place=fwd.in_place,
                           name=f"{fwd.name} (transpose)", nondiff_argnums=range(k),
-                          vmap_method=fwd.vmap_method if native_ok else "sequential",
+                          vmap_method=derived_vmap_method(fwd, self.transpose_shape_dtypes),
                           rules=LinearityRules(
                               groups=lambda n: [list(range(k, n))],
                               transposes=[lambda *a: self._call_forward(forward_out_tree, *a)]))

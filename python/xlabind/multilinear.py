@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree
-from xlabind.callback import Callback, ResultSpec
+from xlabind.callback import Callback, ResultSpec, derived_vmap_method
 from xlabind.derivative_rules import LinearityRules, derived_batch_axes
 
 
@@ -60,7 +60,6 @@ class _Multilinear:
         if op is None:
             fwd = self.forward
             spec = self.transpose_shape_dtypes[i] if i < len(self.transpose_shape_dtypes) else None
-            native_ok = fwd.vmap_method != "native" or callable(spec)
             outside_positions = [j for j in range(n) if j != i]
             nondiff = [k for k, j in enumerate(outside_positions) if j in fwd.nondiff_argnums]
 
@@ -85,7 +84,7 @@ class _Multilinear:
 
             op = Callback(user, spec, in_place=fwd.in_place, name=f"{fwd.name} (transpose {i})",
                           nondiff_argnums=nondiff,
-                          vmap_method=fwd.vmap_method if native_ok else "sequential",
+                          vmap_method=derived_vmap_method(fwd, spec),
                           rules=LinearityRules(
                               groups=groups, transposes=transposes,
                               missing_transpose_hint=(

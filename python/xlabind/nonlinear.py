@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree
-from xlabind.callback import Callback, ResultSpec
+from xlabind.callback import Callback, ResultSpec, derived_vmap_method
 from xlabind.derivative_rules import (LinearityRules, derived_batch_axes, instantiate,
                                       output_tangents)
 
@@ -62,14 +62,12 @@ class _Nonlinear:
                 if fwd.vmap_method == "native" else {}
             return fwd.result_shape_dtypes(*structs[:n], **kw, **extra)
 
-        native_jvp = callable(fwd.result_shape_dtypes) and not hasattr(fwd.result_shape_dtypes, "shape")
-        native_vjp = callable(self.vjp_shape_dtypes)
-        method = fwd.vmap_method
+        jvp_shapes = jvp_spec if fwd.has_shape_function else None
         jvp_op = Callback(
-            as_fn(self.jvp), jvp_spec if native_jvp else None,
+            as_fn(self.jvp), jvp_shapes,
             in_place=getattr(self.jvp, "in_place", fwd.in_place), name=f"{fwd.name} (jvp)",
             nondiff_argnums=fwd.nondiff_argnums,
-            vmap_method=method if method != "native" or native_jvp else "sequential",
+            vmap_method=derived_vmap_method(fwd, jvp_shapes),
             rules=LinearityRules(groups=lambda n_j: [list(range(n, n_j))],
                                  transposes=[None if self.vjp is None else self._call_vjp],
                                  params_tangent=user_rules(self.jvp),
@@ -78,7 +76,7 @@ class _Nonlinear:
             as_fn(self.vjp), self.vjp_shape_dtypes,
             in_place=getattr(self.vjp, "in_place", fwd.in_place), name=f"{fwd.name} (vjp)",
             nondiff_argnums=fwd.nondiff_argnums,
-            vmap_method=method if method != "native" or native_vjp else "sequential",
+            vmap_method=derived_vmap_method(fwd, self.vjp_shape_dtypes),
             rules=LinearityRules(groups=lambda n_v: [list(range(n, n_v))],
                                  transposes=[lambda *a: self._call_jvp_from_vjp(out_tree, *a)],
                                  params_tangent=user_rules(self.vjp)))
