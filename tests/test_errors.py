@@ -64,16 +64,6 @@ def test_keeping_a_copy_is_fine():
     np.testing.assert_array_equal(kept[0], np.arange(4.0))
 
 
-def test_base_exceptions_are_reported_too():
-    def exits(x):
-        raise SystemExit(3)
-
-    with pytest.raises(Exception, match=r"SystemExit: 3"):
-        jax.jit(xlabind.callback(exits, lambda x: x))(jnp.ones(1)).block_until_ready()
-    # And the interpreter is still fine.
-    assert float(jax.jit(xlabind.callback(lambda x: x * 2, lambda x: x))(jnp.ones(()))) == 2.0
-
-
 def test_errors_inside_a_larger_program():
     def fails(x):
         raise KeyError("missing")

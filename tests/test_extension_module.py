@@ -6,15 +6,15 @@ import os
 import pytest
 
 import xlabind  # noqa: F401  (loads the extension)
-from xlabind import _xlabind_cpu
+from xlabind import _xlabind
 
 
 @pytest.fixture(scope="module")
 def library():
-    return ctypes.CDLL(_xlabind_cpu.__file__, mode=ctypes.RTLD_LOCAL)
+    return ctypes.CDLL(_xlabind.__file__, mode=ctypes.RTLD_LOCAL)
 
 
-@pytest.mark.parametrize("symbol", ["PyInit__xlabind_cpu", "XlabindPythonCallback", "XlabindNoop"])
+@pytest.mark.parametrize("symbol", ["PyInit__xlabind", "XlabindCpuPythonCallback", "XlabindNoop"])
 def test_exports_the_handlers(library, symbol):
     assert getattr(library, symbol) is not None
 
@@ -43,8 +43,8 @@ def defining_file(library, symbol):
 def test_hides_libcxx_and_nanobind(library, symbol):
     # With a shared libstdc++ (--config=gcc) the symbol may come from there; it
     # must never come from the module itself.
-    assert defining_file(library, symbol) != os.path.realpath(_xlabind_cpu.__file__)
+    assert defining_file(library, symbol) != os.path.realpath(_xlabind.__file__)
 
 
 def test_handler_capsules():
-    assert set(_xlabind_cpu.handlers()) == {"xlabind_python_callback", "xlabind_noop"}
+    assert set(_xlabind.registrations()["cpu"]) == {"xlabind_python_callback", "xlabind_noop"}

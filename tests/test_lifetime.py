@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import xlabind
-from xlabind import _native
+from xlabind import _extension
 
 
 def test_compiled_executable_outlives_every_user_reference():
@@ -34,19 +34,19 @@ def test_jitted_function_keeps_working_after_the_user_function_is_deleted():
 def test_callbacks_are_released_with_their_executables():
     jax.clear_caches()
     gc.collect()
-    before = _native.live_callback_count()
+    before = _extension.live_callback_count()
     compiled = [jax.jit(xlabind.callback(lambda x, i=i: x + i, lambda x: x))
                 .lower(jnp.ones(2)).compile() for i in range(5)]
-    assert _native.live_callback_count() == before + 5
+    assert _extension.live_callback_count() == before + 5
     np.testing.assert_array_equal(compiled[4](jnp.zeros(2)), [4.0, 4.0])
     del compiled
     jax.clear_caches()
     gc.collect()
-    assert _native.live_callback_count() == before
+    assert _extension.live_callback_count() == before
 
 
 def test_registry_keys_are_distinct_and_not_addresses():
-    entries = [_native.CallbackEntry(lambda o, r: None, f"e{i}") for i in range(100)]
+    entries = [_extension.CallbackEntry(lambda o, r: None, f"e{i}") for i in range(100)]
     keys = {e.key for e in entries}
     assert len(keys) == 100
     assert all(k not in {id(e) for e in entries} for k in keys)

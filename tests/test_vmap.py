@@ -121,7 +121,8 @@ def test_native_batching_with_grad_both_ways():
 def test_native_batching_needs_batched_results():
     op = xlabind.callback(lambda x, *, batch_axes: x, lambda x, *, batch_axes: x,
                           vmap_method="native", name="nb")
-    with pytest.raises(TypeError, match=r"nb: vmap_method='native' needs every result's batch axis"):
+    with pytest.raises(TypeError, match=r"nb: under vmap .* batch_axis=None; vmap_method='native' "
+                                        r"needs every result's batch axis"):
         jax.vmap(op)(jnp.ones((2, 3)))
 
 

@@ -27,7 +27,7 @@ def test_wheel_contents_and_reproducibility(tmp_path):
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert first.name.endswith(f"-{tag}-{tag}-manylinux_2_17_x86_64.whl")
     names = zipfile.ZipFile(first).namelist()
-    assert "xlabind/_xlabind_cpu.so" in names and "xlabind/callback.py" in names
+    assert "xlabind/_xlabind.so" in names and "xlabind/callback.py" in names
     metadata = zipfile.ZipFile(first).read(
         next(n for n in names if n.endswith("/METADATA"))).decode()
     assert f"Requires-Dist: jax=={jax.__version__}" in metadata

@@ -54,7 +54,7 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import xlabind  # noqa: E402
-from xlabind import _native  # noqa: E402
+from xlabind import _extension  # noqa: E402
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -107,7 +107,7 @@ def jit_floor(n: int) -> Case:
 def native_noop(n: int) -> Case:
     def f(x):
         # The handler writes nothing: the result is whatever XLA allocated.
-        return jax.ffi.ffi_call(_native.NOOP_TARGET, _like(x))(x)
+        return jax.ffi.ffi_call(_extension.NOOP_TARGET, _like(x))(x)
 
     return Case(f"native_noop_{n}", "native no-op (jax.ffi.ffi_call)", jax.jit(f), _vector(n))
 

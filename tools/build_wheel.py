@@ -4,7 +4,7 @@
     tools/bazel run //tools:build_wheel -- --out "$PWD/dist"
 
 The wheel holds the `xlabind` package as Bazel assembled it (Python sources
-plus the compiled `_xlabind_cpu` extension). The extension is built for the
+plus the compiled `_xlabind` extension). The extension is built for the
 interpreter Bazel used (a cpXY-cpXY tag) and needs only glibc 2.17
 (manylinux_2_17_x86_64, from the zig toolchain). Its dependencies are the
 pinned jax, jaxlib, numpy and ml_dtypes of third_party/python/requirements.in.
@@ -56,10 +56,10 @@ def build(out_dir: pathlib.Path) -> pathlib.Path:
     version = xlabind.__version__
     files = {}
     for path in sorted(package.iterdir()):
-        if path.suffix == ".py" or path.name.startswith("_xlabind_cpu") and path.suffix == ".so":
+        if path.suffix == ".py" or path.name.startswith("_xlabind") and path.suffix == ".so":
             files[f"xlabind/{path.name}"] = path.read_bytes()
-    if "xlabind/_xlabind_cpu.so" not in files:
-        sys.exit("build_wheel: the compiled extension _xlabind_cpu.so is missing")
+    if "xlabind/_xlabind.so" not in files:
+        sys.exit("build_wheel: the compiled extension _xlabind.so is missing")
     dist_info = f"xlabind-{version}.dist-info"
     files[f"{dist_info}/METADATA"] = "\n".join([
         "Metadata-Version: 2.1",

@@ -5,17 +5,24 @@ Public API:
   linear(fn, transpose, result_shape_dtypes, ...)   a linear map and its transpose
   multilinear(fn, transposes, result_shape_dtypes, ...)
   nonlinear(fn, result_shape_dtypes, jvp=..., vjp=..., ...)
-  BatchedResult, VMAP_METHODS, SUPPORTED_DTYPES
+  BoundFunction (what they return), BatchedResult, VMAP_METHODS, SUPPORTED_DTYPES
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
 """
 
-from xlabind import callback_primitive as _callback_primitive  # noqa: F401  (registers the rules)
-from xlabind._native import SUPPORTED_DTYPES
-from xlabind.callback import VMAP_METHODS, BatchedResult, Callback, callback
+# The primitive's rules and lowerings register themselves on import.
+from xlabind import batching_rules as _batching_rules  # noqa: F401
+from xlabind import derivative_rules as _derivative_rules  # noqa: F401
+from xlabind import lowering as _lowering  # noqa: F401
+from xlabind._extension import SUPPORTED_DTYPES
+from xlabind.bound_function import VMAP_METHODS, BatchedResult, BoundFunction
+from xlabind.callback import callback
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
 from xlabind.nonlinear import nonlinear
 
-__version__ = "0.2.0"
-__all__ = ["BatchedResult", "Callback", "SUPPORTED_DTYPES", "VMAP_METHODS", "callback", "linear",
-           "multilinear", "nonlinear"]
+#: The name earlier versions gave BoundFunction.
+Callback = BoundFunction
+
+__version__ = "0.3.0"
+__all__ = ["BatchedResult", "BoundFunction", "Callback", "SUPPORTED_DTYPES", "VMAP_METHODS",
+           "callback", "linear", "multilinear", "nonlinear"]

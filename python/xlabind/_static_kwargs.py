@@ -1,25 +1,46 @@
-"""Static keyword arguments: hashable, compared by type and value.
+"""Static keyword arguments: hashable, compared by type and value all the way down.
 
 They become part of a primitive's parameters, so jit can cache on them, and
-reach the callback as the very Python objects the caller passed.
+reach the callback as the very Python objects the caller passed. Two values
+are the same static argument only if they cannot be told apart: the same
+type at every level, floats by their bits (so 0.0 and -0.0 differ, and a NaN
+equals itself), containers element by element.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Mapping
 
 import jax
+import numpy as np
+
+
+def canonical_key(value: Any) -> Any:
+    """A hashable key equal for two values exactly when they are indistinguishable."""
+    kind = type(value)
+    if isinstance(value, np.generic):  # before float: np.float64 subclasses float
+        return (kind, value.dtype.str, value.tobytes())
+    if isinstance(value, float):
+        return (kind, struct.pack("<d", value))
+    if isinstance(value, complex):
+        return (kind, struct.pack("<dd", value.real, value.imag))
+    if isinstance(value, tuple):
+        return (kind, tuple(canonical_key(v) for v in value))
+    if isinstance(value, frozenset):
+        return (kind, frozenset(canonical_key(v) for v in value))
+    return (kind, value)
 
 
 class StaticKwargs:
     """An immutable mapping of keyword arguments that is safe to hash."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_items", "_key", "_hash")
 
     def __init__(self, items: tuple[tuple[str, Any], ...] = ()):
         self._items = items
-        # The type takes part, so f(x, n=1) and f(x, n=1.0) stay distinct.
-        self._hash = hash(tuple((k, type(v), v) for k, v in items))
+        self._key = tuple((k, canonical_key(v)) for k, v in items)
+        self._hash = hash(self._key)
 
     @classmethod
     def from_call(cls, fn_name: str, kwargs: Mapping[str, Any]) -> "StaticKwargs":
@@ -31,7 +52,7 @@ class StaticKwargs:
                     f"arguments are static Python values that reach the callback unchanged. "
                     f"Pass arrays as positional arguments instead.")
             try:
-                hash(value)
+                hash(canonical_key(value))
             except TypeError:
                 raise TypeError(
                     f"{fn_name}: keyword argument '{key}' must be hashable to serve as a static "
@@ -43,16 +64,14 @@ class StaticKwargs:
     def as_dict(self) -> dict[str, Any]:
         return dict(self._items)
 
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
     def __hash__(self) -> int:
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, StaticKwargs) or self._hash != other._hash:
-            return False
-        if len(self._items) != len(other._items):
-            return False
-        return all(k1 == k2 and type(v1) is type(v2) and v1 == v2
-                   for (k1, v1), (k2, v2) in zip(self._items, other._items))
+        return isinstance(other, StaticKwargs) and self._key == other._key
 
     def __repr__(self) -> str:
-        return "StaticKwargs(" + ", ".join(f"{k}={v!r}" for k, v in self._items) + ")"
+        return "{" + ", ".join(f"{k}={v!r}" for k, v in self._items) + "}"

@@ -1,25 +1,34 @@
-"""The vmap rule of the `xlabind_callback` primitive: one function per vmap_method.
+"""The vmap rule of the `xlabind_call` primitive: one function per vmap_method.
 
 A batch dimension of None means "not batched" (jax's not_mapped).
+
+Under ``"native"`` a call records, per operand and per result, one entry per
+vmap level (innermost first): the axis that level added, or None where the
+array is not batched at that level. That is what the bound function receives
+as ``batch_axes``, so two nested vmaps over different arguments can never
+look like one vmap over both.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.interpreters import batching
+
+from xlabind import sharding
+from xlabind.primitive import Call, bind, xlabind_call_p
 
 
-def batch_rule(args, dims, *, callback, **params):
+def batch_rule(args, dims, *, call: Call):
+    op = call.fn
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
-    method = callback.vmap_method
-    if method == "native" and not callback.has_shape_function:
+    method = op.vmap_method
+    if method == "native" and not op.has_shape_function:
         method = "sequential"  # a derived function without a batch-aware shape function
-    return _METHODS[method](size, args, dims, callback, params)
+    return _METHODS[method](size, list(args), list(dims), op, call)
 
 
-def _sequential(size, args, dims, callback, params):
-    from xlabind.callback_primitive import callback_p
-
+def _sequential(size, args, dims, op, call):
     mapped = [i for i, d in enumerate(dims) if d is not None]
     moved = [jnp.moveaxis(args[i], dims[i], 0) for i in mapped]
 
@@ -27,58 +36,112 @@ def _sequential(size, args, dims, callback, params):
         operands = list(args)
         for i, x in zip(mapped, xs):
             operands[i] = x
-        return callback_p.bind(*operands, callback=callback, **params)
+        return bind(call, operands)
 
     outs = jax.lax.map(one, moved)
     return outs, [0] * len(outs)
 
 
-def _leading_batch(size, args, dims, callback, params, broadcast):
-    from xlabind.callback_primitive import callback_p
-
+def _leading_batch(size, args, dims, op, call, broadcast):
     operands = []
+    batch = sharding.new_factor(call.factors, call.out_factors)
+    factors = []
     for i, (a, d) in enumerate(zip(args, dims)):
         # A differentiable argument is broadcast even under expand_dims: its
         # cotangent then has the batch size, and jax sums it back.
-        differentiable = callback.rules is not None and i not in callback.nondiff_argnums
+        differentiable = op.rules is not None and i not in op.nondiff_argnums
+        leading = batch
         if d is None:
-            a = jnp.broadcast_to(a, (size, *a.shape)) if broadcast or differentiable else a[None]
+            if broadcast or differentiable:
+                a = jnp.broadcast_to(a, (size, *a.shape))
+            else:
+                a = a[None]
+                leading = f"{batch}_one{i}"  # a size-1 axis: nothing to split
         else:
             a = jnp.moveaxis(a, d, 0)
         operands.append(a)
-    avals = tuple(jax.core.ShapedArray((size, *av.shape), av.dtype)
-                  for av in params["result_avals"])
-    outs = callback_p.bind(*operands, callback=callback, **{**params, "result_avals": avals})
+        if call.factors is not None:
+            factors.append((leading,) + call.factors[i])
+    avals = tuple(jax.core.ShapedArray((size, *av.shape), av.dtype) for av in call.result_avals)
+    changes = {"result_avals": avals}
+    if call.factors is not None:
+        changes.update(factors=tuple(factors),
+                       out_factors=tuple((batch,) + f for f in call.out_factors))
+    outs = bind(call.replace(**changes), operands)
     return outs, [0] * len(outs)
 
 
-def _shifted(entry: tuple, axis: int) -> tuple:
-    """A batch-axes entry after vmap inserted a new axis at `axis`."""
-    return tuple(b + 1 if b >= axis else b for b in entry) + (axis,)
+def _with_level(entry: tuple, axis: int | None) -> tuple:
+    """A batch-axes entry after a vmap level put its axis at `axis` (None: not batched)."""
+    if axis is None:
+        return entry + (None,)
+    return tuple(b + 1 if b is not None and b >= axis else b for b in entry) + (axis,)
 
 
-def _native(size, args, dims, callback, params):
-    from xlabind.callback_primitive import callback_p
+def _insert_axis(x, axis: int, size: int):
+    return jnp.broadcast_to(jnp.expand_dims(x, axis), (*x.shape[:axis], size, *x.shape[axis:]))
 
-    old = params["batch_axes"] or ((),) * len(args)
-    new = tuple(entry if d is None else _shifted(entry, d)
-                for entry, d in zip(old, dims))
-    avals, _, out_axes = callback.result_avals(args, params["static_kwargs"], batch_axes=new)
-    if len(avals) != len(params["result_avals"]):
-        raise TypeError(f"{callback.name}: under vmap the result shape function returned "
-                        f"{len(avals)} results, expected {len(params['result_avals'])}")
-    for j, axis in enumerate(out_axes):
-        if not isinstance(axis, int):
-            raise TypeError(
-                f"{callback.name}: vmap_method='native' needs every result's batch axis: under "
-                f"vmap (batch_axes={new}) the result shape function must return "
-                f"xlabind.BatchedResult(shape, dtype, batch_axis) leaves; result {j} has "
-                f"batch_axis={axis!r}")
-    old_out = params["out_batch_axes"] or ((),) * len(avals)
-    new_out = tuple(_shifted(entry, axis) for entry, axis in zip(old_out, out_axes))
-    outs = callback_p.bind(*args, callback=callback, **{
-        **params, "result_avals": avals, "batch_axes": new, "out_batch_axes": new_out})
-    return outs, list(out_axes)
+
+def _align_pairs(size, args, dims, op):
+    """Lays operand k out exactly like operand i for each of the op's aligned pairs
+    (a JVP's tangent and its primal), broadcasting the unbatched one."""
+    for i, k in op.aligned_pairs:
+        if dims[i] == dims[k]:
+            continue
+        if dims[i] is None:
+            args[i], dims[i] = _insert_axis(args[i], dims[k], size), dims[k]
+        elif dims[k] is None:
+            args[k], dims[k] = _insert_axis(args[k], dims[i], size), dims[i]
+        else:
+            args[k], dims[k] = jnp.moveaxis(args[k], dims[k], dims[i]), dims[i]
+
+
+def _native(size, args, dims, op, call):
+    _align_pairs(size, args, dims, op)
+    n_levels = len(call.batch_axes[0]) if call.batch_axes else 0
+    old = call.batch_axes if call.batch_axes is not None else ((),) * len(args)
+    new = tuple(_with_level(entry, d) for entry, d in zip(old, dims))
+    avals, _, out_axes = op.result_avals(args, call.kwargs, batch_axes=new)
+    if len(avals) != len(call.result_avals):
+        raise TypeError(f"{op.name}: under vmap the result shape function returned "
+                        f"{len(avals)} results, expected {len(call.result_avals)}")
+    out_axes = [_checked_batched_result(op, j, aval, axis, before, size, new)
+                for j, (aval, axis, before) in enumerate(zip(avals, out_axes, call.result_avals))]
+    old_out = call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(avals)
+    new_out = tuple(_with_level(entry, axis) for entry, axis in zip(old_out, out_axes))
+    assert all(len(e) == n_levels + 1 for e in new + new_out)
+    changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out)
+    if call.factors is not None:  # the vmap axis is independent: it may be split too
+        level = sharding.new_factor(call.factors, call.out_factors)
+        changes.update(
+            factors=tuple(sharding.insert_factor(f, d, level) for f, d in zip(call.factors, dims)),
+            out_factors=tuple(sharding.insert_factor(f, a, level)
+                              for f, a in zip(call.out_factors, out_axes)))
+    outs = bind(call.replace(**changes), args)
+    return outs, out_axes
+
+
+def _checked_batched_result(op, j, aval, axis, before, size, batch_axes) -> int:
+    """The batch axis of result j, after checking that it describes a batch of
+    the result one level down."""
+    where = (f"{op.name}: under vmap (batch_axes={batch_axes}) the result shape function "
+             f"returned for result {j}")
+    if not isinstance(axis, int) or isinstance(axis, bool):
+        raise TypeError(
+            f"{where} batch_axis={axis!r}; vmap_method='native' needs every result's batch "
+            f"axis: return xlabind.BatchedResult(shape, dtype, batch_axis) leaves")
+    ndim = len(aval.shape)
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{where} shape {aval.shape} with batch_axis={axis}, which is out of "
+                         f"range for {ndim} dimensions")
+    axis %= ndim
+    unbatched = aval.shape[:axis] + aval.shape[axis + 1:]
+    if aval.shape[axis] != size or unbatched != before.shape or aval.dtype != before.dtype:
+        raise ValueError(
+            f"{where} shape {aval.shape} and dtype {aval.dtype} with batch_axis={axis}; "
+            f"expected a batch of {size} along that axis of the unbatched result, which has "
+            f"shape {before.shape} and dtype {before.dtype}")
+    return axis
 
 
 _METHODS = {
@@ -87,3 +150,5 @@ _METHODS = {
     "broadcast_all": lambda *a: _leading_batch(*a, broadcast=True),
     "native": _native,
 }
+
+batching.primitive_batchers[xlabind_call_p] = batch_rule

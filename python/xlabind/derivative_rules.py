@@ -1,4 +1,4 @@
-"""The JVP and transpose rules of the `xlabind_callback` primitive.
+"""The JVP and transpose rules of the `xlabind_call` primitive.
 
 Every differentiable bound function describes how its results depend on its
 arguments with one :class:`LinearityRules`:
@@ -31,9 +31,11 @@ import jax
 from jax import dtypes
 from jax.interpreters import ad
 
-# (callback, primals, tangents with ad.Zero, params) -> output tangents (ad.Zero allowed)
+from xlabind.primitive import Call, bind, xlabind_call_p
+
+# (op, primals, tangents with ad.Zero, call) -> output tangents (ad.Zero allowed)
 TangentFn = Callable[..., list]
-# (callback, outside_args, cts, group_avals, params) -> cotangents of the group's args
+# (op, outside_args, cts, group_avals, call) -> cotangents of the group's args
 TransposeFn = Callable[..., list]
 # (group index, number of arguments) -> TransposeFn or None
 TransposeLookup = Callable[[int, int], "TransposeFn | None"]
@@ -77,30 +79,26 @@ def add_tangents(terms: list[list], result_avals) -> list:
     return out
 
 
-def jvp_rule(primals, tangents, *, callback, **params):
-    from xlabind.callback_primitive import callback_p
-
-    outs = callback_p.bind(*primals, callback=callback, **params)
-    return outs, output_tangents(callback, primals, tangents, params)
+def jvp_rule(primals, tangents, *, call: Call):
+    outs = bind(call, primals)
+    return outs, output_tangents(call.fn, primals, tangents, call)
 
 
-def output_tangents(callback, primals, tangents, params) -> list:
-    """The tangents of `callback`'s results (ad.Zero where zero) for these input tangents."""
-    from xlabind.callback_primitive import callback_p
-
+def output_tangents(op, primals, tangents, call: Call) -> list:
+    """The tangents of `op`'s results (ad.Zero where zero) for these input tangents."""
     nonzero = [i for i, t in enumerate(tangents) if not is_zero(t)]
     if not nonzero:
-        return [zero_tangent(a) for a in params["result_avals"]]
+        return [zero_tangent(a) for a in call.result_avals]
     for i in nonzero:
-        if i in callback.nondiff_argnums:
+        if i in op.nondiff_argnums:
             raise TypeError(
-                f"{callback.name}: argument {i} is in nondiff_argnums, so it cannot be "
+                f"{op.name}: argument {i} is in nondiff_argnums, so it cannot be "
                 f"differentiated. Differentiate with respect to the other arguments only "
                 f"(e.g. jax.grad(f, argnums=...)), or wrap it in jax.lax.stop_gradient.")
-    rules = callback.rules
+    rules = op.rules
     if rules is None:
         raise TypeError(
-            f"{callback.name} has no derivative rules. Bind it with xlabind.linear, "
+            f"{op.name} has no derivative rules. Bind it with xlabind.linear, "
             f"xlabind.multilinear or xlabind.nonlinear to differentiate it.")
     n = len(primals)
     terms = []
@@ -108,41 +106,44 @@ def output_tangents(callback, primals, tangents, params) -> list:
     for group in rules.groups(n):
         grouped.update(group)
         if any(not is_zero(tangents[i]) for i in group):
+            # Linear in the group: the JVP is the function itself on the tangents,
+            # which are laid out like their primals.
             args = list(primals)
             for i in group:
                 args[i] = instantiate(tangents[i], jax.typeof(primals[i]))
-            terms.append(callback_p.bind(*args, callback=callback, **params))
+            terms.append(bind(call, args))
     rest = [i for i in nonzero if i not in grouped]
     if rest:
         if rules.params_tangent is None:
             raise TypeError(
-                f"{callback.name}: cannot differentiate with respect to argument {rest[0]}: "
+                f"{op.name}: cannot differentiate with respect to argument {rest[0]}: "
                 f"the function is linear only in arguments {sorted(grouped)} and no derivative "
                 f"rule covers the others. For higher derivatives of a nonlinear function, "
                 f"give its jvp and vjp as xlabind functions with derivatives of their own.")
         masked = [t if i in rest else zero_tangent(jax.typeof(p))
                   for i, (p, t) in enumerate(zip(primals, tangents))]
-        terms.append(rules.params_tangent(callback, primals, masked, params))
-    return add_tangents(terms, params["result_avals"])
+        terms.append(rules.params_tangent(op, primals, masked, call))
+    return add_tangents(terms, call.result_avals)
 
 
-def transpose_rule(cts, *args, callback, **params):
-    rules = callback.rules
+def transpose_rule(cts, *args, call: Call):
+    op = call.fn
+    rules = op.rules
     undefined = [i for i, a in enumerate(args) if ad.is_undefined_primal(a)]
     if rules is None:
-        raise TypeError(f"{callback.name} has no transpose: it is not declared linear in any "
+        raise TypeError(f"{op.name} has no transpose: it is not declared linear in any "
                         f"argument. Bind it with xlabind.linear or xlabind.multilinear.")
     groups = rules.groups(len(args))
     matches = [g for g, group in enumerate(groups) if set(undefined) <= set(group)]
     if not matches:
         raise TypeError(
-            f"{callback.name} cannot be transposed with respect to arguments {undefined}: it is "
+            f"{op.name} cannot be transposed with respect to arguments {undefined}: it is "
             f"linear only in each of the argument groups {groups} (and only with the other "
             f"arguments known).")
     g = matches[0]
     transpose = rules.transpose_for(g, len(args))
     if transpose is None:
-        raise TypeError(f"{callback.name}: no transpose is known for arguments {groups[g]}. "
+        raise TypeError(f"{op.name}: no transpose is known for arguments {groups[g]}. "
                         f"{rules.missing_transpose_hint}".strip())
     group = groups[g]
     group_avals = [a.aval if ad.is_undefined_primal(a) else jax.typeof(a)
@@ -152,23 +153,14 @@ def transpose_rule(cts, *args, callback, **params):
         for i in undefined:
             result[i] = zero_tangent(args[i].aval)
         return result
-    dense = [instantiate(ct, aval) for ct, aval in zip(cts, params["result_avals"])]
+    dense = [instantiate(ct, aval) for ct, aval in zip(cts, call.result_avals)]
     outside = [a for i, a in enumerate(args) if i not in group]
-    group_cts = transpose(callback, outside, dense, group_avals, params)
+    group_cts = transpose(op, outside, dense, group_avals, call)
     for k, i in enumerate(group):
         if i in undefined:
             result[i] = group_cts[k]
     return result
 
 
-def derived_batch_axes(params, operand_entries: Sequence) -> tuple | None:
-    """Batch axes for a derived call under native batching, or None when unbatched.
-
-    `operand_entries` lists, per operand of the derived call, ("arg", i) for the
-    parent's argument i (or its tangent) or ("out", j) for the parent's result j
-    (or its cotangent).
-    """
-    if params["batch_axes"] is None:
-        return None
-    table = {"arg": params["batch_axes"], "out": params["out_batch_axes"]}
-    return tuple(table[kind][i] for kind, i in operand_entries)
+ad.primitive_jvps[xlabind_call_p] = jvp_rule
+ad.primitive_transposes[xlabind_call_p] = transpose_rule

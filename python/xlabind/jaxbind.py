@@ -11,15 +11,19 @@ Same entry points, signatures and callback conventions:
 * Callbacks are ``cb(out, args, kwargs_dump)``: ``out`` a list of writable
   result arrays, ``args`` the operands (read-only), ``load_kwargs(kwargs_dump)``
   a fresh dict of the call's keyword arguments (plus ``batch_axes`` with
-  ``func_can_batch=True``).
+  ``func_can_batch=True``, in jaxbind's form: per argument, the axes of the
+  vmap levels that batch it).
 * ``abstract(*args, **kwargs)`` returns one ``(shape, dtype)`` or
   ``(shape, dtype, out_batch_axis)`` tuple per result.
 * Calls return a list of arrays, one per result.
 
 What changes: every dtype xlabind supports instead of four, keyword arguments
 need not be picklable (only hashable), errors are Python exceptions with
-messages, no raw object addresses reach the HLO, and derivatives go to any
-order the transposes allow.
+messages, no raw object addresses reach the HLO, derivatives go to any order
+the transposes allow, a callback that rebinds an entry of ``out``
+(``out[0] = y`` instead of ``out[0][()] = y``) is an error instead of
+returning uninitialised memory, and a batched result whose shape does not
+fit the unbatched one is an error instead of a wrong answer.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xlabind.callback import BatchedResult
+from xlabind.bound_function import BatchedResult
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
 from xlabind.nonlinear import nonlinear
@@ -57,15 +61,38 @@ def load_kwargs(kwargs_dump: Any, /) -> dict:
                     f"{type(kwargs_dump).__name__}")
 
 
+def _jaxbind_batch_axes(batch_axes):
+    """xlabind's batch axes (one entry per vmap level, None where unbatched) in
+    jaxbind's form (the axes of the levels that batch each argument)."""
+    if batch_axes is None:
+        return None
+    return tuple(tuple(a for a in entry if a is not None) for entry in batch_axes)
+
+
+def _jaxbind_kwargs(kwargs: dict) -> dict:
+    if "batch_axes" in kwargs:
+        kwargs = {**kwargs, "batch_axes": _jaxbind_batch_axes(kwargs["batch_axes"])}
+    return kwargs
+
+
 def _callback(f: Callable | None) -> Callable | None:
     """A jaxbind callback (out, args, kwargs_dump) as an xlabind in-place function."""
     if f is None:
         return None
+    name = getattr(f, "__qualname__", repr(f))
 
     def in_place(*args, out, **kwargs):
-        f(list(out) if isinstance(out, (tuple, list)) else [out], args, _KwargsDump(kwargs))
+        results = list(out) if isinstance(out, (tuple, list)) else [out]
+        given = list(results)
+        f(results, args, _KwargsDump(_jaxbind_kwargs(kwargs)))
+        for i, (now, then) in enumerate(zip(results, given)):
+            if now is not then or len(results) != len(given):
+                raise TypeError(
+                    f"{name} replaced out[{i}] instead of writing into it: the result "
+                    f"arrays are XLA's own memory, so write with out[{i}][()] = value "
+                    f"(or out[{i}][...] = value).")
 
-    in_place.__qualname__ = getattr(f, "__qualname__", repr(f))
+    in_place.__qualname__ = name
     return in_place
 
 
@@ -75,7 +102,7 @@ def _abstract(abstract: Callable | None) -> Callable | None:
         return None
 
     def result_shape_dtypes(*args, **kwargs):
-        results = abstract(*args, **kwargs)
+        results = abstract(*args, **_jaxbind_kwargs(kwargs))
         return tuple(BatchedResult(tuple(r[0]), np.dtype(r[1]),
                                    r[2] if len(r) > 2 and isinstance(r[2], int) else None)
                      for r in results)
@@ -88,7 +115,7 @@ def _as_list_call(op) -> Callable:
         return list(op(*args, **kwargs))
 
     call.__doc__ = op.fn.__doc__
-    call.xlabind_op = op  # the underlying xlabind.Callback
+    call.xlabind_op = op  # the underlying xlabind.BoundFunction
     return call
 
 

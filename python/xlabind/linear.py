@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree, interleave
-from xlabind.callback import Callback, ResultSpec, derived_vmap_method
-from xlabind.derivative_rules import LinearityRules, derived_batch_axes
+from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
+from xlabind.callback import PythonFunction, python_bound_function
+from xlabind.derivative_rules import LinearityRules
+from xlabind.derived_calls import bind_derived
 
 
 def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
@@ -22,64 +24,69 @@ def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
 
 
 class _LinearPair:
-    """f and its transpose, each a Callback whose transpose calls the other."""
+    """f and its transpose, each a BoundFunction whose transpose calls the other."""
 
     def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, nondiff_argnums,
-                 in_place, vmap_method, name):
-        self.forward = Callback(fn, result_shape_dtypes, in_place=in_place, name=name,
-                                vmap_method=vmap_method, nondiff_argnums=nondiff_argnums,
-                                rules=LinearityRules(
-                                    groups=lambda n: [_diff_positions(n, self.nondiff)],
-                                    transposes=[self._call_transpose],
-                                    missing_transpose_hint="Pass transpose= to xlabind.linear."))
+                 in_place, vmap_method, platforms, sharding_rule, name):
+        self.forward = python_bound_function(
+            fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
+            vmap_method=vmap_method, name=name, nondiff_argnums=nondiff_argnums,
+            sharding_rule=sharding_rule,
+            rules=LinearityRules(groups=lambda n: [_diff_positions(n, self.nondiff)],
+                                 transposes=[self._call_transpose] if transpose is not None else [],
+                                 missing_transpose_hint="Pass transpose= to xlabind.linear."))
         self.nondiff = self.forward.nondiff_argnums
         self.transpose_fn = transpose
         self.transpose_shape_dtypes = transpose_shape_dtypes
-        self._transposes: dict[Any, Callback] = {}  # by the forward call's result tree
+        self.platforms = platforms
+        self._transposes: dict[Any, BoundFunction] = {}  # by the forward call's result tree
 
-    def transposed(self, forward_out_tree) -> Callback:
-        """The transpose as a Callback: (nondiff args..., cotangents...) -> one per diff arg."""
+    def transposed(self, forward_out_tree) -> BoundFunction:
+        """The transpose: (nondiff args..., cotangents...) -> one cotangent per diff arg."""
         op = self._transposes.get(forward_out_tree)
         if op is None:
             k = len(self.nondiff)
             fwd = self.forward
-            op = Callback(self.transpose_fn, self.transpose_shape_dtypes, in_place=fwd.in_place,
-                          name=f"{fwd.name} (transpose)", nondiff_argnums=range(k),
-                          vmap_method=derived_vmap_method(fwd, self.transpose_shape_dtypes),
-                          rules=LinearityRules(
-                              groups=lambda n: [list(range(k, n))],
-                              transposes=[lambda *a: self._call_forward(forward_out_tree, *a)]))
+            op = python_bound_function(
+                self.transpose_fn, self.transpose_shape_dtypes, in_place=fwd.in_place,
+                platforms=self.platforms,
+                vmap_method=derived_vmap_method(fwd, self.transpose_shape_dtypes),
+                name=f"{fwd.name} (transpose)", nondiff_argnums=range(k),
+                rules=LinearityRules(
+                    groups=lambda n: [list(range(k, n))],
+                    transposes=[lambda *a: self._call_forward(forward_out_tree, *a)]),
+                unwrap_one_tuple=True)
             self._transposes[forward_out_tree] = op
         return op
 
-    def _call_transpose(self, callback, outside, cts, group_avals, params):
+    def _call_transpose(self, op, outside, cts, group_avals, call):
+        # outside: f's nondiff args; cts: one per f result.
         n = len(outside) + len(group_avals)
         diff = _diff_positions(n, self.nondiff)
-        op = self.transposed(params["out_tree"])
-        batch_axes = derived_batch_axes(
-            params, [("arg", i) for i in self.nondiff] + [("out", j) for j in range(len(cts))])
-        out_batch = derived_batch_axes(params, [("arg", i) for i in diff])
-        return op.bind([*outside, *cts], params["static_kwargs"], flat_results_tree(len(diff)),
-                       group_avals, batch_axes, out_batch)
+        return bind_derived(
+            self.transposed(call.out_tree), call, [*outside, *cts],
+            [("arg", i) for i in self.nondiff] + [("out", j) for j in range(len(cts))],
+            flat_results_tree(len(diff)), group_avals, [("arg", i) for i in diff])
 
-    def _call_forward(self, forward_out_tree, callback, outside, cts, group_avals, params):
-        # outside: the forward's nondiff args; cts: one per forward diff arg.
+    def _call_forward(self, forward_out_tree, op, outside, cts, group_avals, call):
+        # The transpose transposed: f again. outside: the transpose's nondiff args
+        # (f's nondiff args); cts: one per transpose result (per f diff arg).
         k = len(outside)
         n = k + len(cts)
         operands = interleave(n, self.nondiff, outside, cts)
-        batch_axes = derived_batch_axes(
-            params, interleave(n, self.nondiff, [("arg", i) for i in range(k)],
-                               [("out", j) for j in range(len(cts))]))
-        out_batch = derived_batch_axes(params, [("arg", i) for i in range(k, k + len(group_avals))])
-        return self.forward.bind(operands, params["static_kwargs"], forward_out_tree, group_avals,
-                                 batch_axes, out_batch)
+        entries = interleave(n, self.nondiff, [("arg", i) for i in range(k)],
+                             [("out", j) for j in range(len(cts))])
+        return bind_derived(self.forward, call, operands, entries, forward_out_tree, group_avals,
+                            [("arg", i) for i in range(k, k + len(group_avals))])
 
 
-def linear(fn: Callable, transpose: Callable | None,
+def linear(fn: PythonFunction, transpose: PythonFunction | None,
            result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
            transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
            nondiff_argnums: Sequence[int] = (), in_place: bool = False,
-           vmap_method: str = "sequential", name: str | None = None) -> Callback:
+           vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
+           sharding_rule: str | Callable[..., str] | None = None,
+           name: str | None = None) -> BoundFunction:
     """Binds a linear function and its transpose as one differentiable JAX operation.
 
     Args:
@@ -100,8 +107,8 @@ def linear(fn: Callable, transpose: Callable | None,
         sequentially.
       nondiff_argnums: Positions of arguments ``fn`` is not linear in; they
         are never differentiated (doing so is an error that names them).
-      in_place, vmap_method, name: As in :func:`xlabind.callback`; they apply
-        to ``transpose`` as well.
+      in_place, vmap_method, platforms, sharding_rule, name: As in
+        :func:`xlabind.callback`; they apply to ``transpose`` as well.
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
@@ -110,9 +117,6 @@ def linear(fn: Callable, transpose: Callable | None,
       >>> jax.grad(lambda x: matvec(x).sum())(jnp.ones(2))
       Array([4., 6.], dtype=float32)
     """
-    pair = _LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
-                       nondiff_argnums, in_place, vmap_method, name)
-    if transpose is None:
-        pair.forward.rules = LinearityRules(groups=pair.forward.rules.groups,
-                                            missing_transpose_hint="Pass transpose= to xlabind.linear.")
-    return pair.forward
+    return _LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
+                       nondiff_argnums, in_place, vmap_method, platforms, sharding_rule,
+                       name).forward

@@ -18,20 +18,24 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree
-from xlabind.callback import Callback, ResultSpec, derived_vmap_method
-from xlabind.derivative_rules import LinearityRules, derived_batch_axes
+from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
+from xlabind.callback import PythonFunction, python_bound_function
+from xlabind.derivative_rules import LinearityRules
+from xlabind.derived_calls import bind_derived
 
 
 class _Multilinear:
     def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
-                 nondiff_argnums, in_place, vmap_method, name):
-        self.forward = Callback(fn, result_shape_dtypes, in_place=in_place, name=name,
-                                vmap_method=vmap_method, nondiff_argnums=nondiff_argnums,
-                                rules=LinearityRules(groups=self._groups,
-                                                     transposes=self._transpose_for_group))
+                 nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, name):
+        self.forward = python_bound_function(
+            fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
+            vmap_method=vmap_method, name=name, nondiff_argnums=nondiff_argnums,
+            sharding_rule=sharding_rule,
+            rules=LinearityRules(groups=self._groups, transposes=self._transpose_for_group))
         self.user_transposes = tuple(transposes)
         self.transpose_shape_dtypes = tuple(transpose_shape_dtypes or ())
-        self._derived: dict[Any, Callback] = {}
+        self.platforms = platforms
+        self._derived: dict[Any, BoundFunction] = {}
 
     def _diff(self, n):
         return [i for i in range(n) if i not in self.forward.nondiff_argnums]
@@ -47,13 +51,13 @@ class _Multilinear:
         i = self._diff(n)[g]
         if self.user_transposes[i] is None:
             return None
-        return lambda callback, outside, cts, group_avals, params: self._call_transpose(
-            i, outside, cts, group_avals, params)
+        return lambda op, outside, cts, group_avals, call: self._call_transpose(
+            i, outside, cts, group_avals, call)
 
-    def transposed(self, i: int, n: int, forward_out_tree) -> Callback:
-        """T_i as a Callback: (args without i..., cotangents...) -> cotangent of arg i."""
+    def transposed(self, i: int, n: int, forward_out_tree) -> BoundFunction:
+        """T_i: (args without i..., cotangents...) -> cotangent of arg i."""
         user = self.user_transposes[i]
-        if isinstance(user, Callback):
+        if isinstance(user, BoundFunction):
             return user
         key = (i, n, forward_out_tree)
         op = self._derived.get(key)
@@ -77,35 +81,35 @@ class _Multilinear:
                     j = outside_positions[singles[g]]
                     if self.user_transposes[j] is None:
                         return None
-                    return lambda callback, outside, cts, group_avals, params: self._call_cross(
-                        i, j, n, forward_out_tree, outside, cts, group_avals, params)
-                return lambda callback, outside, cts, group_avals, params: self._call_forward(
-                    i, n, forward_out_tree, outside, cts, group_avals, params)
+                    return lambda op, outside, cts, group_avals, call: self._call_cross(
+                        i, j, n, forward_out_tree, outside, cts, group_avals, call)
+                return lambda op, outside, cts, group_avals, call: self._call_forward(
+                    i, n, forward_out_tree, outside, cts, group_avals, call)
 
-            op = Callback(user, spec, in_place=fwd.in_place, name=f"{fwd.name} (transpose {i})",
-                          nondiff_argnums=nondiff,
-                          vmap_method=derived_vmap_method(fwd, spec),
-                          rules=LinearityRules(
-                              groups=groups, transposes=transposes,
-                              missing_transpose_hint=(
-                                  "Transposing it again needs the transposes of the other "
-                                  "arguments too.")))
+            op = python_bound_function(
+                user, spec, in_place=fwd.in_place, platforms=self.platforms,
+                vmap_method=derived_vmap_method(fwd, spec), name=f"{fwd.name} (transpose {i})",
+                nondiff_argnums=nondiff,
+                rules=LinearityRules(
+                    groups=groups, transposes=transposes,
+                    missing_transpose_hint=(
+                        "Transposing it again needs the transposes of the other arguments too.")),
+                unwrap_one_tuple=True)
             self._derived[key] = op
         return op
 
-    def _call_transpose(self, i, outside, cts, group_avals, params):
+    def _call_transpose(self, i, outside, cts, group_avals, call):
+        # T_i on (f's args without i, f's cotangents) gives the cotangent of arg i.
         n = len(outside) + 1
-        op = self.transposed(i, n, params["out_tree"])
         outside_positions = [j for j in range(n) if j != i]
-        batch_axes = derived_batch_axes(params, [("arg", j) for j in outside_positions]
-                                        + [("out", j) for j in range(len(cts))])
-        out_batch = derived_batch_axes(params, [("arg", i)])
-        (ct,) = op.bind([*outside, *cts], params["static_kwargs"], flat_results_tree(1),
-                        group_avals, batch_axes, out_batch)
-        return [ct]
+        return bind_derived(
+            self.transposed(i, n, call.out_tree), call, [*outside, *cts],
+            [("arg", j) for j in outside_positions] + [("out", j) for j in range(len(cts))],
+            flat_results_tree(1), group_avals, [("arg", i)])
 
-    def _call_cross(self, i, j, n, forward_out_tree, outside, cts, group_avals, params):
-        # T_i's operands are (f's args without i, cotangents); `outside` drops x_j from them.
+    def _call_cross(self, i, j, n, forward_out_tree, outside, cts, group_avals, call):
+        # T_i transposed in x_j is T_j with c (T_i's cotangent) as x_i. T_i's operands
+        # are (f's args without i, f's cotangents); `outside` drops x_j from them.
         (c,) = cts
         t_positions = [p for p in range(n) if p != i]  # f's arg at each T_i operand slot
         kept_slots = [s for s, p in enumerate(t_positions) if p != j]
@@ -117,30 +121,27 @@ class _Multilinear:
         positions = [p for p in range(n) if p != j]
         operands = [by_position[p] for p in positions] + list(ybar)
         entries = [slot_of[p] for p in positions] + [("arg", n - 1 + k) for k in range(len(ybar))]
-        op = self.transposed(j, n, forward_out_tree)
-        (ct,) = op.bind(operands, params["static_kwargs"], flat_results_tree(1), group_avals,
-                        derived_batch_axes(params, entries),
-                        derived_batch_axes(params, [slot_of[j]]))
-        return [ct]
+        return bind_derived(self.transposed(j, n, forward_out_tree), call, operands, entries,
+                            flat_results_tree(1), group_avals, [slot_of[j]])
 
-    def _call_forward(self, i, n, forward_out_tree, outside, cts, group_avals, params):
+    def _call_forward(self, i, n, forward_out_tree, outside, cts, group_avals, call):
         # T_i transposed in its cotangents: f with the new cotangent as argument i.
         # outside = T_i's args other than the cotangents = f's args without i.
         (ct,) = cts
         operands = [*outside[:i], ct, *outside[i:]]
         entries = [("arg", j) for j in range(i)] + [("out", 0)] + [
             ("arg", j) for j in range(i, n - 1)]
-        batch_axes = derived_batch_axes(params, entries)
-        out_batch = derived_batch_axes(params, [("arg", k) for k in range(n - 1, n - 1 + len(group_avals))])
-        return self.forward.bind(operands, params["static_kwargs"], forward_out_tree, group_avals,
-                                 batch_axes, out_batch)
+        return bind_derived(self.forward, call, operands, entries, forward_out_tree, group_avals,
+                            [("arg", k) for k in range(n - 1, n - 1 + len(group_avals))])
 
 
-def multilinear(fn: Callable, transposes: Sequence[Callable | Callback | None],
+def multilinear(fn: PythonFunction, transposes: Sequence[PythonFunction | BoundFunction | None],
                 result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
                 transpose_shape_dtypes: Sequence[Callable | None] = (),
                 nondiff_argnums: Sequence[int] = (), in_place: bool = False,
-                vmap_method: str = "sequential", name: str | None = None) -> Callback:
+                vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
+                sharding_rule: str | Callable[..., str] | None = None,
+                name: str | None = None) -> BoundFunction:
     """Binds a function that is linear in each argument separately (multilinear).
 
     Args:
@@ -155,7 +156,8 @@ def multilinear(fn: Callable, transposes: Sequence[Callable | Callback | None],
       result_shape_dtypes: As in :func:`xlabind.callback`.
       transpose_shape_dtypes: Optional, one per argument: result shape
         functions of the transposes, for ``vmap_method="native"``.
-      nondiff_argnums, in_place, vmap_method, name: As in :func:`xlabind.linear`.
+      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, name: As in
+        :func:`xlabind.linear`.
 
     Example:
       >>> import jax, jax.numpy as jnp, xlabind
@@ -166,4 +168,5 @@ def multilinear(fn: Callable, transposes: Sequence[Callable | Callback | None],
       (Array([3., 3.], dtype=float32), Array([1., 1.], dtype=float32))
     """
     return _Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
-                        nondiff_argnums, in_place, vmap_method, name).forward
+                        nondiff_argnums, in_place, vmap_method, platforms, sharding_rule,
+                        name).forward

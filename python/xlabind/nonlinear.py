@@ -14,27 +14,32 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import jax
+
 from xlabind._trees import flat_results_tree
-from xlabind.callback import Callback, ResultSpec, derived_vmap_method
-from xlabind.derivative_rules import (LinearityRules, derived_batch_axes, instantiate,
-                                      output_tangents)
+from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
+from xlabind.callback import PythonFunction, python_bound_function
+from xlabind.derivative_rules import LinearityRules, instantiate, output_tangents
+from xlabind.derived_calls import bind_derived
 
 
 class _Nonlinear:
     def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, nondiff_argnums,
-                 in_place, vmap_method, name):
-        self.forward = Callback(fn, result_shape_dtypes, in_place=in_place, name=name,
-                                vmap_method=vmap_method, nondiff_argnums=nondiff_argnums,
-                                rules=LinearityRules(groups=lambda n: [],
-                                                     params_tangent=self._tangent))
+                 in_place, vmap_method, platforms, sharding_rule, name):
+        self.forward = python_bound_function(
+            fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
+            vmap_method=vmap_method, name=name, nondiff_argnums=nondiff_argnums,
+            sharding_rule=sharding_rule,
+            rules=LinearityRules(groups=lambda n: [], params_tangent=self._tangent))
         self.jvp, self.vjp = jvp, vjp
         self.vjp_shape_dtypes = vjp_shape_dtypes
-        self._derived: dict[Any, tuple[Callback, Callback]] = {}
+        self.platforms = platforms
+        self._derived: dict[Any, tuple[BoundFunction, BoundFunction | None]] = {}
 
     def _diff(self, n):
         return [i for i in range(n) if i not in self.forward.nondiff_argnums]
 
-    def derived(self, n: int, out_tree) -> tuple[Callback, Callback]:
+    def derived(self, n: int, out_tree) -> tuple[BoundFunction, BoundFunction | None]:
         """(jvp op, vjp op) for calls of f with n arguments and this result tree.
 
         jvp op: (*args, *tangents of diff args) -> tangents of f's results.
@@ -45,88 +50,82 @@ class _Nonlinear:
         if key in self._derived:
             return self._derived[key]
         fwd = self.forward
+        diff = self._diff(n)
 
         def user_rules(user):
-            if isinstance(user, Callback) and user.rules is not None:
+            if isinstance(user, BoundFunction) and user.rules is not None:
                 # Derivatives in the primals come from the user's own xlabind function.
-                return lambda cb, primals, tangents, params: output_tangents(
-                    user, primals, tangents, params)
+                return lambda op, primals, tangents, call: output_tangents(
+                    user, primals, tangents, call)
             return None
 
-        def as_fn(user):
-            return user.fn if isinstance(user, Callback) else user
+        def derived_op(user, shapes, suffix, **rules):
+            in_place = getattr(user, "in_place", fwd.in_place)
+            function = user.implementation.functions if isinstance(user, BoundFunction) else user
+            return python_bound_function(
+                function, shapes, in_place=in_place, platforms=self.platforms,
+                vmap_method=derived_vmap_method(fwd, shapes), name=f"{fwd.name} ({suffix})",
+                nondiff_argnums=fwd.nondiff_argnums, unwrap_one_tuple=True,
+                rules=LinearityRules(groups=lambda n_all: [list(range(n, n_all))],
+                                     params_tangent=user_rules(user), **rules),
+                # Under native vmap each tangent is laid out like its primal, so f's
+                # result-shape function describes the JVP's results too.
+                aligned_pairs=[(i, n + k) for k, i in enumerate(diff)] if suffix == "jvp" else ())
 
-        def jvp_spec(*structs, batch_axes=None, **kw):
+        def jvp_shapes(*structs, batch_axes=None, **kw):
             # f's result shapes, from f's own arguments (the first n).
             extra = {"batch_axes": batch_axes[:n] if batch_axes else batch_axes} \
                 if fwd.vmap_method == "native" else {}
             return fwd.result_shape_dtypes(*structs[:n], **kw, **extra)
 
-        jvp_shapes = jvp_spec if fwd.has_shape_function else None
-        jvp_op = Callback(
-            as_fn(self.jvp), jvp_shapes,
-            in_place=getattr(self.jvp, "in_place", fwd.in_place), name=f"{fwd.name} (jvp)",
-            nondiff_argnums=fwd.nondiff_argnums,
-            vmap_method=derived_vmap_method(fwd, jvp_shapes),
-            rules=LinearityRules(groups=lambda n_j: [list(range(n, n_j))],
-                                 transposes=[None if self.vjp is None else self._call_vjp],
-                                 params_tangent=user_rules(self.jvp),
-                                 missing_transpose_hint="Pass vjp= to xlabind.nonlinear."))
-        vjp_op = None if self.vjp is None else Callback(
-            as_fn(self.vjp), self.vjp_shape_dtypes,
-            in_place=getattr(self.vjp, "in_place", fwd.in_place), name=f"{fwd.name} (vjp)",
-            nondiff_argnums=fwd.nondiff_argnums,
-            vmap_method=derived_vmap_method(fwd, self.vjp_shape_dtypes),
-            rules=LinearityRules(groups=lambda n_v: [list(range(n, n_v))],
-                                 transposes=[lambda *a: self._call_jvp_from_vjp(out_tree, *a)],
-                                 params_tangent=user_rules(self.vjp)))
+        jvp_op = derived_op(
+            self.jvp, jvp_shapes if fwd.has_shape_function else None, "jvp",
+            transposes=[None if self.vjp is None else self._call_vjp],
+            missing_transpose_hint="Pass vjp= to xlabind.nonlinear.")
+        vjp_op = None if self.vjp is None else derived_op(
+            self.vjp, self.vjp_shape_dtypes, "vjp",
+            transposes=[lambda *a: self._call_jvp_from_vjp(out_tree, *a)])
         self._derived[key] = (jvp_op, vjp_op)
         return jvp_op, vjp_op
 
-    def _tangent(self, callback, primals, tangents, params):
+    def _tangent(self, op, primals, tangents, call):
         """f's output tangents: one call of the jvp op."""
         n = len(primals)
         diff = self._diff(n)
-        jvp_op, _ = self.derived(n, params["out_tree"])
-        operands = [*primals, *(instantiate(tangents[i], _aval(primals[i])) for i in diff)]
-        batch_axes = derived_batch_axes(params, [("arg", i) for i in range(n)]
-                                        + [("arg", i) for i in diff])
-        return jvp_op.bind(operands, params["static_kwargs"], params["out_tree"],
-                           params["result_avals"], batch_axes, params["out_batch_axes"])
+        jvp_op, _ = self.derived(n, call.out_tree)
+        operands = [*primals, *(instantiate(tangents[i], jax.typeof(primals[i])) for i in diff)]
+        return bind_derived(jvp_op, call, operands,
+                            [("arg", i) for i in range(n)] + [("arg", i) for i in diff],
+                            call.out_tree, call.result_avals,
+                            [("out", j) for j in range(len(call.result_avals))])
 
-    def _call_vjp(self, callback, outside, cts, group_avals, params):
+    def _call_vjp(self, op, outside, cts, group_avals, call):
         # The jvp op transposed in its tangents: outside = f's args, cts = per f result.
+        # `call` is the jvp op's call: its operands are (f's args, tangents of diff args).
         n = len(outside)
-        diff = self._diff(n)
-        _, vjp_op = self.derived(n, params["out_tree"])
-        batch_axes = derived_batch_axes(params, [("arg", i) for i in range(n)]
-                                        + [("out", j) for j in range(len(cts))])
-        out_batch = derived_batch_axes(params, [("arg", n + k) for k in range(len(diff))])
-        return vjp_op.bind([*outside, *cts], params["static_kwargs"], flat_results_tree(len(diff)),
-                           group_avals, batch_axes, out_batch)
+        _, vjp_op = self.derived(n, call.out_tree)
+        return bind_derived(vjp_op, call, [*outside, *cts],
+                            [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
+                            flat_results_tree(len(group_avals)), group_avals,
+                            [("arg", n + k) for k in range(len(group_avals))])
 
-    def _call_jvp_from_vjp(self, out_tree, callback, outside, cts, group_avals, params):
+    def _call_jvp_from_vjp(self, out_tree, op, outside, cts, group_avals, call):
         # The vjp op transposed in its cotangents: the jvp op on (args, cts).
         n = len(outside)
         jvp_op, _ = self.derived(n, out_tree)
-        batch_axes = derived_batch_axes(params, [("arg", i) for i in range(n)]
-                                        + [("out", j) for j in range(len(cts))])
-        out_batch = derived_batch_axes(params, [("arg", n + k) for k in range(len(group_avals))])
-        return jvp_op.bind([*outside, *cts], params["static_kwargs"], out_tree, group_avals,
-                           batch_axes, out_batch)
+        return bind_derived(jvp_op, call, [*outside, *cts],
+                            [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
+                            out_tree, group_avals,
+                            [("arg", n + k) for k in range(len(group_avals))])
 
 
-def _aval(x):
-    import jax
-
-    return jax.typeof(x)
-
-
-def nonlinear(fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-              jvp: Callable | Callback, vjp: Callable | Callback | None,
+def nonlinear(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
+              jvp: PythonFunction | BoundFunction, vjp: PythonFunction | BoundFunction | None,
               vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
               nondiff_argnums: Sequence[int] = (), in_place: bool = False,
-              vmap_method: str = "sequential", name: str | None = None) -> Callback:
+              vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
+              sharding_rule: str | Callable[..., str] | None = None,
+              name: str | None = None) -> BoundFunction:
     """Binds a nonlinear function with its Jacobian-vector and vector-Jacobian products.
 
     Args:
@@ -146,8 +145,12 @@ def nonlinear(fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., Resu
         ``jax.hessian`` work. ``None``: forward mode only.
       vjp_shape_dtypes: Result shapes of ``vjp``, only needed for
         ``vmap_method="native"`` batching of it (else it runs sequentially).
-      nondiff_argnums, in_place, vmap_method, name: As in :func:`xlabind.linear`;
-        ``in_place`` applies to plain-function ``jvp``/``vjp`` too.
+      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, name: As in
+        :func:`xlabind.linear`; ``in_place`` applies to plain-function
+        ``jvp``/``vjp`` too. Under ``vmap_method="native"`` the JVP receives
+        each primal laid out exactly like its tangent (xlabind broadcasts the
+        unbatched one), and its results are laid out as ``fn``'s results
+        would be for those arguments.
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
@@ -158,4 +161,4 @@ def nonlinear(fn: Callable, result_shape_dtypes: ResultSpec | Callable[..., Resu
       1.0
     """
     return _Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, nondiff_argnums,
-                      in_place, vmap_method, name).forward
+                      in_place, vmap_method, platforms, sharding_rule, name).forward

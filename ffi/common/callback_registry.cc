@@ -1,4 +1,4 @@
-#include "ffi/callback_registry.h"
+#include "ffi/common/callback_registry.h"
 
 #include <random>
 #include <unordered_map>
@@ -27,10 +27,14 @@ uint64_t NextKey() {
 }  // namespace
 
 CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style,
-                           bool single_result, PyObject* kwargs)
+                           bool single_result, PyObject* kwargs, PyObject* out_builder)
     : callable(callable), name(std::move(name)), style(style), single_result(single_result) {
   Py_INCREF(callable);
   if (style != CallStyle::kInPlace) return;
+  if (out_builder != nullptr && out_builder != Py_None) {
+    Py_INCREF(out_builder);
+    this->out_builder = out_builder;
+  }
   const Py_ssize_t n = kwargs ? PyDict_Size(kwargs) : 0;
   kwnames = PyTuple_New(n + 1);
   PyTuple_SET_ITEM(kwnames, 0, PyUnicode_InternFromString("out"));
@@ -48,13 +52,14 @@ CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style
 CallbackData::~CallbackData() {
   for (PyObject* value : kwvalues) Py_DECREF(value);
   Py_XDECREF(kwnames);
+  Py_XDECREF(out_builder);
   Py_DECREF(callable);
 }
 
 CallbackEntry::CallbackEntry(PyObject* callable, std::string name, CallStyle style,
-                             bool single_result, PyObject* kwargs)
+                             bool single_result, PyObject* kwargs, PyObject* out_builder)
     : data_(std::make_shared<const CallbackData>(callable, std::move(name), style, single_result,
-                                                 kwargs)),
+                                                 kwargs, out_builder)),
       key_(NextKey()) {
   Registry().emplace(key_, data_);
 }

@@ -1,10 +1,11 @@
 // Zero-copy NumPy views of XLA buffers, for every element type NumPy and
 // ml_dtypes can represent. The only translation unit that uses NumPy's C API.
-#ifndef XLABIND_FFI_NUMPY_VIEWS_H_
-#define XLABIND_FFI_NUMPY_VIEWS_H_
+#ifndef XLABIND_FFI_CPU_NUMPY_VIEWS_H_
+#define XLABIND_FFI_CPU_NUMPY_VIEWS_H_
 
 #include <Python.h>
 
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,14 @@ PyObject* ViewBuffer(const xla::ffi::AnyBuffer& buffer, bool writable);
 // buffer where it is a copy rather than a view. No Python API calls.
 void StoreResult(const xla::ffi::AnyBuffer& buffer, PyObject* array);
 
+// Cuts the escaped `views` (indices into `views`) off XLA's memory: each, and
+// every NumPy array and memoryview made from it that Python can still reach
+// (through containers, objects, closures or a thread's locals), is re-pointed
+// at a private copy of its contents. Raw addresses taken out of Python
+// (ctypes, a C library holding the pointer) cannot be found. Slow, for the
+// error path only. Requires the GIL; leaves no exception set.
+void DetachEscapedViews(PyObject* const* views, const std::vector<size_t>& escaped);
+
 }  // namespace xlabind
 
-#endif  // XLABIND_FFI_NUMPY_VIEWS_H_
+#endif  // XLABIND_FFI_CPU_NUMPY_VIEWS_H_

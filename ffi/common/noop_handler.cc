@@ -1,4 +1,4 @@
-#include "ffi/noop_handler.h"
+#include "ffi/common/noop_handler.h"
 
 #include "xla/ffi/api/ffi.h"
 

@@ -1,4 +1,4 @@
-#include "ffi/numpy_views.h"
+#include "ffi/cpu/numpy_views.h"
 
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL xlabind_numpy_api
@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <unordered_set>
 
 namespace xlabind {
 namespace ffi = xla::ffi;
@@ -153,6 +154,171 @@ void StoreResult(const ffi::AnyBuffer& buffer, PyObject* view) {
   auto* array = reinterpret_cast<PyArrayObject*>(view);
   Pack(static_cast<const uint8_t*>(PyArray_DATA(array)), static_cast<uint8_t*>(buffer.untyped_data()),
        static_cast<size_t>(PyArray_SIZE(array)), bits);
+}
+
+}  // namespace xlabind
+
+// ---------------------------------------------------------------------------
+// Detaching escaped views (error path).
+
+namespace xlabind {
+namespace {
+
+// One escaped buffer: XLA's bytes [begin, end) and the private copy that
+// replaces them.
+struct Moved {
+  char* begin;
+  char* end;
+  PyArrayObject* copy;  // owned
+};
+
+class Detacher {
+ public:
+  explicit Detacher(std::vector<Moved> moved) : moved_(std::move(moved)) {}
+  ~Detacher() {
+    for (Moved& m : moved_) Py_DECREF(m.copy);
+  }
+
+  // Re-points `obj` if it is an array or memoryview into a moved buffer; then
+  // looks inside it when it is a container the collector does not track
+  // (those are reachable only through what we traverse).
+  void Visit(PyObject* obj) {
+    if (PyArray_Check(obj)) {
+      Repoint(reinterpret_cast<PyArrayObject*>(obj));
+    } else if (PyMemoryView_Check(obj)) {
+      Repoint(reinterpret_cast<PyMemoryViewObject*>(obj));
+    } else if (PyObject_IS_GC(obj) && !PyObject_GC_IsTracked(obj) && seen_.insert(obj).second) {
+      pending_.push_back(obj);
+    }
+  }
+
+  void Traverse(PyObject* obj) {
+    Visit(obj);
+    TraverseChildren(obj);
+    while (!pending_.empty()) {
+      PyObject* next = pending_.back();
+      pending_.pop_back();
+      TraverseChildren(next);
+    }
+  }
+
+  // A frame that is running keeps its locals out of the collector's view;
+  // f_locals shows them.
+  void TraverseLocals(PyObject* frame) {
+    PyObject* locals = PyObject_GetAttrString(frame, "f_locals");
+    if (locals == nullptr) return PyErr_Clear();
+    if (PyObject* values = PyMapping_Values(locals)) {
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); ++i) {
+        Traverse(PyList_GET_ITEM(values, i));
+      }
+      Py_DECREF(values);
+    }
+    PyErr_Clear();
+    Py_DECREF(locals);
+  }
+
+  void Repoint(PyArrayObject* array) {
+    auto* fields = reinterpret_cast<PyArrayObject_fields*>(array);
+    const Moved* m = Find(fields->data);
+    if (m == nullptr) return;
+    fields->data = PyArray_BYTES(m->copy) + (fields->data - m->begin);
+    Py_INCREF(m->copy);
+    Py_XSETREF(fields->base, reinterpret_cast<PyObject*>(m->copy));
+  }
+
+  void Repoint(PyMemoryViewObject* view) {
+    if (const Moved* m = Find(static_cast<char*>(view->view.buf))) {
+      view->view.buf = PyArray_BYTES(m->copy) + (static_cast<char*>(view->view.buf) - m->begin);
+    }
+    Py_buffer& master = view->mbuf->master;
+    if (const Moved* m = Find(static_cast<char*>(master.buf))) {
+      master.buf = PyArray_BYTES(m->copy) + (static_cast<char*>(master.buf) - m->begin);
+    }
+  }
+
+ private:
+  const Moved* Find(char* address) const {
+    for (const Moved& m : moved_) {
+      if (address >= m.begin && address < m.end) return &m;
+    }
+    return nullptr;
+  }
+
+  void TraverseChildren(PyObject* obj) {
+    traverseproc traverse = Py_TYPE(obj)->tp_traverse;
+    if (traverse == nullptr) return;
+    traverse(
+        obj,
+        [](PyObject* child, void* self) {
+          if (child != nullptr) static_cast<Detacher*>(self)->Visit(child);
+          return 0;
+        },
+        this);
+  }
+
+  std::vector<Moved> moved_;
+  std::unordered_set<PyObject*> seen_;
+  std::vector<PyObject*> pending_;
+};
+
+// gc.get_objects() plus every thread's running frames: where anything Python
+// can still reach is found.
+void TraverseEverything(Detacher& detacher) {
+  if (PyObject* gc = PyImport_ImportModule("gc")) {
+    if (PyObject* objects = PyObject_CallMethod(gc, "get_objects", nullptr)) {
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objects); ++i) {
+        detacher.Traverse(PyList_GET_ITEM(objects, i));
+      }
+      Py_DECREF(objects);
+    }
+    Py_DECREF(gc);
+  }
+  PyErr_Clear();
+  PyObject* sys = PyImport_ImportModule("sys");
+  PyObject* frames = sys ? PyObject_CallMethod(sys, "_current_frames", nullptr) : nullptr;
+  Py_XDECREF(sys);
+  if (frames == nullptr || !PyDict_Check(frames)) {  // {thread id: innermost frame}
+    Py_XDECREF(frames);
+    return PyErr_Clear();
+  }
+  PyObject* key;
+  PyObject* frame;
+  Py_ssize_t pos = 0;
+  while (PyDict_Next(frames, &pos, &key, &frame)) {
+    Py_INCREF(frame);
+    while (frame != nullptr && frame != Py_None) {
+      detacher.TraverseLocals(frame);
+      PyObject* back = PyObject_GetAttrString(frame, "f_back");
+      Py_DECREF(frame);
+      frame = back;
+    }
+    Py_XDECREF(frame);
+    PyErr_Clear();
+  }
+  Py_DECREF(frames);
+}
+
+}  // namespace
+
+void DetachEscapedViews(PyObject* const* views, const std::vector<size_t>& escaped) {
+  std::vector<Moved> moved;
+  for (size_t i : escaped) {
+    auto* array = reinterpret_cast<PyArrayObject*>(views[i]);
+    // Sub-byte types arrive as private copies, and empty views point at a
+    // static byte: neither is XLA's memory.
+    if (PyArray_CHKFLAGS(array, NPY_ARRAY_OWNDATA) || PyArray_NBYTES(array) == 0) continue;
+    auto* copy = reinterpret_cast<PyArrayObject*>(PyArray_NewCopy(array, NPY_CORDER));
+    if (copy == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    char* begin = PyArray_BYTES(array);
+    moved.push_back({begin, begin + PyArray_NBYTES(array), copy});
+  }
+  if (moved.empty()) return;
+  Detacher detacher(std::move(moved));
+  TraverseEverything(detacher);
+  for (size_t i : escaped) detacher.Visit(views[i]);  // last: the scan matches their old address
 }
 
 }  // namespace xlabind

@@ -1,0 +1,108 @@
+#include "ffi/common/python_call.h"
+
+namespace xlabind {
+namespace ffi = xla::ffi;
+namespace {
+
+// A tuple of `count` views starting at `first` (new references), or nullptr.
+PyObject* TupleOf(const ViewList& views, size_t first, size_t count) {
+  PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(count));
+  if (tuple == nullptr) return nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    Py_INCREF(views[first + i]);
+    PyTuple_SET_ITEM(tuple, i, views[first + i]);
+  }
+  return tuple;
+}
+
+// Calls the callable in its style. A new reference to what it returned, or
+// nullptr with a Python exception set. `holders` receives the containers the
+// handler made (they must be released before views are checked for escape).
+PyObject* Invoke(const CallbackData& data, const ViewList& views, size_t num_operands,
+                 Ref& operands_tuple, Ref& out_container) {
+  const size_t num_results = views.size() - num_operands;
+  if (data.style == CallStyle::kAdapter) {
+    operands_tuple.reset(TupleOf(views, 0, num_operands));
+    out_container.reset(TupleOf(views, num_operands, num_results));
+    if (!operands_tuple || !out_container) return nullptr;
+    PyObject* call_args[] = {operands_tuple.get(), out_container.get()};
+    return PyObject_Vectorcall(data.callable, call_args, 2, nullptr);
+  }
+  // kInPlace: callable(*operands, out=..., **kwargs), with no Python frame of
+  // ours in between: the path the benchmark's no-op floor measures.
+  PyObject* out;
+  if (data.single_result && num_results == 1) {
+    out = views[num_operands];
+  } else {
+    out_container.reset(TupleOf(views, num_operands, num_results));
+    if (!out_container) return nullptr;
+    if (data.out_builder != nullptr) {
+      PyObject* tuple = out_container.get();
+      out_container.reset(PyObject_CallOneArg(data.out_builder, tuple));
+      Py_DECREF(tuple);  // out_container held the only other reference
+      if (!out_container) return nullptr;
+    }
+    out = out_container.get();
+  }
+  PointerArray call_args(num_operands + 1 + data.kwvalues.size());
+  PyObject** slot = call_args.data();
+  for (size_t i = 0; i < num_operands; ++i) *slot++ = views[i];
+  *slot++ = out;
+  for (PyObject* value : data.kwvalues) *slot++ = value;
+  return PyObject_Vectorcall(data.callable, call_args.data(), num_operands, data.kwnames);
+}
+
+}  // namespace
+
+ffi::Error CallbackError(const std::string& name, const std::string& what) {
+  return ffi::Error(ffi::ErrorCode::kUnknown, "xlabind callback '" + name + "' " + what);
+}
+
+ffi::Error MissingCallbackError(uint64_t key) {
+  return ffi::Error(ffi::ErrorCode::kNotFound,
+                    "xlabind: no live Python callback with key " + std::to_string(key) +
+                        "; the executable outlived its callback or was compiled in another "
+                        "process (disable the persistent compilation cache for programs that "
+                        "use xlabind callbacks)");
+}
+
+bool InterpreterIsGone() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num_operands,
+                           std::string (*detach)(void*, ViewList&, const std::vector<size_t>&),
+                           void* platform) {
+  std::string error;
+  {
+    Ref operands_tuple, out_container;
+    Ref returned(Invoke(data, views, num_operands, operands_tuple, out_container));
+    if (!returned) {
+      // Taking the error also drops the traceback, whose frames hold views.
+      error = "raised " + TakePythonError();
+    } else if (data.style == CallStyle::kInPlace && returned.get() != Py_None) {
+      // The one place that decides: every in-place call comes through here.
+      error = "raised TypeError: " + data.name +
+              " is an in_place function: it must write into `out` and return None, but it "
+              "returned " + Py_TYPE(returned.get())->tp_name;
+    }
+  }  // the handler's own containers are released here
+  const std::vector<size_t> escaped = views.Escaped();
+  if (escaped.empty()) return error;
+  // Checked after success and failure alike: a view kept past the call must
+  // not reach XLA's memory once the handler returns.
+  const std::string what_was_done = detach(platform, views, escaped);
+  if (!error.empty()) error += "\n\nIt also ";
+  error +=
+      "kept a reference to an operand or result array after it returned (it stored one, "
+      "or handed one to code that holds on to it: jax itself may alias NumPy memory "
+      "without copying). Those arrays view XLA's memory and die with the call; " +
+      what_was_done;
+  return error;
+}
+
+}  // namespace xlabind

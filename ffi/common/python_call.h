@@ -1,0 +1,171 @@
+// The Python-call machinery every platform's callback handler shares: taking
+// the GIL, owning references, calling the registered callable in its style,
+// turning exceptions into FFI errors, and making sure no view of XLA's memory
+// outlives the call.
+//
+// A handler supplies the platform's half as a `Platform` type (see
+// cpu/python_callback_handler.cc, cuda/python_callback_handler.cc):
+//
+//   size_t capacity() const;      // operands + results
+//   size_t num_operands() const;
+//   bool AddViews(ViewList& views, std::string* error);      // operands, then results
+//   std::string Detach(ViewList& views, const std::vector<size_t>& escaped);
+//   ffi::Error Finish(const CallbackData& data, ViewList& views);  // after success
+//
+// All three run with the GIL held. Detach must leave every escaped view (and
+// whatever was made from it) unable to reach XLA's memory, and says what it
+// did, for the error message.
+#ifndef XLABIND_FFI_COMMON_PYTHON_CALL_H_
+#define XLABIND_FFI_COMMON_PYTHON_CALL_H_
+
+#include <Python.h>
+
+#include <array>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ffi/common/callback_registry.h"
+#include "ffi/common/python_errors.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace xlabind {
+
+// XLA calls a handler on the thread that launched the computation when its
+// inputs are ready, otherwise on one of its worker threads; jax releases the
+// GIL while it dispatches. So the handler takes the GIL itself, here.
+class GilScope {
+ public:
+  GilScope() : state_(PyGILState_Ensure()) {}
+  ~GilScope() { PyGILState_Release(state_); }
+  GilScope(const GilScope&) = delete;
+  GilScope& operator=(const GilScope&) = delete;
+
+ private:
+  PyGILState_STATE state_;
+};
+
+// Owns one Python reference.
+class Ref {
+ public:
+  explicit Ref(PyObject* obj = nullptr) : obj_(obj) {}
+  ~Ref() { Py_XDECREF(obj_); }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  PyObject* get() const { return obj_; }
+  void reset(PyObject* obj = nullptr) {
+    Py_XDECREF(obj_);
+    obj_ = obj;
+  }
+  explicit operator bool() const { return obj_ != nullptr; }
+
+ private:
+  PyObject* obj_;
+};
+
+// A fixed-size array of PyObject pointers, on the stack for the usual few
+// (no heap allocation on the hot path).
+class PointerArray {
+ public:
+  explicit PointerArray(size_t size) {
+    if (size > inline_.size()) heap_.reset(new PyObject*[size]);
+  }
+  PyObject** data() { return heap_ ? heap_.get() : inline_.data(); }
+  PyObject* const* data() const { return heap_ ? heap_.get() : inline_.data(); }
+
+ private:
+  std::array<PyObject*, 8> inline_;
+  std::unique_ptr<PyObject*[]> heap_;
+};
+
+// Owns one reference to each view handed to the callable: operands first,
+// then results.
+class ViewList {
+ public:
+  explicit ViewList(size_t capacity) : views_(capacity) {}
+  ViewList(const ViewList&) = delete;
+  ViewList& operator=(const ViewList&) = delete;
+  ~ViewList() {
+    for (size_t i = 0; i < count_; ++i) Py_DECREF(views_.data()[i]);
+  }
+  void Add(PyObject* view) { views_.data()[count_++] = view; }
+  PyObject* operator[](size_t i) const { return views_.data()[i]; }
+  PyObject* const* data() const { return views_.data(); }
+  size_t size() const { return count_; }
+
+  // The views something else still refers to once the call has returned and
+  // the handler dropped its own containers: the callable kept them (in a
+  // global, a closure, a thread, an array made from them).
+  std::vector<size_t> Escaped() const {
+    std::vector<size_t> escaped;
+    for (size_t i = 0; i < count_; ++i) {
+      if (Py_REFCNT(views_.data()[i]) != 1) escaped.push_back(i);
+    }
+    return escaped;
+  }
+
+ private:
+  PointerArray views_;
+  size_t count_ = 0;
+};
+
+xla::ffi::Error CallbackError(const std::string& name, const std::string& what);
+
+// The error for a key with no live entry.
+xla::ffi::Error MissingCallbackError(uint64_t key);
+
+// The error for an interpreter that is shutting down, or none if it runs.
+bool InterpreterIsGone();
+
+// Calls `data.callable` on `views` in its style and checks the outcome: a
+// Python exception, an in-place callable that returned something, views that
+// escaped (detached by `detach`, which receives the escaped indices). Returns
+// the error text ("" on success). Requires the GIL.
+std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num_operands,
+                           std::string (*detach)(void* platform, ViewList&,
+                                                 const std::vector<size_t>&),
+                           void* platform);
+
+// The handler body shared by every platform: looks up `key`, takes the GIL,
+// lets `platform` make the views, calls, checks, and lets `platform` finish.
+// No C++ exception crosses into XLA.
+template <typename Platform>
+xla::ffi::Error CallPython(uint64_t key, Platform& platform) {
+  namespace ffi = xla::ffi;
+  try {
+    if (InterpreterIsGone()) {
+      return ffi::Error(ffi::ErrorCode::kUnavailable,
+                        "xlabind: the Python interpreter is shutting down");
+    }
+    GilScope gil;
+    // Shared ownership: the call keeps what it needs even if another thread
+    // drops the entry while the GIL is released inside the call.
+    std::shared_ptr<const CallbackData> data = FindCallback(key);
+    if (data == nullptr) return MissingCallbackError(key);
+    ViewList views(platform.capacity());
+    std::string error;
+    if (!platform.AddViews(views, &error)) return CallbackError(data->name, "failed: " + error);
+    error = InvokeAndCheck(
+        *data, views, platform.num_operands(),
+        [](void* p, ViewList& v, const std::vector<size_t>& escaped) {
+          return static_cast<Platform*>(p)->Detach(v, escaped);
+        },
+        &platform);
+    if (!error.empty()) {
+      return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
+                        "xlabind callback '" + data->name + "' " + error);
+    }
+    return platform.Finish(*data, views);
+  } catch (const std::exception& e) {
+    return ffi::Error::Internal(std::string("xlabind: C++ exception in the callback handler: ") +
+                                e.what());
+  } catch (...) {
+    return ffi::Error::Internal("xlabind: unknown C++ exception in the callback handler");
+  }
+}
+
+}  // namespace xlabind
+
+#endif  // XLABIND_FFI_COMMON_PYTHON_CALL_H_

@@ -1,0 +1,102 @@
+// The `xlabind._xlabind` extension module: every platform's FFI handlers as
+// capsules (for jax.ffi.register_ffi_target), the one callback registry they
+// share, and the NumPy dtype table the CPU views use.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+
+#include <string>
+
+#include "ffi/common/callback_registry.h"
+#include "ffi/common/noop_handler.h"
+#include "ffi/cpu/numpy_views.h"
+#include "ffi/cpu/python_callback_handler.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+template <typename Fn>
+nb::capsule HandlerCapsule(Fn* fn) {
+  return nb::capsule(reinterpret_cast<void*>(fn));
+}
+
+// {platform: {FFI target name: handler}}: the one table xlabind registers
+// from. Target names are the same on every platform; jax picks the
+// platform's handler.
+nb::dict Registrations() {
+  nb::dict cpu;
+  cpu["xlabind_python_callback"] = HandlerCapsule(XlabindCpuPythonCallback);
+  cpu["xlabind_noop"] = HandlerCapsule(XlabindNoop);
+  nb::dict platforms;
+  platforms["cpu"] = cpu;
+  return platforms;
+}
+
+}  // namespace
+
+NB_MODULE(_xlabind, m) {
+  m.doc() = "xlabind's FFI handlers (C++). Use the xlabind package, not this module.";
+  // Compiled executables own CallbackEntry objects and may live until the
+  // interpreter exits; that is by design, not a leak worth reporting.
+  nb::set_leak_warnings(false);
+
+  m.def("registrations", &Registrations,
+        "{platform: {FFI target name: handler capsule}} for every platform built in.");
+
+  m.def(
+      "element_type_names",
+      [] {
+        nb::dict names;
+        for (const auto& [code, name] : xlabind::ElementTypeNames()) names[nb::int_(code)] = name;
+        return names;
+      },
+      "{XLA element type code: NumPy / ml_dtypes dtype name}.");
+
+  m.def(
+      "install_dtypes",
+      [](nb::dict dtypes) {
+        if (!xlabind::InstallDtypes(dtypes.ptr())) throw nb::python_error();
+      },
+      nb::arg("dtypes"), "Installs {element type code: numpy.dtype} for buffer views.");
+
+  m.def("live_callback_count", &xlabind::LiveCallbackCount,
+        "How many registered callbacks are alive.");
+
+  nb::class_<xlabind::CallbackEntry>(
+      m, "CallbackEntry", nb::is_weak_referenceable(),
+      "A Python callable registered under a key that HLO can name. The entry "
+      "(and the callable) stays registered while this object lives.")
+      .def(
+          "__init__",
+          [](xlabind::CallbackEntry* self, nb::callable callable, std::string name,
+             bool in_place, bool single_result, nb::object kwargs, nb::object out_builder) {
+            if (!kwargs.is_none() && !nb::isinstance<nb::dict>(kwargs)) {
+              throw nb::type_error("CallbackEntry: kwargs must be a dict or None");
+            }
+            new (self) xlabind::CallbackEntry(
+                callable.ptr(), std::move(name),
+                in_place ? xlabind::CallStyle::kInPlace : xlabind::CallStyle::kAdapter,
+                single_result, kwargs.is_none() ? nullptr : kwargs.ptr(), out_builder.ptr());
+          },
+          nb::arg("callable"), nb::arg("name"), nb::kw_only(), nb::arg("in_place") = false,
+          nb::arg("single_result") = false, nb::arg("kwargs") = nb::none(),
+          nb::arg("out_builder") = nb::none(),
+          "in_place=False: callable(operands, results). in_place=True: "
+          "callable(*operands, out=..., **kwargs) returning None, where `out` is the one "
+          "result array when single_result, else out_builder(results) when given, else "
+          "the tuple of results.")
+      .def_prop_ro("key", &xlabind::CallbackEntry::key)
+      .def_prop_ro("name", [](const xlabind::CallbackEntry& e) { return e.name(); })
+      .def("__reduce__",
+           [](const xlabind::CallbackEntry& e) -> nb::object {
+             throw nb::type_error(
+                 ("xlabind: an executable that calls the Python function '" + e.name() +
+                  "' cannot be serialized (pickle, jax.experimental.serialize_executable): "
+                  "the function lives only in this process. Serialize programs whose "
+                  "custom calls are native FFI targets, or recompile in the new process.")
+                     .c_str());
+           })
+      .def("__repr__", [](const xlabind::CallbackEntry& e) {
+        return "CallbackEntry(name='" + e.name() + "', key=" + std::to_string(e.key()) + ")";
+      });
+}

@@ -1,0 +1,203 @@
+"""What a bound function is: its name, its results' shapes, how it behaves
+under vmap, and (for the differentiable kinds) how it is linear.
+
+How it runs is a separate object, its *implementation* (python_implementation.py:
+a Python function per platform; lowering.py asks it for the custom call).
+Calling a :class:`BoundFunction` binds the `xlabind_call` primitive
+(primitive.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xlabind import _extension, sharding
+from xlabind.primitive import BatchAxes, Call, OpHandle, bind
+
+ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
+
+#: How a bound function behaves under ``jax.vmap``.
+#:
+#: * ``"sequential"``: one call per batch element (``lax.map``); always works.
+#: * ``"expand_dims"``: one call; batched arguments get their batch axis in
+#:   front, unbatched ones a new axis of size 1; results must carry the batch
+#:   axis in front.
+#: * ``"broadcast_all"``: like ``"expand_dims"`` but every argument is
+#:   broadcast to the full batch size.
+#: * ``"native"``: one call on the arrays as vmap laid them out; the function
+#:   and the result-shape function receive ``batch_axes`` (see README) and the
+#:   result-shape function reports each result's batch axis with
+#:   :class:`BatchedResult`.
+VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all", "native")
+
+
+class BatchedResult(NamedTuple):
+    """A result's shape and dtype plus the position of its newest batch axis.
+
+    Returned (as leaves) by the result-shape function of a ``vmap_method="native"``
+    bound function when it is called with ``batch_axes`` other than ``None``:
+    ``shape`` includes every batch axis, and removing ``batch_axis`` from it
+    must give the result's shape one vmap level down.
+    """
+
+    shape: tuple[int, ...]
+    dtype: Any
+    batch_axis: int | None = None
+
+
+class BoundFunction:
+    """A function bound as a JAX operation. Create one with :func:`xlabind.callback`
+    (no derivatives), :func:`xlabind.linear`, :func:`xlabind.multilinear` or
+    :func:`xlabind.nonlinear`; call it with arrays as positional arguments and
+    static Python values as keyword arguments."""
+
+    def __init__(self, implementation: Any,
+                 result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None, *,
+                 name: str, vmap_method: str = "sequential", nondiff_argnums: Sequence[int] = (),
+                 rules: Any = None, aligned_pairs: Sequence[tuple[int, int]] = (),
+                 sharding_rule: str | Callable[..., str] | None = None):
+        if vmap_method not in VMAP_METHODS:
+            raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
+        self.name = name
+        #: How it runs (python_implementation.PythonImplementation).
+        self.implementation = implementation
+        self.result_shape_dtypes = result_shape_dtypes
+        self.vmap_method = vmap_method
+        self.nondiff_argnums = tuple(sorted(set(int(i) for i in nondiff_argnums)))
+        #: Derivative rules (derivative_rules.LinearityRules) or None: not differentiable.
+        self.rules = rules
+        #: (i, k): under native vmap operand k is laid out exactly like operand i
+        #: (a JVP's tangent and its primal); the batching rule broadcasts to keep it so.
+        self.aligned_pairs = tuple(aligned_pairs)
+        #: How its dimensions may be split across devices (sharding.py), or None.
+        self.sharding_rule = sharding_rule
+        #: What the primitive's parameters name this function by (weakly).
+        self.handle = OpHandle(self)
+        self._eager: dict[Call, Callable] = {}
+
+    def __repr__(self) -> str:
+        return f"xlabind.BoundFunction({self.name})"
+
+    @property
+    def fn(self) -> Callable:
+        """The Python function (the CPU one when there are several)."""
+        return self.implementation.primary_function
+
+    @property
+    def in_place(self) -> bool:
+        return self.implementation.in_place
+
+    @property
+    def has_shape_function(self) -> bool:
+        """Whether result shapes come from a function (not a fixed pytree, not None)."""
+        spec = self.result_shape_dtypes
+        return callable(spec) and not hasattr(spec, "shape")
+
+    # -- calling -----------------------------------------------------------
+    def __call__(self, *args: Any, **static_kwargs: Any) -> Any:
+        """Calls the function on `args` (arrays); keyword arguments are static."""
+        kwargs = self.check_kwargs(static_kwargs)
+        operands = [self._as_operand(i, x) for i, x in enumerate(args)]
+        self._check_nondiff_argnums(len(operands))
+        result_avals, out_tree, _ = self.result_avals(operands, kwargs)
+        factors = out_factors = None
+        if self.sharding_rule is not None:
+            factors, out_factors = sharding.parse_rule(self.name, self.sharding_rule, operands,
+                                                       kwargs.as_dict(), result_avals)
+        results = self.bind(operands, kwargs, out_tree, result_avals, factors=factors,
+                            out_factors=out_factors)
+        return jax.tree_util.tree_unflatten(out_tree, results)
+
+    def bind(self, operands: Sequence[Any], kwargs, out_tree, result_avals,
+             batch_axes: BatchAxes | None = None, out_batch_axes: BatchAxes | None = None,
+             factors=None, out_factors=None) -> list:
+        """Binds the primitive on flat operands; returns the flat results."""
+        call = Call(self.handle, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
+                    factors, out_factors)
+        return bind(call, operands)
+
+    def check_kwargs(self, static_kwargs: dict):
+        from xlabind._static_kwargs import StaticKwargs
+
+        for reserved in (("out",) if self.in_place else ()) + (
+                ("batch_axes",) if self.vmap_method == "native" else ()):
+            if reserved in static_kwargs:
+                raise TypeError(f"{self.name}: keyword argument '{reserved}' is reserved by "
+                                f"xlabind for this function; rename it")
+        return StaticKwargs.from_call(self.name, static_kwargs)
+
+    def _as_operand(self, index: int, x: Any) -> jax.Array:
+        try:
+            array = jnp.asarray(x)
+        except TypeError as e:
+            raise TypeError(f"{self.name}: argument {index} must be an array, got "
+                            f"{type(x).__name__} ({e})") from None
+        check_dtype(self.name, f"argument {index}", array.dtype)
+        return array
+
+    def _check_nondiff_argnums(self, n: int) -> None:
+        bad = [i for i in self.nondiff_argnums if not 0 <= i < n]
+        if bad:
+            raise ValueError(f"{self.name}: nondiff_argnums {bad} out of range for a call with "
+                             f"{n} positional arguments")
+
+    def eager_executable(self, call: Call) -> Callable:
+        """A jitted function of the operands for an eager call; cached on this object,
+        so it (and the executables it holds) dies with it."""
+        jitted = self._eager.get(call)
+        if jitted is None:
+            jitted = jax.jit(lambda *operands: bind(call, operands))
+            self._eager[call] = jitted
+        return jitted
+
+    # -- result shapes -----------------------------------------------------
+    def result_avals(self, operands, kwargs, batch_axes: BatchAxes | None = None):
+        """(flat result avals, result tree, each result's batch axis or None)."""
+        spec = self.result_shape_dtypes
+        if self.has_shape_function:
+            structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]
+            extra = {"batch_axes": batch_axes} if self.vmap_method == "native" else {}
+            spec = spec(*structs, **kwargs.as_dict(), **extra)
+        leaves, out_tree = jax.tree_util.tree_flatten(
+            spec, is_leaf=lambda x: isinstance(x, BatchedResult))
+        avals, axes = [], []
+        for i, leaf in enumerate(leaves):
+            if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+                raise TypeError(f"{self.name}: result_shape_dtypes must be a pytree of objects "
+                                f"with .shape and .dtype (e.g. jax.ShapeDtypeStruct); leaf {i} "
+                                f"is {type(leaf).__name__}")
+            try:
+                shape = tuple(int(d) for d in leaf.shape)
+            except TypeError:
+                raise TypeError(f"{self.name}: result {i} has shape {leaf.shape!r}; a shape is "
+                                f"a tuple of ints") from None
+            if any(d < 0 for d in shape):
+                raise ValueError(f"{self.name}: result {i} has shape {shape}, with a negative "
+                                 f"dimension; check result_shape_dtypes")
+            # Like every jax array: float64 is float32 while jax_enable_x64 is off,
+            # eagerly and under jit alike.
+            dtype = jax.dtypes.canonicalize_dtype(np.dtype(leaf.dtype))
+            check_dtype(self.name, f"result {i}", dtype)
+            avals.append(jax.core.ShapedArray(shape, dtype))
+            axes.append(getattr(leaf, "batch_axis", None))
+        return tuple(avals), out_tree, tuple(axes)
+
+
+def derived_vmap_method(parent: BoundFunction, shape_function) -> str:
+    """The vmap method of a function derived from `parent` (a transpose, a JVP):
+    the parent's, except that native batching needs a result-shape function."""
+    if parent.vmap_method == "native" and not callable(shape_function):
+        return "sequential"
+    return parent.vmap_method
+
+
+def check_dtype(fn_name: str, what: str, dtype: np.dtype) -> None:
+    """Raises a TypeError naming `what` unless the handler can pass `dtype` to Python."""
+    if np.dtype(dtype) not in _extension.SUPPORTED_DTYPES:
+        supported = ", ".join(sorted(str(d) for d in _extension.SUPPORTED_DTYPES))
+        raise TypeError(f"{fn_name}: {what} has dtype {dtype}, which xlabind cannot pass to "
+                        f"Python; supported dtypes: {supported}")

@@ -1,0 +1,104 @@
+"""How a rule calls a derived function (a transpose, a JVP, a VJP) on arrays
+laid out by its parent's native vmap levels.
+
+A derived call's operands are the parent's arguments, results, or their
+(co)tangents; each is laid out like the parent's array it stands for. Its
+results must be laid out like the parent's arrays they stand for, too: a
+cotangent of an argument that was not batched at some level must not be
+batched there either (it is the sum over that level).
+
+Rather than guess where the derived function puts its batch axes, the call is
+rebuilt from the unbatched call, one `jax.vmap` per level with the levels'
+axes: each level then goes through the derived function's own vmap rule
+(native with its own result-shape function, or sequential), and jax moves
+every result axis where the parent needs it. Levels at which no operand is
+batched are skipped, and results are summed over levels the parent's array
+does not have.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from xlabind.primitive import Call
+
+# ("arg", i): the parent's argument i (or its tangent / cotangent);
+# ("out", j): the parent's result j (or its tangent / cotangent).
+Entry = tuple[str, int]
+
+
+def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Sequence[Entry],
+                 out_tree, result_avals: Sequence[jax.core.ShapedArray],
+                 result_entries: Sequence[Entry]) -> list:
+    """Calls `op` (a BoundFunction) on `operands` and returns results with
+    `result_avals`, laid out as `parent` lays out the arrays named by the entries."""
+    factors = out_factors = None
+    if parent.factors is not None:  # the derived arrays keep the factors of what they stand for
+        by_kind = {"arg": parent.factors, "out": parent.out_factors}
+        factors = [by_kind[kind][i] for kind, i in operand_entries]
+        out_factors = [by_kind[kind][j] for kind, j in result_entries]
+    if parent.batch_axes is None:
+        return op.bind(operands, parent.kwargs, out_tree, result_avals,
+                       factors=None if factors is None else tuple(factors),
+                       out_factors=None if out_factors is None else tuple(out_factors))
+    table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
+    in_axes = [table[kind][i] for kind, i in operand_entries]
+    out_axes = [table[kind][j] for kind, j in result_entries]
+    core_avals = [jax.core.ShapedArray(_without(aval.shape, axes), aval.dtype)
+                  for aval, axes in zip(result_avals, out_axes)]
+    if factors is not None:  # the vmap levels add their factors back
+        factors = tuple(_without(f, axes) for f, axes in zip(factors, in_axes))
+        out_factors = tuple(_without(f, axes) for f, axes in zip(out_factors, out_axes))
+
+    def unbatched(*xs):
+        return op.bind(xs, parent.kwargs, out_tree, core_avals, factors=factors,
+                       out_factors=out_factors)
+
+    fn = unbatched
+    for level in range(len(parent.batch_axes[0]) if parent.batch_axes else 0):
+        fn = _add_level(fn, level, in_axes, out_axes, result_avals)
+    return list(fn(*operands))
+
+
+def _without(shape, axes) -> tuple[int, ...]:
+    drop = {a for a in axes if a is not None}
+    return tuple(d for k, d in enumerate(shape) if k not in drop)
+
+
+def _position_at(level: int, axes: tuple) -> int | None:
+    """Where `level`'s axis sits in the array that has levels 0..level only."""
+    own = axes[level]
+    if own is None:
+        return None
+    return own - sum(1 for a in axes[level + 1:] if a is not None and a < own)
+
+
+def _add_level(fn, level, in_axes, out_axes, result_avals):
+    ins = tuple(_position_at(level, axes) for axes in in_axes)
+    outs = [_position_at(level, axes) for axes in out_axes]
+    sizes = [aval.shape[axes[level]] if axes[level] is not None else None
+             for aval, axes in zip(result_avals, out_axes)]
+
+    if all(a is None for a in ins):
+        # Nothing is batched at this level: the results are the same for every
+        # element; broadcast them where the parent's arrays have the level.
+        def broadcast(*xs):
+            results = fn(*xs)
+            return [r if q is None else jnp.broadcast_to(
+                jnp.expand_dims(r, q), (*r.shape[:q], size, *r.shape[q:]))
+                for r, q, size in zip(results, outs, sizes)]
+        return broadcast
+
+    mapped = jax.vmap(lambda *xs: list(fn(*xs)), in_axes=ins,
+                      out_axes=[0 if q is None else q for q in outs])
+
+    def batched(*xs):
+        results = mapped(*xs)
+        # A result the parent does not batch at this level is the transpose of a
+        # broadcast: the sum over the level.
+        return [r.sum(axis=0) if q is None else r for r, q in zip(results, outs)]
+
+    return batched

@@ -1,0 +1,217 @@
+"""How a bound function runs when it is Python: one function per platform,
+called by xlabind's FFI handler on XLA's own buffers.
+
+For each call signature (platform, static kwargs, result tree, batch axes) a
+registry entry (`_extension.CallbackEntry`) holds what the handler calls: the
+user's in-place function itself (called straight from C++), or an adapter
+that calls it and stores what it returns. Entries are held by the
+executables lowered with them, and only weakly here, so they die with the
+last executable that can call them.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from xlabind import _extension
+
+#: Platforms a Python function can run on.
+PLATFORMS = ("cpu",)
+
+
+def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
+                          platforms: Sequence[str]) -> dict[str, Callable]:
+    """{platform: function} from what a user passed: a mapping, or one function
+    for every platform in `platforms`."""
+    if isinstance(fn, Mapping):
+        table = dict(fn)
+    else:
+        table = {p: fn for p in platforms}
+    for platform, f in table.items():
+        if platform not in PLATFORMS:
+            raise ValueError(f"xlabind: {name}: unknown platform {platform!r}; Python functions "
+                             f"run on {', '.join(PLATFORMS)}")
+        if not callable(f):
+            raise TypeError(f"xlabind: {name}: the function for {platform!r} must be callable, "
+                            f"got {type(f).__name__}")
+    if not table:
+        raise ValueError(f"xlabind: {name}: no function given")
+    return table
+
+
+def function_name(fn: Callable | Mapping[str, Callable]) -> str:
+    first = next(iter(fn.values())) if isinstance(fn, Mapping) else fn
+    return getattr(first, "__qualname__", None) or repr(first)
+
+
+class PythonImplementation:
+    """Python functions by platform, and how the handler calls them."""
+
+    def __init__(self, functions: dict[str, Callable], *, in_place: bool,
+                 unwrap_one_tuple: bool = False):
+        self.functions = functions
+        self.in_place = in_place
+        #: A derived function (transpose, VJP) with one result may return it as a
+        #: 1-tuple, the habit jax.custom_vjp teaches.
+        self.unwrap_one_tuple = unwrap_one_tuple
+        self._entries: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._lock = threading.Lock()
+
+    @property
+    def primary_function(self) -> Callable:
+        return self.functions.get("cpu") or next(iter(self.functions.values()))
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(self.functions)
+
+    def function_for(self, platform: str, name: str) -> Callable:
+        fn = self.functions.get(platform)
+        if fn is None:
+            have = " and ".join(self.functions)
+            raise NotImplementedError(
+                f"xlabind: '{name}' has no {platform.upper()} implementation (it was bound with "
+                f"a function for {have} only), so it cannot run inside a {platform.upper()} "
+                f"computation. Pass one function per platform "
+                f"(e.g. {{'cpu': numpy_fn, 'cuda': cupy_fn}}), or place its inputs on a "
+                f"{have.upper()} device (jax.device_put(x, jax.devices('{next(iter(self.functions))}')[0])).")
+        return fn
+
+    def registry_entry(self, platform: str, name: str, call) -> Any:
+        """The registered entry for this call signature, made on first lowering."""
+        key = (platform, call.kwargs, call.out_tree, call.batch_axes)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                fn = self.function_for(platform, name)
+                kwargs = call.kwargs.as_dict()
+                if call.fn.vmap_method == "native":
+                    kwargs["batch_axes"] = call.batch_axes
+                entry = self._make_entry(fn, name, kwargs, call.out_tree)
+                self._entries[key] = entry
+            return entry
+
+    def _make_entry(self, fn, name, kwargs, out_tree):
+        if self.in_place:
+            # The handler calls fn(*operands, out=..., **kwargs) itself and checks
+            # that it returns None: no adapter frame.
+            leaf = jax.tree_util.treedef_is_leaf(out_tree)
+            flat = out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)
+            builder = None if leaf or flat else (lambda results: out_tree.unflatten(results))
+            return _extension.CallbackEntry(fn, name, in_place=True, single_result=leaf,
+                                            kwargs=kwargs, out_builder=builder)
+        return _extension.CallbackEntry(
+            _returning_adapter(fn, name, kwargs, out_tree, self.unwrap_one_tuple), name)
+
+
+def _returning_adapter(fn, name, kwargs, out_tree, unwrap_one_tuple):
+    """Calls fn(*operands, **kwargs) and copies what it returns into the results."""
+    single = jax.tree_util.treedef_is_leaf(out_tree)
+
+    def adapter(operands, results):
+        returned = fn(*operands, **kwargs)
+        if single:
+            if unwrap_one_tuple and isinstance(returned, (tuple, list)) and len(returned) == 1:
+                returned = returned[0]
+            store_result(name, 0, returned, results[0])
+            return
+        try:
+            leaves = out_tree.flatten_up_to(returned)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{name} returned {type(returned).__name__}, which does not match "
+                            f"the declared result structure {out_tree}: {e}") from None
+        for i, (value, out) in enumerate(zip(leaves, results)):
+            store_result(name, i, value, out)
+
+    return adapter
+
+
+def store_result(name: str, index: int, value: Any, out: np.ndarray) -> None:
+    """Copies `value` into the result view `out`, casting only where no value can change."""
+    np.copyto(out, checked_result(name, index, value, out.dtype, out.shape), casting="unsafe")
+
+
+def checked_result(name: str, index: int, value: Any, dtype: np.dtype,
+                   shape: tuple[int, ...]) -> np.ndarray:
+    """`value` as an array of `dtype` and `shape`, or an error naming the function,
+    the result, and what was expected. Implicit casts are only those that keep
+    every value and its kind (see README, "Results")."""
+    expected = f"expected dtype {dtype} and shape {shape} (as declared in result_shape_dtypes)"
+    if value is None:
+        raise TypeError(f"{name} returned None for result {index}; {expected}. A function "
+                        f"that writes into `out` instead needs in_place=True.")
+    if isinstance(value, (list, tuple, dict)):
+        raise TypeError(f"{name}: result {index} is a {type(value).__name__}, not an array; "
+                        f"{expected}. Return an array (e.g. numpy.asarray(...)).")
+    if type(value) in (bool, int, float, complex):
+        array = _python_scalar(name, index, value, dtype)
+    else:
+        array = np.asarray(value)
+        if array.dtype != dtype and not _keeps_values(array.dtype, dtype):
+            raise TypeError(f"{name}: result {index} has dtype {array.dtype}, {expected}"
+                            f"{_x64_hint(array.dtype, dtype)}. Only casts that keep every "
+                            f"value and its kind happen implicitly; cast it yourself "
+                            f"(.astype(...)) if that is what you mean.")
+    if array.shape != shape:
+        raise ValueError(f"{name}: result {index} has shape {array.shape}, {expected}")
+    return array
+
+
+def _kind(dtype: np.dtype) -> str:
+    for kind, parent in (("bool", jnp.bool_), ("integer", jnp.integer),
+                         ("floating", jnp.floating), ("complex", jnp.complexfloating)):
+        if jnp.issubdtype(dtype, parent):
+            return kind
+    return dtype.str
+
+
+def _keeps_values(source: np.dtype, target: np.dtype) -> bool:
+    """A cast of every `source` value to `target` is exact and keeps its kind."""
+    if _kind(source) != _kind(target):
+        return False
+    try:
+        return bool(np.can_cast(source, target, "safe"))
+    except TypeError:
+        return False
+
+
+def _x64_hint(source: np.dtype, target: np.dtype) -> str:
+    if (not jax.config.jax_enable_x64 and source.itemsize == 2 * target.itemsize
+            and _kind(source) == _kind(target)):
+        return (f" ({source} results are {target} while jax_enable_x64 is off, as for every "
+                f"jax array)")
+    return ""
+
+
+def _python_scalar(name: str, index: int, value: bool | int | float | complex,
+                   dtype: np.dtype) -> np.ndarray:
+    """A Python scalar takes the result's dtype when its kind allows (bool < int
+    < float < complex) and the value survives: integers in range and exact,
+    floats finite where they were. Floats round to the nearest value."""
+    order = {"bool": 0, "integer": 1, "floating": 2, "complex": 3}
+    source_kind = {bool: "bool", int: "integer", float: "floating", complex: "complex"}[type(value)]
+    target_kind = _kind(dtype)
+    problem = None
+    if order.get(target_kind, -1) < order[source_kind] or (
+            source_kind == "bool") != (target_kind == "bool"):
+        problem = f"a Python {type(value).__name__} cannot become {dtype} without losing its kind"
+    else:
+        with np.errstate(all="ignore"):
+            try:
+                array = np.asarray(value, dtype=dtype)
+            except OverflowError:
+                array = None
+        if array is None or (source_kind == "integer" and array.item() != value) or (
+                source_kind in ("floating", "complex") and np.isfinite(value)
+                and not np.all(np.isfinite(array))):
+            problem = f"{value!r} does not fit in {dtype}"
+    if problem:
+        raise TypeError(f"{name}: result {index} is {value!r}: {problem}. Return an array of "
+                        f"dtype {dtype}, or cast it yourself.")
+    return array

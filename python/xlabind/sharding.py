@@ -1,0 +1,219 @@
+"""How a bound function runs in a program sharded over several devices.
+
+By default a bound function is one opaque call on whole arrays: under `jax.jit`
+with sharded inputs it runs once per program, on the first device, on the
+gathered arrays (like `jax.pure_callback`), never once per device on
+everything.
+
+A function that declares a *sharding rule* runs once per device on that
+device's shard instead. The rule names each dimension of each operand and
+result with a factor, einsum-style: ``"b n, b -> b n"``. A factor that appears
+in every result is *independent*: the function computes each of its indices
+on its own, so xlabind may split it across devices. Every other dimension
+stays whole on each device. Under vmap the batch axis is a new independent
+factor, and transposes, JVPs and VJPs inherit the factors of the arrays they
+stand for, so grad and vmap of a sharded function stay sharded.
+
+The per-device split goes through jax's custom partitioning (a Shardy
+sharding rule, or GSPMD propagation callbacks without Shardy).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Callable, Sequence
+
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from xlabind import _jax_internals as internals
+
+# Per operand (or result): one factor name per dimension.
+Factors = tuple[tuple[str, ...], ...]
+
+_FACTOR = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
+
+
+def parse_rule(name: str, rule: str | Callable[..., str], operands, kwargs,
+               result_avals) -> tuple[Factors, Factors]:
+    """The factors of operands and results under a user's sharding rule."""
+    if callable(rule):
+        rule = rule(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands], **kwargs)
+    if not isinstance(rule, str) or rule.count("->") != 1:
+        raise ValueError(f"{name}: sharding_rule must be a string like 'b n, b -> b n' "
+                         f"(operands, '->', results), got {rule!r}")
+    lhs, rhs = rule.split("->")
+
+    def arrays(side: str, what: str, shapes) -> Factors:
+        parts = [p.split() for p in side.split(",")] if side.strip() else []
+        if len(parts) != len(shapes):
+            raise ValueError(f"{name}: sharding_rule {rule!r} describes {len(parts)} {what}s, "
+                             f"the call has {len(shapes)}")
+        for k, (factors, shape) in enumerate(zip(parts, shapes)):
+            if len(factors) != len(shape):
+                raise ValueError(f"{name}: sharding_rule {rule!r} gives {what} {k} "
+                                 f"{len(factors)} dimensions, it has shape {tuple(shape)}")
+            bad = [f for f in factors if not _FACTOR.match(f)]
+            if bad or len(set(factors)) != len(factors):
+                raise ValueError(f"{name}: sharding_rule {rule!r}: {what} {k} needs distinct "
+                                 f"factor names (letters, digits, _), got {factors}")
+        # User factors get a prefix of their own: xlabind adds factors for vmap.
+        return tuple(tuple("u" + f for f in factors) for factors in parts)
+
+    factors = arrays(lhs, "operand", [x.shape for x in operands])
+    out_factors = arrays(rhs, "result", [a.shape for a in result_avals])
+    sizes: dict[str, int] = {}
+    for array_factors, shape in zip(factors + out_factors,
+                                    [x.shape for x in operands] + [a.shape for a in result_avals]):
+        for factor, size in zip(array_factors, shape):
+            if sizes.setdefault(factor, size) != size:
+                raise ValueError(f"{name}: sharding_rule {rule!r}: factor '{factor[1:]}' has "
+                                 f"sizes {sizes[factor]} and {size}")
+    return factors, out_factors
+
+
+def new_factor(*factor_lists: Factors | None) -> str:
+    """A factor name no array of the call uses yet."""
+    used = {f for lists in factor_lists if lists for array in lists for f in array}
+    k = 0
+    while f"v{k}" in used:
+        k += 1
+    return f"v{k}"
+
+
+def insert_factor(factors: tuple[str, ...], axis: int | None, factor: str) -> tuple[str, ...]:
+    if axis is None:
+        return factors
+    return factors[:axis] + (factor,) + factors[axis:]
+
+
+def independent(call) -> set[str]:
+    """The factors every result has: dimensions the function computes index by index."""
+    if call.factors is None or not call.out_factors:
+        return set()
+    return set.intersection(*(set(f) for f in call.out_factors))
+
+
+def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
+    """Lowers a call with `emit(ctx, *operands) -> custom call op`, placed so that
+    it runs once per program, or once per device on its shard."""
+    axis_context = ctx.module_context.axis_context
+    if not isinstance(axis_context, internals.ShardingContext) or axis_context.num_devices <= 1:
+        # One device, or inside shard_map (per-device semantics): a plain call.
+        return emit(ctx, *operands).results
+    return _lower_partitioned(ctx, call, operands)
+
+
+def _lower_partitioned(ctx, call, operands):
+    """Custom partitioning: XLA asks, once it knows how the operands are
+    sharded, for the per-device computation."""
+    from jax.interpreters import mlir
+
+    from xlabind.primitive import bind  # the primitive module imports nothing of ours
+
+    factors, out_factors = call.factors, call.out_factors
+    if factors is None:  # undeclared: every dimension stays whole
+        factors = tuple(tuple(f"w{i}_{d}" for d in range(len(x.shape)))
+                        for i, x in enumerate(ctx.avals_in))
+        out_factors = tuple(tuple(f"r{j}_{d}" for d in range(len(a.shape)))
+                            for j, a in enumerate(call.result_avals))
+    free = independent(call)
+    # In order of first appearance: Shardy wants special factors sorted by index.
+    whole = tuple(dict.fromkeys(f for array in factors + out_factors for f in array
+                                if f not in free))
+
+    def assignment(mesh, arg_shapes) -> dict[str, tuple[str, ...]]:
+        """Mesh axes for each independent factor, taken from how the operands are
+        sharded (the first operand that shards a factor decides)."""
+        chosen: dict[str, tuple[str, ...]] = {}
+        used: set[str] = set()
+        for shape, array_factors in zip(arg_shapes, factors):
+            spec = tuple(shape.sharding.spec)
+            spec += (None,) * (len(array_factors) - len(spec))
+            for size, factor, axes in zip(shape.shape, array_factors, spec):
+                axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
+                if (factor in free and factor not in chosen and axes and not used & set(axes)
+                        and size % math.prod(mesh.shape[a] for a in axes) == 0):
+                    chosen[factor] = axes
+                    used.update(axes)
+        return chosen
+
+    def shardings(mesh, chosen, factor_lists):
+        return tuple(NamedSharding(mesh, PartitionSpec(*[_spec(chosen.get(f)) for f in array]))
+                     for array in factor_lists)
+
+    def partition(mesh, arg_shapes, result_shape):
+        chosen = assignment(mesh, arg_shapes)
+        if not chosen:
+            # Nothing to split: one call, on the first device, broadcast to the others.
+            lower_fn = _once_per_program(mesh, call)
+        else:
+            local = tuple(
+                jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
+                                           for d, f in zip(aval.shape, array)), aval.dtype)
+                for aval, array in zip(call.result_avals, out_factors))
+            local_call = call.replace(result_avals=local)
+
+            def lower_fn(*xs):
+                return tuple(bind(local_call, xs))
+
+        return (mesh, lower_fn, shardings(mesh, chosen, out_factors),
+                shardings(mesh, chosen, factors))
+
+    def infer_sharding_from_operands(mesh, arg_shapes, result_shape):
+        return shardings(mesh, assignment(mesh, arg_shapes), out_factors)
+
+    partitioned = internals.custom_partitioning(lambda *xs: tuple(bind(call, xs)))
+    partitioned.def_partition(
+        partition, infer_sharding_from_operands=infer_sharding_from_operands,
+        propagate_user_sharding=lambda mesh, user_shape: jax.tree.map(lambda s: s.sharding,
+                                                                      user_shape),
+        sharding_rule=internals.SdyShardingRule(
+            tuple(internals.ArrayMapping(*f) for f in factors),
+            tuple(internals.ArrayMapping(*f) for f in out_factors),
+            need_replication_factors=whole))
+    return mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(ctx, *operands)
+
+
+def _once_per_program(mesh, call):
+    """A per-device computation that calls on the first device only and
+    broadcasts its results to the others."""
+    import jax.numpy as jnp
+
+    from xlabind.primitive import bind
+
+    axes = tuple(mesh.axis_names)
+
+    def lower_fn(*xs):
+        first = jax.lax.axis_index(axes) == 0
+        results = jax.lax.cond(
+            first, lambda: tuple(bind(call, xs)),
+            lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in call.result_avals))
+        return tuple(_from_first(r, axes) for r in results)
+
+    return lower_fn
+
+
+def _from_first(x, axes):
+    """`x` of the first device on every device, given zeros on the others: a sum
+    (exact: one term is not zero) over the bits, which works for every dtype."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    dtype = np.dtype(x.dtype)
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return jax.lax.psum(x, axes)
+    if dtype == np.bool_:
+        return jax.lax.psum(x.astype(np.uint8), axes).astype(np.bool_)
+    if dtype.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"):  # packed by XLA
+        return jax.lax.psum(x.astype(np.float32), axes).astype(dtype)
+    bits = np.dtype(f"uint{dtype.itemsize * 8}")
+    summed = jax.lax.psum(jax.lax.bitcast_convert_type(x, bits), axes)
+    return jax.lax.bitcast_convert_type(summed, dtype)
+
+
+def _spec(axes):
+    if not axes:
+        return None
+    return axes[0] if len(axes) == 1 else axes
