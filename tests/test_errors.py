@@ -126,3 +126,40 @@ def test_jax_inside_a_callback_works_on_copies_and_is_refused_on_views():
     on_view = xlabind.callback(lambda x: np.asarray(jax.jit(lambda y: y + 1)(x)), lambda x: x)
     with pytest.raises(Exception, match=r"kept a reference.*jax itself may alias NumPy memory"):
         jax.jit(lambda x: on_view(on_view(x)))(jnp.ones(3)).block_until_ready()
+
+
+def test_a_message_with_a_lone_surrogate_keeps_its_text_and_traceback():
+    def fails(x):
+        raise ValueError("bad byte \udcff in the name")
+
+    with pytest.raises(Exception) as info:
+        jax.jit(xlabind.callback(fails, lambda x: x))(jnp.ones(2)).block_until_ready()
+    text = str(info.value)
+    assert r"ValueError: bad byte \udcff in the name" in text
+    assert "<unprintable>" not in text
+    assert "in fails" in text
+
+
+def test_a_negative_result_dimension_names_the_function():
+    op = xlabind.callback(lambda x: x, lambda x: jax.ShapeDtypeStruct((2, -1), x.dtype),
+                          name="negative")
+    with pytest.raises(ValueError, match=r"negative: result 0 has shape \(2, -1\), with a negative "
+                                         r"dimension"):
+        jax.jit(op)(jnp.ones(2))
+
+
+def test_jax_export_says_why_it_cannot_serialize_a_python_function():
+    op = xlabind.callback(lambda x: x, lambda x: x, name="local_fn")
+    with pytest.raises(NotImplementedError, match=r"jax.export cannot serialize 'local_fn': it "
+                                                  r"calls a Python function"):
+        jax.export.export(jax.jit(op))(jax.ShapeDtypeStruct((2,), jnp.float32))
+
+
+def test_serialize_executable_says_why_it_cannot_serialize_a_python_function():
+    from jax.experimental.serialize_executable import serialize
+
+    op = xlabind.callback(lambda x: x, lambda x: x, name="local_fn")
+    compiled = jax.jit(op).lower(jnp.ones(2)).compile()
+    with pytest.raises(TypeError, match=r"an executable that calls the Python function "
+                                        r"'local_fn' cannot be serialized"):
+        serialize(compiled)

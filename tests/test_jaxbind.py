@@ -169,3 +169,14 @@ def test_kwargs_reach_callbacks_through_load_kwargs():
     np.testing.assert_allclose(op(jnp.ones(2), factor=3.0)[0], [3.0, 3.0])
     assert seen[-1] == {"factor": 3.0}
     np.testing.assert_allclose(jax.grad(lambda x: op(x, factor=2.0)[0].sum())(jnp.ones(2)), [2.0, 2.0])
+
+
+def test_rebinding_an_output_instead_of_writing_into_it_is_an_error():
+    def rebinds(out, args, kwargs_dump):
+        (x,) = args
+        out[0] = 2 * x  # replaces the list entry; XLA's buffer stays unwritten
+
+    op = jaxbind.get_linear_call(rebinds, None, lambda x, **kw: ((x.shape, x.dtype),), None)
+    with pytest.raises(Exception, match=r"rebinds replaced out\[0\] instead of writing into it.*"
+                                        r"out\[0\]\[\(\)\] = value"):
+        jax.jit(op)(jnp.ones(3))[0].block_until_ready()

@@ -1,0 +1,152 @@
+"""Sharded jit on 8 virtual CPU devices: a function without a sharding rule runs
+once per program; one with a rule runs once per device, on its shard."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8")
+
+import threading  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+import xlabind  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+
+class Calls:
+    """The shapes each call saw (callbacks may run on several threads at once)."""
+
+    def __init__(self):
+        self.shapes = []
+        self._lock = threading.Lock()
+
+    def record(self, *arrays):
+        with self._lock:
+            self.shapes.append(tuple(a.shape for a in arrays))
+
+    def take(self):
+        shapes, self.shapes = self.shapes, []
+        return shapes
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    assert len(jax.devices()) == 8, "XLA_FLAGS must be set before jax is imported"
+    return Mesh(np.array(jax.devices()), ("d",))
+
+
+def rows(mesh, x, spec=P("d")):
+    return jax.device_put(x, NamedSharding(mesh, spec))
+
+
+def test_without_a_rule_it_runs_once_per_program(mesh):
+    calls = Calls()
+    op = xlabind.callback(lambda x: (calls.record(x), 2 * x)[1], lambda x: x)
+    x = rows(mesh, jnp.arange(32.0).reshape(8, 4))
+    y = jax.jit(op)(x)
+    np.testing.assert_array_equal(y, 2 * np.arange(32.0).reshape(8, 4))
+    assert calls.take() == [((8, 4),)]
+    # Inside a larger sharded program, too.
+    y = jax.jit(lambda x: jnp.sin(op(x * 2)) + x)(x)
+    np.testing.assert_allclose(y, np.sin(4 * np.arange(32.0).reshape(8, 4))
+                               + np.arange(32.0).reshape(8, 4))
+    assert calls.take() == [((8, 4),)]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.int8, jnp.bool_, jnp.complex64,
+                                   jnp.bfloat16, jnp.float8_e4m3fn, jnp.int4])
+def test_once_per_program_keeps_every_dtype(mesh, dtype):
+    op = xlabind.callback(lambda x: x[::-1].copy(), lambda x: x)
+    x = rows(mesh, (jnp.arange(16) % 5).astype(dtype))
+    np.testing.assert_array_equal(np.asarray(jax.jit(op)(x)), np.asarray(x)[::-1])
+
+
+def test_with_a_rule_each_device_calls_once_on_its_shard(mesh):
+    calls = Calls()
+    op = xlabind.callback(lambda x, w: (calls.record(x, w), x * w)[1], lambda x, w: x,
+                          sharding_rule="b n, n -> b n")
+    x = rows(mesh, jnp.arange(64.0).reshape(16, 4))
+    w = jnp.arange(4.0)
+    y = jax.jit(op)(x, w)
+    np.testing.assert_array_equal(y, np.arange(64.0).reshape(16, 4) * np.arange(4.0))
+    assert sorted(calls.take()) == [((2, 4), (4,))] * 8
+    assert y.sharding.spec == P("d")
+
+
+def test_a_rule_on_replicated_inputs_runs_once(mesh):
+    calls = Calls()
+    op = xlabind.callback(lambda x: (calls.record(x), x + 1)[1], lambda x: x,
+                          sharding_rule="b n -> b n")
+    x = rows(mesh, jnp.zeros((8, 4)), P())
+    np.testing.assert_array_equal(jax.jit(op)(x), np.ones((8, 4)))
+    assert calls.take() == [((8, 4),)]
+
+
+def test_on_a_two_dimensional_mesh_each_device_gets_its_tile():
+    mesh2 = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
+    calls = Calls()
+    op = xlabind.callback(lambda x: (calls.record(x), -x)[1], lambda x: x,
+                          sharding_rule="i j -> i j")
+    x = jax.device_put(jnp.arange(64.0).reshape(8, 8), NamedSharding(mesh2, P("a", "b")))
+    np.testing.assert_array_equal(jax.jit(op)(x), -np.arange(64.0).reshape(8, 8))
+    assert calls.take() == [((4, 2),)] * 8
+
+
+def test_transposes_inherit_the_rule(mesh):
+    calls = Calls()
+
+    def scale(x):
+        calls.record(x)
+        return 3 * x
+
+    op = xlabind.linear(scale, scale, lambda x: x, sharding_rule="b n -> b n")
+    x = rows(mesh, jnp.ones((8, 4)))
+    g = jax.jit(jax.grad(lambda x: jnp.sum(op(x) ** 2)))(x)
+    np.testing.assert_array_equal(g, np.full((8, 4), 18.0))
+    assert calls.take() == [((1, 4),)] * 16  # the forward and the transpose, per device
+
+
+def test_vmap_adds_an_independent_axis(mesh):
+    calls = Calls()
+    # A function of whole vectors (its n axis is not independent), vmapped over rows.
+    op = xlabind.callback(lambda x: (calls.record(x), np.cumsum(x, axis=-1))[1], lambda x: x,
+                          vmap_method="expand_dims", sharding_rule="n -> n")
+    x = rows(mesh, jnp.ones((8, 4)))
+    np.testing.assert_array_equal(jax.jit(jax.vmap(op))(x), np.cumsum(np.ones((8, 4)), axis=1))
+    assert calls.take() == [((1, 4),)] * 8
+
+
+def test_shard_map_calls_once_per_device_on_its_block(mesh):
+    calls = Calls()
+    op = xlabind.callback(lambda x: (calls.record(x), x * 2)[1], lambda x: x)
+    f = jax.shard_map(op, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+    x = rows(mesh, jnp.arange(16.0).reshape(8, 2))
+    np.testing.assert_array_equal(jax.jit(f)(x), 2 * np.arange(16.0).reshape(8, 2))
+    assert calls.take() == [((1, 2),)] * 8
+
+
+def test_a_rule_that_does_not_fit_the_call_is_a_clear_error():
+    op = xlabind.callback(lambda x: x, lambda x: x, sharding_rule="b n -> b", name="ruled")
+    with pytest.raises(ValueError, match=r"ruled: sharding_rule 'b n -> b' gives result 0 1 "
+                                         r"dimensions, it has shape \(2, 3\)"):
+        op(jnp.ones((2, 3)))
+    op = xlabind.callback(lambda x, y: x, lambda x, y: x, sharding_rule="b, b -> b", name="ruled")
+    with pytest.raises(ValueError, match=r"factor 'b' has sizes 2 and 3"):
+        op(jnp.ones(2), jnp.ones(3))
+
+
+@pytest.mark.parametrize("rule, expected", [(None, [((8, 4),)]), ("b n -> b n", [((1, 4),)] * 8)])
+def test_meshes_with_explicit_axes(rule, expected):
+    calls = Calls()
+    op = xlabind.callback(lambda x: (calls.record(x), x + 1)[1], lambda x: x, sharding_rule=rule)
+    mesh = jax.make_mesh((8,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
+    x = jax.device_put(jnp.zeros((8, 4)), NamedSharding(mesh, P("d")))
+    with jax.set_mesh(mesh):
+        np.testing.assert_array_equal(jax.jit(op)(x), np.ones((8, 4)))
+    assert calls.take() == expected
