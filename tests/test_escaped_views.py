@@ -218,3 +218,34 @@ def test_views_that_do_not_escape_are_untouched_and_copies_are_fine():
     jax.jit(xlabind.callback(looks, lambda x: x))(x).block_until_ready()
     assert seen["address"] == x.unsafe_buffer_pointer()
     np.testing.assert_array_equal(seen["copy"], np.arange(4.0))
+
+
+def test_a_weak_reference_to_a_view_dies_with_the_call():
+    import weakref
+
+    refs = []
+
+    def watches(x, *, out):
+        refs.append(weakref.ref(x))
+        refs.append(weakref.ref(out))
+        out[...] = x
+
+    op = jax.jit(xlabind.callback(watches, lambda x: x, in_place=True))
+    for _ in range(3):
+        np.testing.assert_array_equal(op(jnp.arange(3.0)), np.arange(3.0))
+    assert refs and all(ref() is None for ref in refs)
+
+
+def test_views_are_fresh_in_every_call_even_after_shape_or_flag_changes():
+    seen = []
+
+    def reshapes(x, *, out):
+        seen.append((x.shape, x.flags.writeable, out.flags.writeable, x.dtype))
+        out[...] = x
+        x.shape = (x.size,)  # in place: the view itself changes
+        out.flags.writeable = False
+
+    op = jax.jit(xlabind.callback(reshapes, lambda x: x, in_place=True))
+    for _ in range(3):
+        np.testing.assert_array_equal(op(jnp.ones((2, 2))), np.ones((2, 2)))
+    assert seen == [((2, 2), False, True, np.float64)] * 3

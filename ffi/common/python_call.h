@@ -8,6 +8,7 @@
 //
 //   size_t capacity() const;      // operands + results
 //   size_t num_operands() const;
+//   static void ReleaseView(PyObject* view, bool is_result);  // or nullptr
 //   bool AddViews(ViewList& views, std::string* error);      // operands, then results
 //   std::string Detach(ViewList& views, const std::vector<size_t>& escaped);
 //   ffi::Error Finish(const CallbackData& data, ViewList& views);  // after success
@@ -81,14 +82,23 @@ class PointerArray {
 };
 
 // Owns one reference to each view handed to the callable: operands first,
-// then results.
+// then results. At the end of the call each reference goes to `release`
+// (a platform may keep views nothing else refers to, for reuse), or is dropped.
 class ViewList {
  public:
-  explicit ViewList(size_t capacity) : views_(capacity) {}
+  using Release = void (*)(PyObject* view, bool is_result);
+  ViewList(size_t capacity, size_t num_operands, Release release = nullptr)
+      : views_(capacity), num_operands_(num_operands), release_(release) {}
   ViewList(const ViewList&) = delete;
   ViewList& operator=(const ViewList&) = delete;
   ~ViewList() {
-    for (size_t i = 0; i < count_; ++i) Py_DECREF(views_.data()[i]);
+    for (size_t i = 0; i < count_; ++i) {
+      if (release_ != nullptr) {
+        release_(views_.data()[i], i >= num_operands_);
+      } else {
+        Py_DECREF(views_.data()[i]);
+      }
+    }
   }
   void Add(PyObject* view) { views_.data()[count_++] = view; }
   PyObject* operator[](size_t i) const { return views_.data()[i]; }
@@ -109,6 +119,8 @@ class ViewList {
  private:
   PointerArray views_;
   size_t count_ = 0;
+  size_t num_operands_;
+  Release release_;
 };
 
 xla::ffi::Error CallbackError(const std::string& name, const std::string& what);
@@ -144,7 +156,7 @@ xla::ffi::Error CallPython(uint64_t key, Platform& platform) {
     // drops the entry while the GIL is released inside the call.
     std::shared_ptr<const CallbackData> data = FindCallback(key);
     if (data == nullptr) return MissingCallbackError(key);
-    ViewList views(platform.capacity());
+    ViewList views(platform.capacity(), platform.num_operands(), Platform::kReleaseView);
     std::string error;
     if (!platform.AddViews(views, &error)) return CallbackError(data->name, "failed: " + error);
     error = InvokeAndCheck(

@@ -50,7 +50,60 @@ void Pack(const uint8_t* unpacked, uint8_t* packed, size_t count, int bits) {
   }
 }
 
+// Views from earlier calls that nothing else refers to. Creating and freeing
+// two NumPy arrays is about a third of a no-op call's cost; reusing them is
+// not, and is safe: a pooled view is unreachable from Python (no reference,
+// no weak reference, not tracked by the collector) until it is handed out
+// again, re-pointed at the new buffer. Guarded by the GIL.
+std::vector<PyArrayObject*>& Pool() {
+  static auto* pool = new std::vector<PyArrayObject*>();
+  return *pool;
+}
+constexpr size_t kPoolCapacity = 32;
+
+int ViewFlags(bool writable) {
+  return NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (writable ? NPY_ARRAY_WRITEABLE : 0);
+}
+
+// A pooled view of exactly this dtype, shape and writability, still as
+// ViewBuffer made it (callbacks may set .shape, .strides, .dtype or flags of
+// a view in place), re-pointed at `data`; or null.
+PyObject* TakeFromPool(PyArray_Descr* descr, int ndim, const npy_intp* shape, void* data,
+                       bool writable) {
+  auto& pool = Pool();
+  for (size_t k = pool.size(); k-- > 0;) {
+    PyArrayObject* view = pool[k];
+    if (PyArray_DESCR(view) != descr || PyArray_NDIM(view) != ndim) continue;
+    if ((PyArray_FLAGS(view) & ViewFlags(true)) != ViewFlags(writable)) continue;
+    const npy_intp* dims = PyArray_DIMS(view);
+    const npy_intp* strides = PyArray_STRIDES(view);
+    bool same = true;
+    npy_intp stride = PyDataType_ELSIZE(descr);
+    for (int d = ndim; d-- > 0 && same;) {
+      same = dims[d] == shape[d] && (shape[d] <= 1 || strides[d] == stride);
+      stride *= shape[d];
+    }
+    if (!same || reinterpret_cast<uintptr_t>(data) % PyDataType_ALIGNMENT(descr) != 0) continue;
+    pool[k] = pool.back();
+    pool.pop_back();
+    reinterpret_cast<PyArrayObject_fields*>(view)->data = static_cast<char*>(data);
+    return reinterpret_cast<PyObject*>(view);
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+void ReleaseView(PyObject* view, bool /*is_result*/) {
+  auto* fields = reinterpret_cast<PyArrayObject_fields*>(view);
+  auto& pool = Pool();
+  if (Py_REFCNT(view) == 1 && fields->weakreflist == nullptr && fields->base == nullptr &&
+      !(fields->flags & NPY_ARRAY_OWNDATA) && pool.size() < kPoolCapacity) {
+    pool.push_back(reinterpret_cast<PyArrayObject*>(view));  // keeps our reference
+    return;
+  }
+  Py_DECREF(view);
+}
 
 std::vector<std::pair<int, const char*>> ElementTypeNames() {
   using T = ffi::DataType;
@@ -132,12 +185,17 @@ PyObject* ViewBuffer(const ffi::AnyBuffer& buffer, bool writable) {
   static char empty_storage[16];
   void* data = buffer.untyped_data() != nullptr ? buffer.untyped_data() : empty_storage;
   const int bits = PackedBits(buffer.element_type());
-  int flags = NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED | (writable ? NPY_ARRAY_WRITEABLE : 0);
-  Py_INCREF(descr);  // PyArray_NewFromDescr steals it.
   if (bits == 0) {
+    if (PyObject* view = TakeFromPool(descr, static_cast<int>(dims.size()), shape.data(), data,
+                                      writable)) {
+      return view;
+    }
+    Py_INCREF(descr);  // PyArray_NewFromDescr steals it.
     return PyArray_NewFromDescr(&PyArray_Type, descr, static_cast<int>(dims.size()),
-                                shape.data(), /*strides=*/nullptr, data, flags, /*obj=*/nullptr);
+                                shape.data(), /*strides=*/nullptr, data, ViewFlags(writable),
+                                /*obj=*/nullptr);
   }
+  Py_INCREF(descr);
   PyObject* copy = PyArray_NewFromDescr(&PyArray_Type, descr, static_cast<int>(dims.size()),
                                         shape.data(), nullptr, nullptr, 0, nullptr);
   if (copy == nullptr) return nullptr;

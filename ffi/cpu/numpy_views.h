@@ -31,6 +31,12 @@ bool InstallDtypes(PyObject* dtypes);
 // copy instead of a view, and StoreResult packs results back.
 PyObject* ViewBuffer(const xla::ffi::AnyBuffer& buffer, bool writable);
 
+// Drops a view made by ViewBuffer at the end of its call. A view nothing else
+// refers to (no reference, no weak reference) is kept for reuse by a later
+// ViewBuffer of the same dtype and shape instead of being freed: it is then
+// unreachable from Python until it is handed out again. Requires the GIL.
+void ReleaseView(PyObject* view, bool is_result);
+
 // Writes `array` (made by ViewBuffer for the result `buffer`) back into the
 // buffer where it is a copy rather than a view. No Python API calls.
 void StoreResult(const xla::ffi::AnyBuffer& buffer, PyObject* array);

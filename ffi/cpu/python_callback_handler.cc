@@ -19,6 +19,8 @@ class CpuBuffers {
  public:
   CpuBuffers(ffi::RemainingArgs args, ffi::RemainingRets rets) : args_(args), rets_(rets) {}
 
+  static constexpr ViewList::Release kReleaseView = ReleaseView;
+
   size_t capacity() const { return args_.size() + rets_.size(); }
   size_t num_operands() const { return args_.size(); }
 
