@@ -1,15 +1,24 @@
 // The `xlabind._xlabind` extension module: every platform's FFI handlers as
 // capsules (for jax.ffi.register_ffi_target), the one callback registry they
-// share, and the NumPy dtype table the CPU views use.
+// share, the dtype table of the views, and the CUDA helpers the Python side of
+// CUDA callbacks needs (the stream of the running call, device copies).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include <optional>
 #include <string>
 
 #include "ffi/common/callback_registry.h"
+#include "ffi/common/element_types.h"
 #include "ffi/common/noop_handler.h"
 #include "ffi/cpu/numpy_views.h"
 #include "ffi/cpu/python_callback_handler.h"
+#include "ffi/cuda/copy_handler.h"
+#include "ffi/cuda/cuda_driver.h"
+#include "ffi/cuda/device_array.h"
+#include "ffi/cuda/python_callback_handler.h"
 
 namespace nb = nanobind;
 
@@ -27,9 +36,19 @@ nb::dict Registrations() {
   nb::dict cpu;
   cpu["xlabind_python_callback"] = HandlerCapsule(XlabindCpuPythonCallback);
   cpu["xlabind_noop"] = HandlerCapsule(XlabindNoop);
+  nb::dict cuda;
+  cuda["xlabind_python_callback"] = HandlerCapsule(XlabindCudaPythonCallback);
+  cuda["xlabind_noop"] = HandlerCapsule(XlabindNoop);
+  cuda["xlabind_cuda_copy"] = HandlerCapsule(XlabindCudaCopy);
   nb::dict platforms;
   platforms["cpu"] = cpu;
+  platforms["CUDA"] = cuda;
   return platforms;
+}
+
+// Raises a RuntimeError for a CUDA driver failure ("" is success).
+void CheckCuda(const std::string& error) {
+  if (!error.empty()) throw std::runtime_error(error);
 }
 
 }  // namespace
@@ -61,6 +80,38 @@ NB_MODULE(_xlabind, m) {
 
   m.def("live_callback_count", &xlabind::LiveCallbackCount,
         "How many registered callbacks are alive.");
+  m.def("registered_name", &xlabind::RegisteredName, nb::arg("key"),
+        "The name of the callback registered under `key`, or '' when none is.");
+
+  xlabind::DefineDeviceArray(m);
+
+  m.def("cuda_current_call", &xlabind::CurrentCudaCall,
+        "(stream, device) of the CUDA callback running on this thread, or None.");
+  m.def(
+      "cuda_copy",
+      [](uintptr_t dst, uintptr_t src, size_t nbytes, uintptr_t stream,
+         std::optional<uintptr_t> producer_stream) {
+        nb::gil_scoped_release no_gil;
+        if (producer_stream) CheckCuda(xlabind::cuda::StreamWaitsFor(stream, *producer_stream));
+        CheckCuda(xlabind::cuda::CopyDeviceToDevice(dst, src, nbytes, stream));
+      },
+      nb::arg("dst"), nb::arg("src"), nb::arg("nbytes"), nb::arg("stream"),
+      nb::arg("producer_stream") = nb::none(),
+      "Copies nbytes on the device, on `stream`, after the work on `producer_stream`.");
+  m.def(
+      "cuda_synchronize_stream",
+      [](uintptr_t stream) {
+        nb::gil_scoped_release no_gil;
+        CheckCuda(xlabind::cuda::SynchronizeStream(stream));
+      },
+      nb::arg("stream"), "Waits until `stream` has finished its work.");
+  m.def(
+      "cuda_synchronize_device",
+      [] {
+        nb::gil_scoped_release no_gil;
+        CheckCuda(xlabind::cuda::SynchronizeContext());
+      },
+      "Waits until every stream of the current device has finished its work.");
 
   nb::class_<xlabind::CallbackEntry>(
       m, "CallbackEntry", nb::is_weak_referenceable(),

@@ -73,4 +73,9 @@ std::shared_ptr<const CallbackData> FindCallback(uint64_t key) {
 
 size_t LiveCallbackCount() { return Registry().size(); }
 
+std::string RegisteredName(uint64_t key) {
+  auto data = FindCallback(key);
+  return data ? data->name : std::string();
+}
+
 }  // namespace xlabind

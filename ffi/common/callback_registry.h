@@ -87,6 +87,10 @@ std::shared_ptr<const CallbackData> FindCallback(uint64_t key);
 // How many entries are alive (for lifetime tests). Requires the GIL.
 size_t LiveCallbackCount();
 
+// The name registered under `key`, or "" (for tests and diagnostics).
+// Requires the GIL.
+std::string RegisteredName(uint64_t key);
+
 }  // namespace xlabind
 
 #endif  // XLABIND_FFI_COMMON_CALLBACK_REGISTRY_H_

@@ -1,5 +1,7 @@
 #include "ffi/cpu/numpy_views.h"
 
+#include "ffi/common/element_types.h"
+
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL xlabind_numpy_api
 #include <numpy/arrayobject.h>
@@ -14,21 +16,6 @@ namespace {
 
 // Owned references, indexed by XLA_FFI_DataType; written once at import.
 std::array<PyArray_Descr*, 256> dtype_by_code{};
-
-// Bits per element of the types XLA packs several to a byte; 0 for the rest.
-int PackedBits(ffi::DataType type) {
-  switch (type) {
-    case ffi::DataType::S2:
-    case ffi::DataType::U2:
-      return 2;
-    case ffi::DataType::S4:
-    case ffi::DataType::U4:
-    case ffi::DataType::F4E2M1FN:
-      return 4;
-    default:
-      return 0;
-  }
-}
 
 // XLA packs little-end first: element i sits at bit (i * bits) % 8 of byte
 // (i * bits) / 8. ml_dtypes keeps the same bits in the low end of a byte.
@@ -105,43 +92,9 @@ void ReleaseView(PyObject* view, bool /*is_result*/) {
   Py_DECREF(view);
 }
 
-std::vector<std::pair<int, const char*>> ElementTypeNames() {
-  using T = ffi::DataType;
-  auto code = [](T t) { return static_cast<int>(t); };
-  return {
-      {code(T::PRED), "bool"},
-      {code(T::S2), "int2"},
-      {code(T::S4), "int4"},
-      {code(T::S8), "int8"},
-      {code(T::S16), "int16"},
-      {code(T::S32), "int32"},
-      {code(T::S64), "int64"},
-      {code(T::U2), "uint2"},
-      {code(T::U4), "uint4"},
-      {code(T::U8), "uint8"},
-      {code(T::U16), "uint16"},
-      {code(T::U32), "uint32"},
-      {code(T::U64), "uint64"},
-      {code(T::F16), "float16"},
-      {code(T::F32), "float32"},
-      {code(T::F64), "float64"},
-      {code(T::BF16), "bfloat16"},
-      {code(T::C64), "complex64"},
-      {code(T::C128), "complex128"},
-      {code(T::F8E5M2), "float8_e5m2"},
-      {code(T::F8E4M3), "float8_e4m3"},
-      {code(T::F8E4M3FN), "float8_e4m3fn"},
-      {code(T::F8E4M3B11FNUZ), "float8_e4m3b11fnuz"},
-      {code(T::F8E5M2FNUZ), "float8_e5m2fnuz"},
-      {code(T::F8E4M3FNUZ), "float8_e4m3fnuz"},
-      {code(T::F8E3M4), "float8_e3m4"},
-      {code(T::F4E2M1FN), "float4_e2m1fn"},
-      {code(T::F8E8M0FNU), "float8_e8m0fnu"},
-  };
-}
-
 bool InstallDtypes(PyObject* dtypes) {
   if (PyArray_API == nullptr && _import_array() < 0) return false;
+  if (!SetDtypeObjects(dtypes)) return false;
   if (!PyDict_Check(dtypes)) {
     PyErr_SetString(PyExc_TypeError, "InstallDtypes: expected a dict {int: numpy.dtype}");
     return false;
@@ -184,7 +137,7 @@ PyObject* ViewBuffer(const ffi::AnyBuffer& buffer, bool writable) {
   // allocate memory of its own, so point empty views at a static byte.
   static char empty_storage[16];
   void* data = buffer.untyped_data() != nullptr ? buffer.untyped_data() : empty_storage;
-  const int bits = PackedBits(buffer.element_type());
+  const int bits = PackedBits(static_cast<int>(buffer.element_type()));
   if (bits == 0) {
     if (PyObject* view = TakeFromPool(descr, static_cast<int>(dims.size()), shape.data(), data,
                                       writable)) {
@@ -207,7 +160,7 @@ PyObject* ViewBuffer(const ffi::AnyBuffer& buffer, bool writable) {
 }
 
 void StoreResult(const ffi::AnyBuffer& buffer, PyObject* view) {
-  const int bits = PackedBits(buffer.element_type());
+  const int bits = PackedBits(static_cast<int>(buffer.element_type()));
   if (bits == 0 || buffer.untyped_data() == nullptr) return;
   auto* array = reinterpret_cast<PyArrayObject*>(view);
   Pack(static_cast<const uint8_t*>(PyArray_DATA(array)), static_cast<uint8_t*>(buffer.untyped_data()),

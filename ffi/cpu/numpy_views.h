@@ -13,11 +13,8 @@
 
 namespace xlabind {
 
-// XLA element types by code, each with the NumPy / ml_dtypes name that
-// represents it. Python resolves the names (ml_dtypes may lack some).
-std::vector<std::pair<int, const char*>> ElementTypeNames();
-
-// Imports NumPy's C API and installs the dtype for each element type code.
+// Imports NumPy's C API and installs the dtype for each element type code
+// (for the views here, and for element_types.h).
 // `dtypes` maps int codes to numpy.dtype objects. Returns false with a Python
 // exception set on failure. Requires the GIL.
 bool InstallDtypes(PyObject* dtypes);

@@ -61,7 +61,8 @@ class BoundFunction:
                  rules: Any = None, aligned_pairs: Sequence[tuple[int, int]] = (),
                  sharding_rule: str | Callable[..., str] | None = None):
         if vmap_method not in VMAP_METHODS:
-            raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}")
+            raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, "
+                             f"got {vmap_method!r}")
         self.name = name
         #: How it runs (python_implementation.PythonImplementation).
         self.implementation = implementation

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from xlabind.bound_function import BoundFunction, ResultSpec
+from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
 from xlabind.python_implementation import (PythonImplementation, function_name,
                                            functions_by_platform)
 
@@ -17,27 +17,44 @@ def python_bound_function(fn: PythonFunction, result_shape_dtypes, *, in_place: 
                           platforms: Sequence[str], vmap_method: str, name: str | None,
                           nondiff_argnums: Sequence[int] = (), rules=None,
                           aligned_pairs: Sequence[tuple[int, int]] = (),
-                          unwrap_one_tuple: bool = False, sharding_rule=None) -> BoundFunction:
+                          unwrap_one_tuple: bool = False, sharding_rule=None,
+                          synchronize: bool = False) -> BoundFunction:
     """A BoundFunction that runs `fn` (one function, or one per platform) in Python."""
     name = name or function_name(fn)
     return BoundFunction(
         PythonImplementation(functions_by_platform(name, fn, platforms), in_place=in_place,
-                             unwrap_one_tuple=unwrap_one_tuple),
+                             unwrap_one_tuple=unwrap_one_tuple, synchronize=synchronize),
         result_shape_dtypes, name=name, vmap_method=vmap_method,
         nondiff_argnums=nondiff_argnums, rules=rules, aligned_pairs=aligned_pairs,
         sharding_rule=sharding_rule)
 
 
+def derived_function(parent: BoundFunction, platforms: Sequence[str], fn: PythonFunction,
+                     result_shape_dtypes, suffix: str, **options) -> BoundFunction:
+    """A function derived from `parent` (a transpose, a JVP, a VJP): it runs like
+    its parent (in place or not, on the same platforms, synchronized or not)
+    and is batched natively when its parent is and it has a shape function."""
+    return python_bound_function(
+        fn, result_shape_dtypes, in_place=options.pop("in_place", parent.in_place),
+        platforms=platforms, vmap_method=derived_vmap_method(parent, result_shape_dtypes),
+        name=f"{parent.name} ({suffix})", unwrap_one_tuple=True,
+        synchronize=parent.implementation.synchronize, **options)
+
+
 def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
              in_place: bool = False, vmap_method: str = "sequential",
-             platforms: Sequence[str] = ("cpu",), sharding_rule: str | Callable[..., str] | None = None,
+             platforms: Sequence[str] = ("cpu",),
+             sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
              name: str | None = None) -> BoundFunction:
     """Binds a Python function so that JAX can call it, eagerly, under ``jax.jit``
     and ``jax.vmap``. It has no derivatives: see :func:`xlabind.linear`,
     :func:`xlabind.multilinear` and :func:`xlabind.nonlinear` for those.
 
-    Inside a compiled computation XLA hands the function its buffers as NumPy
-    arrays without copying: operands read-only, results writable.
+    Inside a compiled computation XLA hands the function its buffers without
+    copying, operands read-only and results writable: on the CPU as NumPy
+    arrays, on a CUDA device as :class:`xlabind.cuda.DeviceArray` objects
+    (``__cuda_array_interface__`` and DLPack, for CuPy, PyTorch, Numba),
+    with XLA's stream as CuPy's (and an imported PyTorch's) current stream.
 
     Args:
       fn: The function. ``fn(*arrays, **static_kwargs)`` returns the results
@@ -53,7 +70,9 @@ def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...,
         from the inputs' shapes and dtypes.
       in_place: Whether ``fn`` writes its results into ``out`` itself.
       vmap_method: One of :data:`VMAP_METHODS`; ``"sequential"`` by default.
-      platforms: The platforms a plain function ``fn`` runs on.
+      platforms: The platforms a plain function ``fn`` runs on: ``("cpu",)``
+        by default; ``("cpu", "cuda")`` for one function that works on both
+        (e.g. written against the array API).
       sharding_rule: How the function may be split across devices under a
         sharded ``jax.jit``: an einsum-like string naming each dimension of
         each operand and result, e.g. ``"b n, b -> b n"``. Dimensions named
@@ -62,6 +81,9 @@ def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...,
         whole. A function of the input shapes (and static kwargs) returning
         such a string also works. Without a rule, the function runs once per
         program, on one device.
+      synchronize: CUDA only: wait for XLA's stream before each call and for
+        the whole device after it, for functions that launch work on streams
+        of their own (not needed for CuPy or PyTorch on the current stream).
       name: The name used in error messages; defaults to ``fn.__qualname__``.
 
     Returns:
@@ -75,4 +97,5 @@ def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...,
       Array([0., 1., 3., 6.], dtype=float32)
     """
     return python_bound_function(fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
-                                 vmap_method=vmap_method, name=name, sharding_rule=sharding_rule)
+                                 vmap_method=vmap_method, name=name, sharding_rule=sharding_rule,
+                                 synchronize=synchronize)

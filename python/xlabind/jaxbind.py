@@ -39,6 +39,10 @@ from xlabind.nonlinear import nonlinear
 
 __all__ = ["get_linear_call", "get_nonlinear_call", "load_kwargs"]
 
+# jaxbind callbacks run wherever the computation runs: on a CUDA device `out`
+# and `args` hold xlabind.cuda.DeviceArray objects (use CuPy or PyTorch there).
+_PLATFORMS = ("cpu", "cuda")
+
 
 class _KwargsDump:
     """What callbacks receive as ``kwargs_dump``; only :func:`load_kwargs` reads it."""
@@ -131,7 +135,7 @@ def get_linear_call(f: Callable, f_T: Callable | Sequence[Callable | None] | Non
     *cotangents), kwargs_dump)``. See the module docstring for conventions.
     """
     common = dict(nondiff_argnums=range(first_n_args_fixed), in_place=True,
-                  vmap_method="native" if func_can_batch else "sequential")
+                  vmap_method="native" if func_can_batch else "sequential", platforms=_PLATFORMS)
     if isinstance(f_T, (tuple, list)):
         abstracts = tuple(abstract_T) if isinstance(abstract_T, (tuple, list)) else ()
         op = multilinear(_callback(f), [_callback(t) for t in f_T], _abstract(abstract),
@@ -155,5 +159,5 @@ def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
     op = nonlinear(_callback(f), _abstract(abstract), jvp=_callback(jvp), vjp=_callback(vjp),
                    vjp_shape_dtypes=_abstract(abstract_reverse),
                    nondiff_argnums=range(first_n_args_fixed), in_place=True,
-                   vmap_method="native" if func_can_batch else "sequential")
+                   vmap_method="native" if func_can_batch else "sequential", platforms=_PLATFORMS)
     return _as_list_call(op)

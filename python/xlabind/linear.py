@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree, interleave
-from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
-from xlabind.callback import PythonFunction, python_bound_function
+from xlabind.bound_function import BoundFunction, ResultSpec
+from xlabind.callback import PythonFunction, derived_function, python_bound_function
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 
@@ -26,19 +26,16 @@ def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
 class _LinearPair:
     """f and its transpose, each a BoundFunction whose transpose calls the other."""
 
-    def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, nondiff_argnums,
-                 in_place, vmap_method, platforms, sharding_rule, name):
+    def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, options):
         self.forward = python_bound_function(
-            fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
-            vmap_method=vmap_method, name=name, nondiff_argnums=nondiff_argnums,
-            sharding_rule=sharding_rule,
+            fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=lambda n: [_diff_positions(n, self.nondiff)],
                                  transposes=[self._call_transpose] if transpose is not None else [],
                                  missing_transpose_hint="Pass transpose= to xlabind.linear."))
         self.nondiff = self.forward.nondiff_argnums
         self.transpose_fn = transpose
         self.transpose_shape_dtypes = transpose_shape_dtypes
-        self.platforms = platforms
+        self.platforms = options["platforms"]
         self._transposes: dict[Any, BoundFunction] = {}  # by the forward call's result tree
 
     def transposed(self, forward_out_tree) -> BoundFunction:
@@ -46,16 +43,12 @@ class _LinearPair:
         op = self._transposes.get(forward_out_tree)
         if op is None:
             k = len(self.nondiff)
-            fwd = self.forward
-            op = python_bound_function(
-                self.transpose_fn, self.transpose_shape_dtypes, in_place=fwd.in_place,
-                platforms=self.platforms,
-                vmap_method=derived_vmap_method(fwd, self.transpose_shape_dtypes),
-                name=f"{fwd.name} (transpose)", nondiff_argnums=range(k),
+            op = derived_function(
+                self.forward, self.platforms, self.transpose_fn, self.transpose_shape_dtypes,
+                "transpose", nondiff_argnums=range(k),
                 rules=LinearityRules(
                     groups=lambda n: [list(range(k, n))],
-                    transposes=[lambda *a: self._call_forward(forward_out_tree, *a)]),
-                unwrap_one_tuple=True)
+                    transposes=[lambda *a: self._call_forward(forward_out_tree, *a)]))
             self._transposes[forward_out_tree] = op
         return op
 
@@ -85,7 +78,7 @@ def linear(fn: PythonFunction, transpose: PythonFunction | None,
            transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
            nondiff_argnums: Sequence[int] = (), in_place: bool = False,
            vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-           sharding_rule: str | Callable[..., str] | None = None,
+           sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
            name: str | None = None) -> BoundFunction:
     """Binds a linear function and its transpose as one differentiable JAX operation.
 
@@ -107,7 +100,7 @@ def linear(fn: PythonFunction, transpose: PythonFunction | None,
         sequentially.
       nondiff_argnums: Positions of arguments ``fn`` is not linear in; they
         are never differentiated (doing so is an error that names them).
-      in_place, vmap_method, platforms, sharding_rule, name: As in
+      in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
         :func:`xlabind.callback`; they apply to ``transpose`` as well.
 
     Example:
@@ -117,6 +110,7 @@ def linear(fn: PythonFunction, transpose: PythonFunction | None,
       >>> jax.grad(lambda x: matvec(x).sum())(jnp.ones(2))
       Array([4., 6.], dtype=float32)
     """
-    return _LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
-                       nondiff_argnums, in_place, vmap_method, platforms, sharding_rule,
-                       name).forward
+    return _LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes, dict(
+        nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
+        platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
+        name=name)).forward

@@ -27,6 +27,8 @@ def _lowering_for(platform: str):
                 f"xlabind: jax.export cannot serialize '{op.name}': it calls a Python function "
                 f"that lives only in this process. Export the parts of the program around it, "
                 f"or bind a native FFI target instead.")
+        if platform == "cuda":
+            _check_cuda_dtypes(op.name, ctx)
         entry = op.implementation.registry_entry(platform, op.name, call)
         # The executable keeps the entry (and so the Python function) alive for as
         # long as it can run, even after the user dropped every reference.
@@ -35,6 +37,22 @@ def _lowering_for(platform: str):
             ctx, *xs, callback_key=np.uint64(entry.key)))
 
     return rule
+
+
+# XLA packs these several to a byte; neither the CUDA array interface nor
+# DLPack can describe that.
+_PACKED = frozenset(d for d in _extension.SUPPORTED_DTYPES
+                    if d.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"))
+
+
+def _check_cuda_dtypes(name, ctx):
+    for kind, avals in (("argument", ctx.avals_in), ("result", ctx.avals_out)):
+        for i, aval in enumerate(avals):
+            if np.dtype(aval.dtype) in _PACKED:
+                raise TypeError(
+                    f"{name}: {kind} {i} has dtype {aval.dtype}, which CUDA callbacks cannot "
+                    f"receive: XLA packs it several to a byte. Convert it (e.g. to int8) "
+                    f"around the call.")
 
 
 _jax_internals.needs_devices_to_lower(xlabind_call_p)

@@ -18,23 +18,20 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree
-from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
-from xlabind.callback import PythonFunction, python_bound_function
+from xlabind.bound_function import BoundFunction, ResultSpec
+from xlabind.callback import PythonFunction, derived_function, python_bound_function
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 
 
 class _Multilinear:
-    def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
-                 nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, name):
+    def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes, options):
         self.forward = python_bound_function(
-            fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
-            vmap_method=vmap_method, name=name, nondiff_argnums=nondiff_argnums,
-            sharding_rule=sharding_rule,
+            fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=self._groups, transposes=self._transpose_for_group))
         self.user_transposes = tuple(transposes)
         self.transpose_shape_dtypes = tuple(transpose_shape_dtypes or ())
-        self.platforms = platforms
+        self.platforms = options["platforms"]
         self._derived: dict[Any, BoundFunction] = {}
 
     def _diff(self, n):
@@ -86,15 +83,12 @@ class _Multilinear:
                 return lambda op, outside, cts, group_avals, call: self._call_forward(
                     i, n, forward_out_tree, outside, cts, group_avals, call)
 
-            op = python_bound_function(
-                user, spec, in_place=fwd.in_place, platforms=self.platforms,
-                vmap_method=derived_vmap_method(fwd, spec), name=f"{fwd.name} (transpose {i})",
-                nondiff_argnums=nondiff,
+            op = derived_function(
+                fwd, self.platforms, user, spec, f"transpose {i}", nondiff_argnums=nondiff,
                 rules=LinearityRules(
                     groups=groups, transposes=transposes,
                     missing_transpose_hint=(
-                        "Transposing it again needs the transposes of the other arguments too.")),
-                unwrap_one_tuple=True)
+                        "Transposing it again needs the transposes of the other arguments too.")))
             self._derived[key] = op
         return op
 
@@ -140,7 +134,7 @@ def multilinear(fn: PythonFunction, transposes: Sequence[PythonFunction | BoundF
                 transpose_shape_dtypes: Sequence[Callable | None] = (),
                 nondiff_argnums: Sequence[int] = (), in_place: bool = False,
                 vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-                sharding_rule: str | Callable[..., str] | None = None,
+                sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
                 name: str | None = None) -> BoundFunction:
     """Binds a function that is linear in each argument separately (multilinear).
 
@@ -156,7 +150,7 @@ def multilinear(fn: PythonFunction, transposes: Sequence[PythonFunction | BoundF
       result_shape_dtypes: As in :func:`xlabind.callback`.
       transpose_shape_dtypes: Optional, one per argument: result shape
         functions of the transposes, for ``vmap_method="native"``.
-      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, name: As in
+      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
         :func:`xlabind.linear`.
 
     Example:
@@ -167,6 +161,7 @@ def multilinear(fn: PythonFunction, transposes: Sequence[PythonFunction | BoundF
       >>> jax.grad(lambda x, y: mul(x, y).sum(), argnums=(0, 1))(jnp.ones(2), 3 * jnp.ones(2))
       (Array([3., 3.], dtype=float32), Array([1., 1.], dtype=float32))
     """
-    return _Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
-                        nondiff_argnums, in_place, vmap_method, platforms, sharding_rule,
-                        name).forward
+    return _Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes, dict(
+        nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
+        platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
+        name=name)).forward

@@ -17,23 +17,20 @@ from typing import Any, Callable, Sequence
 import jax
 
 from xlabind._trees import flat_results_tree
-from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
-from xlabind.callback import PythonFunction, python_bound_function
+from xlabind.bound_function import BoundFunction, ResultSpec
+from xlabind.callback import PythonFunction, derived_function, python_bound_function
 from xlabind.derivative_rules import LinearityRules, instantiate, output_tangents
 from xlabind.derived_calls import bind_derived
 
 
 class _Nonlinear:
-    def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, nondiff_argnums,
-                 in_place, vmap_method, platforms, sharding_rule, name):
+    def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, options):
         self.forward = python_bound_function(
-            fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
-            vmap_method=vmap_method, name=name, nondiff_argnums=nondiff_argnums,
-            sharding_rule=sharding_rule,
+            fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=lambda n: [], params_tangent=self._tangent))
         self.jvp, self.vjp = jvp, vjp
         self.vjp_shape_dtypes = vjp_shape_dtypes
-        self.platforms = platforms
+        self.platforms = options["platforms"]
         self._derived: dict[Any, tuple[BoundFunction, BoundFunction | None]] = {}
 
     def _diff(self, n):
@@ -60,12 +57,11 @@ class _Nonlinear:
             return None
 
         def derived_op(user, shapes, suffix, **rules):
-            in_place = getattr(user, "in_place", fwd.in_place)
             function = user.implementation.functions if isinstance(user, BoundFunction) else user
-            return python_bound_function(
-                function, shapes, in_place=in_place, platforms=self.platforms,
-                vmap_method=derived_vmap_method(fwd, shapes), name=f"{fwd.name} ({suffix})",
-                nondiff_argnums=fwd.nondiff_argnums, unwrap_one_tuple=True,
+            return derived_function(
+                fwd, self.platforms, function, shapes, suffix,
+                in_place=getattr(user, "in_place", fwd.in_place),
+                nondiff_argnums=fwd.nondiff_argnums,
                 rules=LinearityRules(groups=lambda n_all: [list(range(n, n_all))],
                                      params_tangent=user_rules(user), **rules),
                 # Under native vmap each tangent is laid out like its primal, so f's
@@ -124,7 +120,7 @@ def nonlinear(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...
               vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
               nondiff_argnums: Sequence[int] = (), in_place: bool = False,
               vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-              sharding_rule: str | Callable[..., str] | None = None,
+              sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
               name: str | None = None) -> BoundFunction:
     """Binds a nonlinear function with its Jacobian-vector and vector-Jacobian products.
 
@@ -145,7 +141,7 @@ def nonlinear(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...
         ``jax.hessian`` work. ``None``: forward mode only.
       vjp_shape_dtypes: Result shapes of ``vjp``, only needed for
         ``vmap_method="native"`` batching of it (else it runs sequentially).
-      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, name: As in
+      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
         :func:`xlabind.linear`; ``in_place`` applies to plain-function
         ``jvp``/``vjp`` too. Under ``vmap_method="native"`` the JVP receives
         each primal laid out exactly like its tangent (xlabind broadcasts the
@@ -160,5 +156,7 @@ def nonlinear(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...
       >>> float(jax.grad(lambda x: sin(x).sum())(jnp.zeros(3))[0])
       1.0
     """
-    return _Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, nondiff_argnums,
-                      in_place, vmap_method, platforms, sharding_rule, name).forward
+    return _Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, dict(
+        nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
+        platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
+        name=name)).forward

@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind import _extension
+from xlabind import _extension, cuda_calls
 
 #: Platforms a Python function can run on.
-PLATFORMS = ("cpu",)
+PLATFORMS = ("cpu", "cuda")
 
 
 def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
@@ -54,9 +54,11 @@ class PythonImplementation:
     """Python functions by platform, and how the handler calls them."""
 
     def __init__(self, functions: dict[str, Callable], *, in_place: bool,
-                 unwrap_one_tuple: bool = False):
+                 unwrap_one_tuple: bool = False, synchronize: bool = False):
         self.functions = functions
         self.in_place = in_place
+        #: CUDA: wait for XLA's stream before each call and for the device after it.
+        self.synchronize = synchronize
         #: A derived function (transpose, VJP) with one result may return it as a
         #: 1-tuple, the habit jax.custom_vjp teaches.
         self.unwrap_one_tuple = unwrap_one_tuple
@@ -75,12 +77,14 @@ class PythonImplementation:
         fn = self.functions.get(platform)
         if fn is None:
             have = " and ".join(self.functions)
+            first = next(iter(self.functions))
             raise NotImplementedError(
                 f"xlabind: '{name}' has no {platform.upper()} implementation (it was bound with "
                 f"a function for {have} only), so it cannot run inside a {platform.upper()} "
                 f"computation. Pass one function per platform "
-                f"(e.g. {{'cpu': numpy_fn, 'cuda': cupy_fn}}), or place its inputs on a "
-                f"{have.upper()} device (jax.device_put(x, jax.devices('{next(iter(self.functions))}')[0])).")
+                f"(e.g. {{'cpu': numpy_fn, 'cuda': cupy_fn}}), or platforms=('cpu', 'cuda') "
+                f"for one function that works on both, or place its inputs on a {first.upper()} "
+                f"device (jax.device_put(x, jax.devices('{first}')[0])).")
         return fn
 
     def registry_entry(self, platform: str, name: str, call) -> Any:
@@ -93,40 +97,55 @@ class PythonImplementation:
                 kwargs = call.kwargs.as_dict()
                 if call.fn.vmap_method == "native":
                     kwargs["batch_axes"] = call.batch_axes
-                entry = self._make_entry(fn, name, kwargs, call.out_tree)
+                entry = self._make_entry(platform, fn, name, kwargs, call.out_tree)
                 self._entries[key] = entry
             return entry
 
-    def _make_entry(self, fn, name, kwargs, out_tree):
+    def _make_entry(self, platform, fn, name, kwargs, out_tree):
         if self.in_place:
             # The handler calls fn(*operands, out=..., **kwargs) itself and checks
-            # that it returns None: no adapter frame.
+            # that it returns None: on the CPU with no adapter frame at all.
+            if platform == "cuda":
+                fn = cuda_calls.in_place_function(fn, self.synchronize)
             leaf = jax.tree_util.treedef_is_leaf(out_tree)
             flat = out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)
             builder = None if leaf or flat else (lambda results: out_tree.unflatten(results))
             return _extension.CallbackEntry(fn, name, in_place=True, single_result=leaf,
                                             kwargs=kwargs, out_builder=builder)
-        return _extension.CallbackEntry(
-            _returning_adapter(fn, name, kwargs, out_tree, self.unwrap_one_tuple), name)
+        flatten = _flattener(name, out_tree, self.unwrap_one_tuple)
+        if platform == "cuda":
+            adapter = cuda_calls.returning_adapter(fn, name, kwargs, out_tree,
+                                                   self.unwrap_one_tuple, self.synchronize,
+                                                   flatten)
+        else:
+            adapter = _returning_adapter(fn, name, kwargs, flatten)
+        return _extension.CallbackEntry(adapter, name)
 
 
-def _returning_adapter(fn, name, kwargs, out_tree, unwrap_one_tuple):
-    """Calls fn(*operands, **kwargs) and copies what it returns into the results."""
-    single = jax.tree_util.treedef_is_leaf(out_tree)
-
-    def adapter(operands, results):
-        returned = fn(*operands, **kwargs)
-        if single:
+def _flattener(name, out_tree, unwrap_one_tuple) -> Callable[[Any], list]:
+    """What a function returned, as the flat list of its results."""
+    if jax.tree_util.treedef_is_leaf(out_tree):
+        def single(returned):
             if unwrap_one_tuple and isinstance(returned, (tuple, list)) and len(returned) == 1:
                 returned = returned[0]
-            store_result(name, 0, returned, results[0])
-            return
+            return [returned]
+        return single
+
+    def tree(returned):
         try:
-            leaves = out_tree.flatten_up_to(returned)
+            return out_tree.flatten_up_to(returned)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{name} returned {type(returned).__name__}, which does not match "
                             f"the declared result structure {out_tree}: {e}") from None
-        for i, (value, out) in enumerate(zip(leaves, results)):
+
+    return tree
+
+
+def _returning_adapter(fn, name, kwargs, flatten):
+    """Calls fn(*operands, **kwargs) and copies what it returns into the results."""
+
+    def adapter(operands, results):
+        for i, (value, out) in enumerate(zip(flatten(fn(*operands, **kwargs)), results)):
             store_result(name, i, value, out)
 
     return adapter

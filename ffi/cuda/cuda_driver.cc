@@ -1,0 +1,109 @@
+#include "ffi/cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+namespace xlabind::cuda {
+namespace {
+
+using Result = int;  // CUresult
+using Stream = void*;
+using Event = void*;
+using Context = void*;
+
+// CU_EVENT_DISABLE_TIMING: the cheapest event, for ordering only.
+constexpr unsigned kEventDisableTiming = 0x2;
+
+struct Driver {
+  std::string missing;  // why the driver is unusable, or ""
+  Result (*init)(unsigned) = nullptr;
+  Result (*get_error_string)(Result, const char**) = nullptr;
+  Result (*memcpy_dtod_async)(unsigned long long, unsigned long long, size_t, Stream) = nullptr;
+  Result (*stream_synchronize)(Stream) = nullptr;
+  Result (*ctx_synchronize)() = nullptr;
+  Result (*event_create)(Event*, unsigned) = nullptr;
+  Result (*event_record)(Event, Stream) = nullptr;
+  Result (*stream_wait_event)(Stream, Event, unsigned) = nullptr;
+  Result (*event_destroy)(Event) = nullptr;
+};
+
+template <typename Fn>
+bool Find(void* library, const char* name, Fn*& fn, std::string& missing) {
+  fn = reinterpret_cast<Fn*>(dlsym(library, name));
+  if (fn == nullptr && missing.empty()) missing = std::string("libcuda.so.1 lacks ") + name;
+  return fn != nullptr;
+}
+
+const Driver& GetDriver() {
+  static Driver driver;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      driver.missing = "the CUDA driver (libcuda.so.1) is not installed on this machine";
+      return;
+    }
+    Find(library, "cuInit", driver.init, driver.missing);
+    Find(library, "cuGetErrorString", driver.get_error_string, driver.missing);
+    Find(library, "cuMemcpyDtoDAsync_v2", driver.memcpy_dtod_async, driver.missing);
+    Find(library, "cuStreamSynchronize", driver.stream_synchronize, driver.missing);
+    Find(library, "cuCtxSynchronize", driver.ctx_synchronize, driver.missing);
+    Find(library, "cuEventCreate", driver.event_create, driver.missing);
+    Find(library, "cuEventRecord", driver.event_record, driver.missing);
+    Find(library, "cuStreamWaitEvent", driver.stream_wait_event, driver.missing);
+    Find(library, "cuEventDestroy_v2", driver.event_destroy, driver.missing);
+    if (driver.missing.empty() && driver.init(0) != 0) driver.missing = "cuInit failed";
+  });
+  return driver;
+}
+
+std::string Check(const Driver& driver, Result result, const char* call) {
+  if (result == 0) return "";
+  const char* text = nullptr;
+  if (driver.get_error_string == nullptr || driver.get_error_string(result, &text) != 0) {
+    text = "unknown error";
+  }
+  return std::string("xlabind: ") + call + " failed: " + text + " (CUDA error " +
+         std::to_string(result) + ")";
+}
+
+Stream AsStream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
+
+}  // namespace
+
+std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  if (bytes == 0) return "";
+  return Check(d, d.memcpy_dtod_async(dst, src, bytes, AsStream(stream)), "cuMemcpyDtoDAsync");
+}
+
+std::string SynchronizeStream(uintptr_t stream) {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  return Check(d, d.stream_synchronize(AsStream(stream)), "cuStreamSynchronize");
+}
+
+std::string SynchronizeContext() {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  return Check(d, d.ctx_synchronize(), "cuCtxSynchronize");
+}
+
+std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream) {
+  if (waiter == stream) return "";
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  Event event = nullptr;
+  std::string error = Check(d, d.event_create(&event, kEventDisableTiming), "cuEventCreate");
+  if (!error.empty()) return error;
+  error = Check(d, d.event_record(event, AsStream(stream)), "cuEventRecord");
+  if (error.empty()) {
+    error = Check(d, d.stream_wait_event(AsStream(waiter), event, 0), "cuStreamWaitEvent");
+  }
+  d.event_destroy(event);  // released once the wait has been satisfied
+  return error;
+}
+
+}  // namespace xlabind::cuda

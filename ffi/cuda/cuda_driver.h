@@ -1,0 +1,31 @@
+// The few CUDA driver calls the CUDA handler needs, looked up at first use in
+// the driver library (libcuda.so.1) that every CUDA machine has. No CUDA
+// headers or runtime are needed to build or load xlabind: on a machine
+// without a GPU each call returns an error that says the driver is missing.
+//
+// Streams and device pointers are plain integers here (CUstream,
+// CUdeviceptr); XLA hands the handler its stream as an opaque pointer.
+#ifndef XLABIND_FFI_CUDA_CUDA_DRIVER_H_
+#define XLABIND_FFI_CUDA_CUDA_DRIVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace xlabind::cuda {
+
+// CUDA's special stream handles (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD).
+constexpr uintptr_t kLegacyStream = 0x1;
+constexpr uintptr_t kPerThreadStream = 0x2;
+
+// Each returns "" on success, else a message naming the call and CUDA's error.
+std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream);
+std::string SynchronizeStream(uintptr_t stream);
+std::string SynchronizeContext();
+// Makes `waiter` wait (on the device, without blocking the host) for the work
+// enqueued on `stream` so far. A no-op when they are the same stream.
+std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream);
+
+}  // namespace xlabind::cuda
+
+#endif  // XLABIND_FFI_CUDA_CUDA_DRIVER_H_

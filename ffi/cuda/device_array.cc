@@ -1,0 +1,298 @@
+#include "ffi/cuda/device_array.h"
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "ffi/common/element_types.h"
+#include "ffi/cuda/cuda_driver.h"
+#include "ffi/cuda/dlpack_abi.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace nb = nanobind;
+
+namespace xlabind {
+namespace {
+
+struct TypeInfo {
+  const char* typestr;  // __cuda_array_interface__
+  uint8_t code;         // DLPack
+  uint8_t bits;
+};
+
+// By XLA element type. Sub-byte types have no entry: XLA packs them, and
+// neither protocol describes packed elements.
+std::optional<TypeInfo> InfoOf(int element_type) {
+  using T = xla::ffi::DataType;
+  switch (static_cast<T>(element_type)) {
+    case T::PRED: return TypeInfo{"|b1", dlpack::kBool, 8};
+    case T::S8: return TypeInfo{"|i1", dlpack::kInt, 8};
+    case T::S16: return TypeInfo{"<i2", dlpack::kInt, 16};
+    case T::S32: return TypeInfo{"<i4", dlpack::kInt, 32};
+    case T::S64: return TypeInfo{"<i8", dlpack::kInt, 64};
+    case T::U8: return TypeInfo{"|u1", dlpack::kUInt, 8};
+    case T::U16: return TypeInfo{"<u2", dlpack::kUInt, 16};
+    case T::U32: return TypeInfo{"<u4", dlpack::kUInt, 32};
+    case T::U64: return TypeInfo{"<u8", dlpack::kUInt, 64};
+    case T::F16: return TypeInfo{"<f2", dlpack::kFloat, 16};
+    case T::F32: return TypeInfo{"<f4", dlpack::kFloat, 32};
+    case T::F64: return TypeInfo{"<f8", dlpack::kFloat, 64};
+    case T::BF16: return TypeInfo{"<V2", dlpack::kBfloat, 16};
+    case T::C64: return TypeInfo{"<c8", dlpack::kComplex, 64};
+    case T::C128: return TypeInfo{"<c16", dlpack::kComplex, 128};
+    case T::F8E3M4: return TypeInfo{"|V1", dlpack::kFloat8_e3m4, 8};
+    case T::F8E4M3: return TypeInfo{"|V1", dlpack::kFloat8_e4m3, 8};
+    case T::F8E4M3B11FNUZ: return TypeInfo{"|V1", dlpack::kFloat8_e4m3b11fnuz, 8};
+    case T::F8E4M3FN: return TypeInfo{"|V1", dlpack::kFloat8_e4m3fn, 8};
+    case T::F8E4M3FNUZ: return TypeInfo{"|V1", dlpack::kFloat8_e4m3fnuz, 8};
+    case T::F8E5M2: return TypeInfo{"|V1", dlpack::kFloat8_e5m2, 8};
+    case T::F8E5M2FNUZ: return TypeInfo{"|V1", dlpack::kFloat8_e5m2fnuz, 8};
+    case T::F8E8M0FNU: return TypeInfo{"|V1", dlpack::kFloat8_e8m0fnu, 8};
+    default: return std::nullopt;
+  }
+}
+
+TypeInfo InfoOrThrow(int element_type) {
+  auto info = InfoOf(element_type);
+  if (!info) {
+    throw nb::type_error(("xlabind: XLA element type " + std::to_string(element_type) +
+                          " has no device-array form (sub-byte types are packed by XLA)")
+                             .c_str());
+  }
+  return *info;
+}
+
+nb::tuple ShapeTuple(const DeviceArray& a) {
+  nb::list dims;
+  for (int64_t d : a.shape) dims.append(d);
+  return nb::tuple(dims);
+}
+
+nb::dict CudaArrayInterface(const DeviceArray& a) {
+  a.CheckAlive();
+  nb::dict interface;
+  interface["shape"] = ShapeTuple(a);
+  interface["typestr"] = InfoOrThrow(a.element_type).typestr;
+  // CAI v3: a null pointer is only allowed for empty arrays.
+  interface["data"] = nb::make_tuple(a.size() == 0 ? uintptr_t{0} : a.data, a.readonly);
+  interface["version"] = 3;
+  interface["strides"] = nb::none();  // C-contiguous
+  // The stream the data is ready on; 0 is not allowed by the protocol.
+  if (a.stream != 0) {
+    interface["stream"] = a.stream;
+  } else {
+    interface["stream"] = nb::none();
+  }
+  return interface;
+}
+
+// What a DLPack capsule owns: the tensor struct, its shape, and a reference to
+// the DeviceArray (so a consumer still holding it counts as a kept view).
+template <typename Managed>
+struct Exported {
+  Managed managed;
+  std::vector<int64_t> shape;
+  PyObject* owner;
+};
+
+template <typename Managed>
+void DeleteExported(Managed* managed) {
+  auto* exported = static_cast<Exported<Managed>*>(managed->manager_ctx);
+  // Consumers may call the deleter from any thread, with or without the GIL.
+  if (Py_IsInitialized()) {
+    PyGILState_STATE state = PyGILState_Ensure();
+    Py_DECREF(exported->owner);
+    PyGILState_Release(state);
+  }
+  delete exported;
+}
+
+template <typename Managed>
+void FillTensor(Exported<Managed>& e, const DeviceArray& a, TypeInfo info) {
+  dlpack::Tensor& t = e.managed.dl_tensor;
+  t.data = reinterpret_cast<void*>(a.data);
+  t.device = {dlpack::kCUDA, a.device};
+  t.ndim = static_cast<int32_t>(e.shape.size());
+  t.dtype = {info.code, info.bits, 1};
+  t.shape = e.shape.data();
+  t.strides = nullptr;
+  t.byte_offset = 0;
+}
+
+template <typename Managed>
+void CapsuleDestructor(PyObject* capsule, const char* name) {
+  // Called when the capsule dies; a consumer that took the tensor renamed it.
+  if (!PyCapsule_IsValid(capsule, name)) return;
+  auto* managed = static_cast<Managed*>(PyCapsule_GetPointer(capsule, name));
+  if (managed != nullptr && managed->deleter != nullptr) managed->deleter(managed);
+}
+
+nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::object> stream,
+                  std::optional<std::tuple<int, int>> max_version,
+                  std::optional<std::tuple<int, int>> dl_device, std::optional<bool> copy) {
+  a.CheckAlive();
+  const TypeInfo info = InfoOrThrow(a.element_type);
+  if (copy.value_or(false)) {
+    throw nb::buffer_error("xlabind device arrays are views of XLA's memory; __dlpack__ "
+                           "cannot copy (copy=True): copy on the consumer's side");
+  }
+  if (dl_device && *dl_device != std::make_tuple(dlpack::kCUDA, a.device)) {
+    throw nb::buffer_error("xlabind device arrays live on their CUDA device; __dlpack__ "
+                           "cannot move them (dl_device)");
+  }
+  // The consumer will use the data on its stream: order it after XLA's work.
+  // None means the legacy default stream; -1 means "do not synchronize".
+  int64_t consumer = cuda::kLegacyStream;
+  if (stream && !stream->is_none()) consumer = nb::cast<int64_t>(*stream);
+  if (consumer != -1 && a.stream != 0) {
+    std::string error = cuda::StreamWaitsFor(static_cast<uintptr_t>(consumer), a.stream);
+    if (!error.empty()) throw nb::buffer_error(error.c_str());
+  }
+  Py_INCREF(self.ptr());
+  if (max_version && std::get<0>(*max_version) >= 1) {
+    auto* e = new Exported<dlpack::ManagedTensorVersioned>{{}, a.shape, self.ptr()};
+    e->managed.version = {dlpack::kMajorVersion, dlpack::kMinorVersion};
+    e->managed.manager_ctx = e;
+    e->managed.deleter = DeleteExported<dlpack::ManagedTensorVersioned>;
+    e->managed.flags = a.readonly ? dlpack::kFlagReadOnly : 0;
+    FillTensor(*e, a, info);
+    return nb::steal(PyCapsule_New(&e->managed, "dltensor_versioned", [](PyObject* capsule) {
+      CapsuleDestructor<dlpack::ManagedTensorVersioned>(capsule, "dltensor_versioned");
+    }));
+  }
+  auto* e = new Exported<dlpack::ManagedTensor>{{}, a.shape, self.ptr()};
+  e->managed.manager_ctx = e;
+  e->managed.deleter = DeleteExported<dlpack::ManagedTensor>;
+  FillTensor(*e, a, info);
+  return nb::steal(PyCapsule_New(&e->managed, "dltensor", [](PyObject* capsule) {
+    CapsuleDestructor<dlpack::ManagedTensor>(capsule, "dltensor");
+  }));
+}
+
+}  // namespace
+
+size_t DeviceArray::size() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+size_t DeviceArray::nbytes() const {
+  auto info = InfoOf(element_type);
+  return info ? size() * info->bits / 8 : 0;
+}
+
+void DeviceArray::CheckAlive() const {
+  if (released) {
+    throw nb::buffer_error(
+        "xlabind: this device array was kept past the call it was handed to, and XLA has "
+        "reused its memory since; it no longer refers to any data. Copy what you need "
+        "during the call (e.g. cupy.array(x), torch.clone).");
+  }
+}
+
+void DefineDeviceArray(nb::module_ module) {
+  nb::class_<DeviceArray>(module, "DeviceArray",
+                          "One of XLA's CUDA buffers, handed to a callback without copying. "
+                          "Use it through __cuda_array_interface__ or DLPack (cupy.asarray, "
+                          "torch.as_tensor / torch.from_dlpack, numba.cuda.as_cuda_array). "
+                          "It is valid only during the call.")
+      .def_prop_ro("__cuda_array_interface__", &CudaArrayInterface)
+      .def(
+          "__dlpack__",
+          [](nb::handle self, std::optional<nb::object> stream,
+             std::optional<std::tuple<int, int>> max_version,
+             std::optional<std::tuple<int, int>> dl_device, std::optional<bool> copy) {
+            return Dlpack(self, nb::cast<const DeviceArray&>(self), stream, max_version,
+                          dl_device, copy);
+          },
+          nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(),
+          nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
+      .def("__dlpack_device__",
+           [](const DeviceArray& a) {
+             a.CheckAlive();
+             return std::make_pair(dlpack::kCUDA, a.device);
+           })
+      .def_prop_ro("shape", &ShapeTuple)
+      .def_prop_ro("ndim", [](const DeviceArray& a) { return a.shape.size(); })
+      .def_prop_ro("size", &DeviceArray::size)
+      .def_prop_ro("nbytes", &DeviceArray::nbytes)
+      .def_prop_ro("dtype",
+                   [](const DeviceArray& a) -> nb::object {
+                     PyObject* dtype = DtypeObject(a.element_type);
+                     return dtype ? nb::borrow(dtype) : nb::none();
+                   })
+      .def_prop_ro("ptr",
+                   [](const DeviceArray& a) {
+                     a.CheckAlive();
+                     return a.data;
+                   },
+                   "The device address of the first element.")
+      .def_prop_ro("readonly", [](const DeviceArray& a) { return a.readonly; })
+      .def_prop_ro("stream", [](const DeviceArray& a) { return a.stream; },
+                   "XLA's CUDA stream for this call (a CUstream as an integer).")
+      .def_prop_ro("device", [](const DeviceArray& a) { return a.device; },
+                   "The CUDA device ordinal.")
+      .def("__len__",
+           [](const DeviceArray& a) -> size_t {
+             if (a.shape.empty()) throw nb::type_error("len() of a 0-d device array");
+             return static_cast<size_t>(a.shape[0]);
+           })
+      .def("__repr__", [](const DeviceArray& a) {
+        std::string text = "xlabind.DeviceArray(shape=(";
+        for (size_t i = 0; i < a.shape.size(); ++i) {
+          text += (i ? ", " : "") + std::to_string(a.shape[i]);
+        }
+        if (a.shape.size() == 1) text += ",";
+        PyObject* dtype = DtypeObject(a.element_type);
+        text += "), dtype=" + (dtype ? std::string(nb::str(nb::handle(dtype)).c_str()) : "?");
+        text += ", device=cuda:" + std::to_string(a.device);
+        text += a.readonly ? ", read-only" : "";
+        text += a.released ? ", released)" : ")";
+        return text;
+      })
+      // For tests: a DeviceArray over any address (never dereferenced here).
+      .def_static(
+          "_for_testing",
+          [](uintptr_t data, std::vector<int64_t> shape, int element_type, bool readonly,
+             uintptr_t stream, int32_t device) {
+            DeviceArray a;
+            a.data = data;
+            a.shape = std::move(shape);
+            a.element_type = element_type;
+            a.readonly = readonly;
+            a.stream = stream;
+            a.device = device;
+            return a;
+          },
+          nb::arg("data"), nb::arg("shape"), nb::arg("element_type"), nb::arg("readonly"),
+          nb::arg("stream"), nb::arg("device"))
+      .def("_release", [](DeviceArray& a) { a.released = true; a.data = 0; });
+}
+
+PyObject* NewDeviceArray(DeviceArray array) {
+  try {
+    return nb::cast(std::move(array), nb::rv_policy::move).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+    return nullptr;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
+void ReleaseDeviceArray(PyObject* object) {
+  DeviceArray* a = nb::inst_ptr<DeviceArray>(nb::handle(object));
+  a->released = true;
+  a->data = 0;
+}
+
+}  // namespace xlabind

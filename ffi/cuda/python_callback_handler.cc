@@ -1,0 +1,117 @@
+#include "ffi/cuda/python_callback_handler.h"
+
+#include <Python.h>
+
+#include <string>
+#include <vector>
+
+#include "ffi/common/python_call.h"
+#include "ffi/common/python_errors.h"
+#include "ffi/cuda/device_array.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace xlabind {
+namespace ffi = xla::ffi;
+namespace {
+
+struct CudaCall {
+  uintptr_t stream;
+  int32_t device;
+};
+
+// The innermost CUDA callback running on this thread (callbacks may nest).
+thread_local const CudaCall* current_call = nullptr;
+
+class CurrentCallScope {
+ public:
+  explicit CurrentCallScope(const CudaCall* call) : previous_(current_call) { current_call = call; }
+  ~CurrentCallScope() { current_call = previous_; }
+
+ private:
+  const CudaCall* previous_;
+};
+
+// The CUDA half of a call (python_call.h): DeviceArray views of device buffers.
+class CudaBuffers {
+ public:
+  static constexpr ViewList::Release kReleaseView = nullptr;
+
+  CudaBuffers(CudaCall call, ffi::RemainingArgs args, ffi::RemainingRets rets)
+      : call_(call), args_(args), rets_(rets) {}
+
+  size_t capacity() const { return args_.size() + rets_.size(); }
+  size_t num_operands() const { return args_.size(); }
+
+  bool AddViews(ViewList& views, std::string* error) {
+    for (size_t i = 0; i < args_.size(); ++i) {
+      auto buffer = args_.get<ffi::AnyBuffer>(i);
+      if (buffer.has_error()) return Fail(error, "operand " + std::to_string(i) + " is not a buffer");
+      if (!Add(views, *buffer, /*readonly=*/true, error)) return false;
+    }
+    for (size_t i = 0; i < rets_.size(); ++i) {
+      auto buffer = rets_.get<ffi::AnyBuffer>(i);
+      if (buffer.has_error()) return Fail(error, "result " + std::to_string(i) + " is not a buffer");
+      if (!Add(views, **buffer, /*readonly=*/false, error)) return false;
+    }
+    return true;
+  }
+
+  std::string Detach(ViewList& views, const std::vector<size_t>& escaped) {
+    for (size_t i : escaped) ReleaseDeviceArray(views[i]);
+    return "xlabind has released the kept device arrays (any further use is an error). "
+           "Arrays other libraries made from them (CuPy, PyTorch) still hold XLA's address "
+           "and must not be used. Keep or pass a copy instead (e.g. cupy.array(x)).";
+  }
+
+  ffi::Error Finish(const CallbackData&, ViewList&) { return ffi::Error::Success(); }
+
+ private:
+  static bool Fail(std::string* error, const std::string& what) {
+    *error = what;
+    return false;
+  }
+
+  bool Add(ViewList& views, const ffi::AnyBuffer& buffer, bool readonly, std::string* error) {
+    DeviceArray array;
+    array.data = reinterpret_cast<uintptr_t>(buffer.untyped_data());
+    auto dims = buffer.dimensions();
+    array.shape.assign(dims.begin(), dims.end());
+    array.element_type = static_cast<int>(buffer.element_type());
+    array.readonly = readonly;
+    array.stream = call_.stream;
+    array.device = call_.device;
+    PyObject* view = NewDeviceArray(std::move(array));
+    if (view == nullptr) return Fail(error, TakePythonError());
+    views.Add(view);
+    return true;
+  }
+
+  CudaCall call_;
+  ffi::RemainingArgs args_;
+  ffi::RemainingRets rets_;
+};
+
+ffi::Error CallOnCuda(void* stream, int32_t device, uint64_t key, ffi::RemainingArgs args,
+                      ffi::RemainingRets rets) {
+  const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
+  CurrentCallScope scope(&call);
+  CudaBuffers buffers(call, args, rets);
+  return CallPython(key, buffers);
+}
+
+}  // namespace
+
+std::optional<std::pair<uintptr_t, int32_t>> CurrentCudaCall() {
+  if (current_call == nullptr) return std::nullopt;
+  return std::make_pair(current_call->stream, current_call->device);
+}
+
+}  // namespace xlabind
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallback, xlabind::CallOnCuda,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::PlatformStream<void*>>()
+                                  .Ctx<xla::ffi::DeviceOrdinal>()
+                                  .Attr<uint64_t>("callback_key")
+                                  .RemainingArgs()
+                                  .RemainingRets());
