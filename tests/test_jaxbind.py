@@ -1,6 +1,5 @@
 """xlabind.jaxbind, used the way jaxbind 1.3.1's documentation uses jaxbind."""
 
-import ducc0
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -132,7 +131,7 @@ def c2c(out, args, kwargs_dump):
     axes = list(range(x.ndim))
     if batch_axes:
         axes = [a for a in axes if a not in batch_axes[0]]
-    ducc0.fft.c2c(x, out=out[0], axes=axes, **kwargs)
+    out[0][...] = np.fft.fftn(x, axes=axes, **kwargs)
 
 
 def c2c_abstract(*args, **kwargs):
@@ -146,7 +145,8 @@ def test_linear_fft_with_native_batching():
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(10, 10)) + 1j * rng.normal(size=(10, 10)))
     np.testing.assert_allclose(fft(x)[0], np.fft.fft2(x), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(fft(x, nthreads=2)[0], np.fft.fft2(x), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(fft(x, norm="ortho")[0], np.fft.fft2(x, norm="ortho"), rtol=1e-10,
+                               atol=1e-10)
     np.testing.assert_allclose(jax.jit(fft)(x)[0], np.fft.fft2(x), rtol=1e-10, atol=1e-10)
     batched = jax.vmap(lambda v: fft(v)[0], in_axes=0)
     np.testing.assert_allclose(batched(x), np.fft.fft(x, axis=1), rtol=1e-10, atol=1e-10)

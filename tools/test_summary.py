@@ -18,7 +18,7 @@ def main() -> int:
     silent = []
     for log in logs:
         summary = [l for l in log.read_text(errors="replace").splitlines()
-                   if re.search(r"\d+ (passed|failed)", l) and " in " in l]
+                   if re.search(r"\d+ (passed|failed|skipped)", l) and " in " in l]
         target = str(log.parent.relative_to(pathlib.Path("bazel-testlogs").resolve()))
         if not summary:
             # Not a pytest target (e.g. the demo): counted by its exit status.

@@ -1,0 +1,198 @@
+"""CUDA callbacks on a real GPU: CuPy and DLPack (PyTorch) code on XLA's own
+buffers and stream, every transformation, the escape and error rules of the
+CPU. Skipped without a CUDA device; tools/gpu_check.py runs this file on the
+GPU machine."""
+
+import numpy as np
+import pytest
+
+import jax
+import jax.numpy as jnp
+
+import xlabind
+import xlabind.cuda
+
+
+def _has_gpu() -> bool:
+    try:
+        return any(d.platform == "gpu" for d in jax.devices())
+    except RuntimeError:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _has_gpu(), reason="no CUDA device here (JAX_PLATFORMS="
+                                "cpu or a CPU-only jaxlib); tools/gpu_check.py runs these on a GPU")
+
+cp = pytest.importorskip("cupy") if _has_gpu() else None
+GPU = ("cuda",)
+
+
+def on_gpu(x):
+    return jax.device_put(x, jax.devices("gpu")[0])
+
+
+def test_cupy_in_place_and_returning():
+    def double_in_place(x, *, out):
+        cp.multiply(cp.asarray(x), 2, out=cp.asarray(out))
+
+    x = on_gpu(jnp.arange(1000, dtype=jnp.float32))
+    in_place = xlabind.callback(double_in_place, lambda x: x, in_place=True, platforms=GPU)
+    returning = xlabind.callback(lambda x: cp.asarray(x) * 3, lambda x: x, platforms=GPU)
+    np.testing.assert_array_equal(jax.jit(in_place)(x), 2 * np.arange(1000))
+    np.testing.assert_array_equal(jax.jit(returning)(x), 3 * np.arange(1000))
+    np.testing.assert_array_equal(in_place(x), 2 * np.arange(1000))  # eagerly too
+
+
+def test_device_arrays_are_zero_copy_read_only_views_on_xlas_stream():
+    seen = {}
+
+    def look(x, *, out):
+        seen.update(ptr=x.ptr, readonly=x.readonly, out_readonly=out.readonly, stream=x.stream,
+                    current=xlabind.cuda.current_stream(), cupy=cp.cuda.get_current_stream().ptr,
+                    device=xlabind.cuda.current_device())
+        cp.asarray(out)[...] = cp.asarray(x)
+
+    x = on_gpu(jnp.ones(16))
+    jax.jit(xlabind.callback(look, lambda x: x, in_place=True, platforms=GPU))(x)
+    assert seen["ptr"] == x.unsafe_buffer_pointer()
+    assert seen["readonly"] and not seen["out_readonly"]
+    assert seen["stream"] == seen["current"] == seen["cupy"] != 0
+    assert seen["device"] == x.devices().pop().local_hardware_id
+
+
+def test_dlpack_with_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def add_one(x, *, out):
+        torch.from_dlpack(out).copy_(torch.from_dlpack(x) + 1)
+
+    op = xlabind.callback(add_one, lambda x: x, in_place=True, platforms=GPU)
+    np.testing.assert_array_equal(jax.jit(op)(on_gpu(jnp.zeros(8))), np.ones(8))
+    returning = xlabind.callback(lambda x: torch.from_dlpack(x) * 2, lambda x: x, platforms=GPU)
+    np.testing.assert_array_equal(jax.jit(returning)(on_gpu(jnp.ones(8))), 2 * np.ones(8))
+
+
+def test_one_function_per_platform():
+    op = xlabind.callback({"cpu": np.sin, "cuda": lambda x: cp.sin(cp.asarray(x))}, lambda x: x)
+    x = np.linspace(0, 1, 10, dtype=np.float32)
+    np.testing.assert_allclose(jax.jit(op)(on_gpu(x)), np.sin(x), rtol=1e-6)
+    cpu = jax.device_put(x, jax.devices("cpu")[0])
+    np.testing.assert_allclose(jax.jit(op)(cpu), np.sin(x), rtol=1e-6)
+
+
+def test_grad_of_a_linear_cupy_function_matches_the_cpu():
+    A = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    A_gpu = cp.asarray(A)
+    op = xlabind.linear({"cpu": lambda x: A @ x, "cuda": lambda x: A_gpu @ cp.asarray(x)},
+                        {"cpu": lambda ct: A.T @ ct, "cuda": lambda ct: A_gpu.T @ cp.asarray(ct)},
+                        lambda x: jax.ShapeDtypeStruct((5,), x.dtype))
+    loss = jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(op(x)))))
+    x = np.linspace(0, 1, 3, dtype=np.float32)
+    on_cpu = loss(jax.device_put(x, jax.devices("cpu")[0]))
+    on_cuda = loss(on_gpu(x))
+    np.testing.assert_allclose(on_cuda, on_cpu, rtol=1e-5)
+    np.testing.assert_allclose(on_cpu, A.T @ np.cos(A @ x), rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
+def test_vmap_methods(method):
+    op = xlabind.callback(lambda x: cp.sin(cp.asarray(x)), lambda x: x, vmap_method=method,
+                          platforms=GPU)
+    xs = on_gpu(jnp.linspace(0, 1, 12, dtype=jnp.float32).reshape(3, 4))
+    np.testing.assert_allclose(jax.jit(jax.vmap(op))(xs), np.sin(np.asarray(xs)), rtol=1e-6)
+
+
+def test_hessian_of_a_nonlinear_cupy_function():
+    def arr(x):
+        return cp.asarray(x)
+
+    cos_times = xlabind.nonlinear(
+        lambda x, t: cp.cos(arr(x)) * arr(t), lambda x, t: x,
+        jvp=lambda x, t, dx, dt: -cp.sin(arr(x)) * arr(t) * arr(dx) + cp.cos(arr(x)) * arr(dt),
+        vjp=lambda x, t, ct: (-cp.sin(arr(x)) * arr(t) * arr(ct), cp.cos(arr(x)) * arr(ct)),
+        platforms=GPU)
+    sin = xlabind.nonlinear(lambda x: cp.sin(arr(x)), lambda x: x, jvp=cos_times, vjp=cos_times,
+                            platforms=GPU)
+    x = on_gpu(jnp.linspace(0.1, 1.0, 4, dtype=jnp.float32))
+    np.testing.assert_allclose(jax.hessian(lambda x: sin(x).sum())(x),
+                               np.diag(-np.sin(np.asarray(x))), rtol=1e-5, atol=1e-6)
+
+
+def test_work_on_xlas_stream_is_ordered_with_xlas_own():
+    # A long XLA computation feeds the callback; the callback's CuPy reduction
+    # must see its finished result without any synchronisation of its own.
+    op = xlabind.callback(lambda x: cp.asarray(x).sum(keepdims=True), lambda x: jax.ShapeDtypeStruct(
+        (1,), x.dtype), platforms=GPU)
+
+    @jax.jit
+    def program(x):
+        for _ in range(20):
+            x = jnp.sin(x) + 1.0
+        return op(x), jnp.sum(x, keepdims=True)
+
+    got, want = program(on_gpu(jnp.ones(4_000_000, jnp.float32)))
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_synchronize_for_code_on_its_own_stream():
+    def on_own_stream(x, *, out):
+        with cp.cuda.Stream(non_blocking=True):
+            cp.asarray(out)[...] = cp.asarray(x) * 2
+
+    op = xlabind.callback(on_own_stream, lambda x: x, in_place=True, platforms=GPU,
+                          synchronize=True)
+    x = on_gpu(jnp.arange(1_000_000, dtype=jnp.float32))
+    np.testing.assert_array_equal(jax.jit(op)(x), 2 * np.arange(1_000_000, dtype=np.float32))
+
+
+def test_results_are_checked():
+    op = xlabind.callback(lambda x: cp.zeros(3, cp.float64), lambda x: x, platforms=GPU,
+                          name="wrong")
+    with pytest.raises(Exception, match=r"wrong: result 0 has dtype float64, expected a device "
+                                        r"array of dtype float32 and shape \(4,\)"):
+        jax.jit(op)(on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
+    host = xlabind.callback(lambda x: np.zeros(4, np.float32), lambda x: x, platforms=GPU,
+                            name="host")
+    with pytest.raises(Exception, match=r"host: result 0 is a ndarray, not a device array"):
+        jax.jit(host)(on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
+
+
+def test_exceptions_reach_the_caller_and_the_next_call_works():
+    state = {"fail": True}
+
+    def sometimes(x):
+        if state["fail"]:
+            raise ValueError("gpu says no")
+        return cp.asarray(x) + 1
+
+    op = jax.jit(xlabind.callback(sometimes, lambda x: x, platforms=GPU))
+    with pytest.raises(Exception, match=r"ValueError: gpu says no"):
+        op(on_gpu(jnp.zeros(2))).block_until_ready()
+    state["fail"] = False
+    np.testing.assert_array_equal(op(on_gpu(jnp.zeros(2))), [1.0, 1.0])
+
+
+def test_a_kept_device_array_is_released():
+    kept = []
+
+    def keeps(x, *, out):
+        kept.append(x)
+        cp.asarray(out)[...] = cp.asarray(x)
+
+    op = xlabind.callback(keeps, lambda x: x, in_place=True, platforms=GPU)
+    with pytest.raises(Exception, match=r"kept a reference .* released the kept device arrays"):
+        jax.jit(op)(on_gpu(jnp.ones(3))).block_until_ready()
+    with pytest.raises(BufferError, match=r"kept past the call"):
+        kept[0].__cuda_array_interface__
+
+
+def test_readme_gpu_examples():
+    import pathlib
+    import re
+
+    readme = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+    blocks = re.findall(r"```python gpu\n(.*?)```", readme.read_text(), flags=re.S)
+    assert blocks
+    namespace = {}
+    for block in blocks:
+        exec(compile(block, "README.md (gpu)", "exec"), namespace)
