@@ -107,11 +107,11 @@ NB_MODULE(_xlabind, m) {
       nb::arg("stream"), "Waits until `stream` has finished its work.");
   m.def(
       "cuda_synchronize_device",
-      [] {
+      [](uintptr_t stream) {
         nb::gil_scoped_release no_gil;
-        CheckCuda(xlabind::cuda::SynchronizeContext());
+        CheckCuda(xlabind::cuda::SynchronizeContext(stream));
       },
-      "Waits until every stream of the current device has finished its work.");
+      nb::arg("stream"), "Waits until every stream of `stream`'s device has finished its work.");
 
   nb::class_<xlabind::CallbackEntry>(
       m, "CallbackEntry", nb::is_weak_referenceable(),

@@ -26,6 +26,9 @@ struct Driver {
   Result (*event_record)(Event, Stream) = nullptr;
   Result (*stream_wait_event)(Stream, Event, unsigned) = nullptr;
   Result (*event_destroy)(Event) = nullptr;
+  Result (*stream_get_ctx)(Stream, Context*) = nullptr;
+  Result (*ctx_push_current)(Context) = nullptr;
+  Result (*ctx_pop_current)(Context*) = nullptr;
 };
 
 template <typename Fn>
@@ -53,6 +56,9 @@ const Driver& GetDriver() {
     Find(library, "cuEventRecord", driver.event_record, driver.missing);
     Find(library, "cuStreamWaitEvent", driver.stream_wait_event, driver.missing);
     Find(library, "cuEventDestroy_v2", driver.event_destroy, driver.missing);
+    Find(library, "cuStreamGetCtx", driver.stream_get_ctx, driver.missing);
+    Find(library, "cuCtxPushCurrent_v2", driver.ctx_push_current, driver.missing);
+    Find(library, "cuCtxPopCurrent_v2", driver.ctx_pop_current, driver.missing);
     if (driver.missing.empty() && driver.init(0) != 0) driver.missing = "cuInit failed";
   });
   return driver;
@@ -70,24 +76,52 @@ std::string Check(const Driver& driver, Result result, const char* call) {
 
 Stream AsStream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
 
+// Makes the context of XLA's `stream` current on this thread for the driver
+// calls that need one (XLA's handler thread need not have it current).
+class StreamContext {
+ public:
+  StreamContext(const Driver& driver, uintptr_t stream) : driver_(driver) {
+    Context context = nullptr;
+    if (stream > kPerThreadStream && driver.stream_get_ctx(AsStream(stream), &context) == 0 &&
+        context != nullptr) {
+      pushed_ = driver.ctx_push_current(context) == 0;
+    }
+  }
+  ~StreamContext() {
+    if (pushed_) {
+      Context popped = nullptr;
+      driver_.ctx_pop_current(&popped);
+    }
+  }
+  StreamContext(const StreamContext&) = delete;
+  StreamContext& operator=(const StreamContext&) = delete;
+
+ private:
+  const Driver& driver_;
+  bool pushed_ = false;
+};
+
 }  // namespace
 
 std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
   if (bytes == 0) return "";
+  StreamContext context(d, stream);
   return Check(d, d.memcpy_dtod_async(dst, src, bytes, AsStream(stream)), "cuMemcpyDtoDAsync");
 }
 
 std::string SynchronizeStream(uintptr_t stream) {
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
+  StreamContext context(d, stream);
   return Check(d, d.stream_synchronize(AsStream(stream)), "cuStreamSynchronize");
 }
 
-std::string SynchronizeContext() {
+std::string SynchronizeContext(uintptr_t stream) {
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
+  StreamContext context(d, stream);
   return Check(d, d.ctx_synchronize(), "cuCtxSynchronize");
 }
 
@@ -95,6 +129,7 @@ std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream) {
   if (waiter == stream) return "";
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
+  StreamContext context(d, stream > kPerThreadStream ? stream : waiter);
   Event event = nullptr;
   std::string error = Check(d, d.event_create(&event, kEventDisableTiming), "cuEventCreate");
   if (!error.empty()) return error;

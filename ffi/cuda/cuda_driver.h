@@ -19,9 +19,11 @@ constexpr uintptr_t kLegacyStream = 0x1;
 constexpr uintptr_t kPerThreadStream = 0x2;
 
 // Each returns "" on success, else a message naming the call and CUDA's error.
+// Each runs in the context of the (non-special) stream it is given.
 std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream);
 std::string SynchronizeStream(uintptr_t stream);
-std::string SynchronizeContext();
+// Waits for every stream of `stream`'s context (its device).
+std::string SynchronizeContext(uintptr_t stream);
 // Makes `waiter` wait (on the device, without blocking the host) for the work
 // enqueued on `stream` so far. A no-op when they are the same stream.
 std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream);

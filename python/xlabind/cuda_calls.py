@@ -68,7 +68,7 @@ def call_on_xla_stream(fn: Callable, args, kwargs, synchronize: bool):
             _xlabind.cuda_synchronize_stream(stream)
         result = fn(*args, **kwargs)
         if synchronize:
-            _xlabind.cuda_synchronize_device()
+            _xlabind.cuda_synchronize_device(stream)
         return result
 
 
