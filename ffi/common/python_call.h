@@ -6,14 +6,14 @@
 // A handler supplies the platform's half as a `Platform` type (see
 // cpu/python_callback_handler.cc, cuda/python_callback_handler.cc):
 //
-//   size_t capacity() const;      // operands + results
-//   size_t num_operands() const;
-//   static void ReleaseView(PyObject* view, bool is_result);  // or nullptr
-//   bool AddViews(ViewList& views, std::string* error);      // operands, then results
+//   static constexpr ViewList::Release kReleaseView;  // or nullptr: drop views
+//   // A new reference to the view of `buffer`, or null with a Python error set.
+//   PyObject* View(const ffi::AnyBuffer& buffer, bool is_result);
 //   std::string Detach(ViewList& views, const std::vector<size_t>& escaped);
-//   ffi::Error Finish(const CallbackData& data, ViewList& views);  // after success
+//   // After a successful call; results start at views[num_operands].
+//   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands);
 //
-// All three run with the GIL held. Detach must leave every escaped view (and
+// All run with the GIL held. Detach must leave every escaped view (and
 // whatever was made from it) unable to reach XLA's memory, and says what it
 // did, for the error message.
 #ifndef XLABIND_FFI_COMMON_PYTHON_CALL_H_
@@ -140,11 +140,36 @@ std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num
                                                  const std::vector<size_t>&),
                            void* platform);
 
+// Views of every operand, then every result, into `views`; or the error.
+template <typename Platform>
+std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
+                     xla::ffi::RemainingRets rets, ViewList& views) {
+  namespace ffi = xla::ffi;
+  auto add = [&](const ffi::AnyBuffer& buffer, bool is_result) {
+    PyObject* view = platform.View(buffer, is_result);
+    if (view == nullptr) return false;
+    views.Add(view);
+    return true;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto buffer = args.get<ffi::AnyBuffer>(i);
+    if (buffer.has_error()) return "operand " + std::to_string(i) + " is not a buffer";
+    if (!add(*buffer, false)) return TakePythonError();
+  }
+  for (size_t i = 0; i < rets.size(); ++i) {
+    auto buffer = rets.get<ffi::AnyBuffer>(i);
+    if (buffer.has_error()) return "result " + std::to_string(i) + " is not a buffer";
+    if (!add(**buffer, true)) return TakePythonError();
+  }
+  return "";
+}
+
 // The handler body shared by every platform: looks up `key`, takes the GIL,
 // lets `platform` make the views, calls, checks, and lets `platform` finish.
 // No C++ exception crosses into XLA.
 template <typename Platform>
-xla::ffi::Error CallPython(uint64_t key, Platform& platform) {
+xla::ffi::Error CallPython(uint64_t key, xla::ffi::RemainingArgs args,
+                           xla::ffi::RemainingRets rets, Platform& platform) {
   namespace ffi = xla::ffi;
   try {
     if (InterpreterIsGone()) {
@@ -156,11 +181,11 @@ xla::ffi::Error CallPython(uint64_t key, Platform& platform) {
     // drops the entry while the GIL is released inside the call.
     std::shared_ptr<const CallbackData> data = FindCallback(key);
     if (data == nullptr) return MissingCallbackError(key);
-    ViewList views(platform.capacity(), platform.num_operands(), Platform::kReleaseView);
-    std::string error;
-    if (!platform.AddViews(views, &error)) return CallbackError(data->name, "failed: " + error);
+    ViewList views(args.size() + rets.size(), args.size(), Platform::kReleaseView);
+    std::string error = AddViews(platform, args, rets, views);
+    if (!error.empty()) return CallbackError(data->name, "failed: " + error);
     error = InvokeAndCheck(
-        *data, views, platform.num_operands(),
+        *data, views, args.size(),
         [](void* p, ViewList& v, const std::vector<size_t>& escaped) {
           return static_cast<Platform*>(p)->Detach(v, escaped);
         },
@@ -169,7 +194,7 @@ xla::ffi::Error CallPython(uint64_t key, Platform& platform) {
       return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
                         "xlabind callback '" + data->name + "' " + error);
     }
-    return platform.Finish(*data, views);
+    return platform.Finish(rets, views, args.size());
   } catch (const std::exception& e) {
     return ffi::Error::Internal(std::string("xlabind: C++ exception in the callback handler: ") +
                                 e.what());

@@ -95,21 +95,11 @@ void ReleaseView(PyObject* view, bool /*is_result*/) {
 bool InstallDtypes(PyObject* dtypes) {
   if (PyArray_API == nullptr && _import_array() < 0) return false;
   if (!SetDtypeObjects(dtypes)) return false;
-  if (!PyDict_Check(dtypes)) {
-    PyErr_SetString(PyExc_TypeError, "InstallDtypes: expected a dict {int: numpy.dtype}");
-    return false;
-  }
-  PyObject* key;
-  PyObject* value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(dtypes, &pos, &key, &value)) {
-    long code = PyLong_AsLong(key);
-    if (code < 0 || code >= 256) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "element type code %ld out of range", code);
-      return false;
-    }
+  for (int code = 0; code < static_cast<int>(dtype_by_code.size()); ++code) {
+    PyObject* dtype = DtypeObject(code);
+    if (dtype == nullptr) continue;
     PyArray_Descr* descr = nullptr;
-    if (!PyArray_DescrConverter(value, &descr)) return false;  // new reference
+    if (!PyArray_DescrConverter(dtype, &descr)) return false;  // new reference
     Py_XSETREF(dtype_by_code[code], descr);
   }
   return true;

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "ffi/common/python_call.h"
-#include "ffi/common/python_errors.h"
 #include "ffi/cuda/device_array.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -32,28 +31,21 @@ class CurrentCallScope {
 };
 
 // The CUDA half of a call (python_call.h): DeviceArray views of device buffers.
-class CudaBuffers {
- public:
+struct CudaBuffers {
   static constexpr ViewList::Release kReleaseView = nullptr;
 
-  CudaBuffers(CudaCall call, ffi::RemainingArgs args, ffi::RemainingRets rets)
-      : call_(call), args_(args), rets_(rets) {}
+  CudaCall call;
 
-  size_t capacity() const { return args_.size() + rets_.size(); }
-  size_t num_operands() const { return args_.size(); }
-
-  bool AddViews(ViewList& views, std::string* error) {
-    for (size_t i = 0; i < args_.size(); ++i) {
-      auto buffer = args_.get<ffi::AnyBuffer>(i);
-      if (buffer.has_error()) return Fail(error, "operand " + std::to_string(i) + " is not a buffer");
-      if (!Add(views, *buffer, /*readonly=*/true, error)) return false;
-    }
-    for (size_t i = 0; i < rets_.size(); ++i) {
-      auto buffer = rets_.get<ffi::AnyBuffer>(i);
-      if (buffer.has_error()) return Fail(error, "result " + std::to_string(i) + " is not a buffer");
-      if (!Add(views, **buffer, /*readonly=*/false, error)) return false;
-    }
-    return true;
+  PyObject* View(const ffi::AnyBuffer& buffer, bool is_result) {
+    DeviceArray array;
+    array.data = reinterpret_cast<uintptr_t>(buffer.untyped_data());
+    auto dims = buffer.dimensions();
+    array.shape.assign(dims.begin(), dims.end());
+    array.element_type = static_cast<int>(buffer.element_type());
+    array.readonly = !is_result;
+    array.stream = call.stream;
+    array.device = call.device;
+    return NewDeviceArray(std::move(array));
   }
 
   std::string Detach(ViewList& views, const std::vector<size_t>& escaped) {
@@ -63,40 +55,15 @@ class CudaBuffers {
            "and must not be used. Keep or pass a copy instead (e.g. cupy.array(x)).";
   }
 
-  ffi::Error Finish(const CallbackData&, ViewList&) { return ffi::Error::Success(); }
-
- private:
-  static bool Fail(std::string* error, const std::string& what) {
-    *error = what;
-    return false;
-  }
-
-  bool Add(ViewList& views, const ffi::AnyBuffer& buffer, bool readonly, std::string* error) {
-    DeviceArray array;
-    array.data = reinterpret_cast<uintptr_t>(buffer.untyped_data());
-    auto dims = buffer.dimensions();
-    array.shape.assign(dims.begin(), dims.end());
-    array.element_type = static_cast<int>(buffer.element_type());
-    array.readonly = readonly;
-    array.stream = call_.stream;
-    array.device = call_.device;
-    PyObject* view = NewDeviceArray(std::move(array));
-    if (view == nullptr) return Fail(error, TakePythonError());
-    views.Add(view);
-    return true;
-  }
-
-  CudaCall call_;
-  ffi::RemainingArgs args_;
-  ffi::RemainingRets rets_;
+  ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t) { return ffi::Error::Success(); }
 };
 
 ffi::Error CallOnCuda(void* stream, int32_t device, uint64_t key, ffi::RemainingArgs args,
                       ffi::RemainingRets rets) {
   const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
   CurrentCallScope scope(&call);
-  CudaBuffers buffers(call, args, rets);
-  return CallPython(key, buffers);
+  CudaBuffers buffers{call};
+  return CallPython(key, args, rets, buffers);
 }
 
 }  // namespace
