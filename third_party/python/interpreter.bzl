@@ -40,7 +40,7 @@ local_python = repository_rule(
     implementation = _local_python_impl,
     attrs = {
         "build_template": attr.label(
-            default = "//third_party/python:local_python.BUILD.tpl",
+            default = Label("//third_party/python:local_python.BUILD.tpl"),
             allow_single_file = True,
         ),
     },

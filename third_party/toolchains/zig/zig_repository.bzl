@@ -1,4 +1,4 @@
-"""zig_toolchain: the hermetic C/C++ compiler, from the hash-pinned ziglang wheel.
+"""zig_toolchain (@xlabind_zig): the hermetic C/C++ compiler, from the hash-pinned ziglang wheel.
 
 zig 0.14.1 bundles clang 19, libc++ and glibc stubs, so the .so files it links
 need only GLIBC 2.17, carry libc++ statically and load beside any jaxlib. The
@@ -18,6 +18,10 @@ export ZIG_LOCAL_CACHE_DIR="$ZIG_GLOBAL_CACHE_DIR"
 exec "{zig}" {subcommand} "$@"
 """
 
+def _absolute(label):
+    """`label` as a string that means the same from inside another repository."""
+    return "@%s//%s:%s" % (label.workspace_name, label.package, label.name)
+
 def _zig_toolchain_impl(rctx):
     pip_install(rctx, rctx.attr.lock, "site")
     zig = rctx.path("site/ziglang/zig")
@@ -28,6 +32,8 @@ def _zig_toolchain_impl(rctx):
     rctx.file("zig-ar", _WRAPPER.format(zig = zig, subcommand = "ar"), executable = True)
     rctx.template("BUILD.bazel", rctx.attr.build_template, {
         "{ZIG_LIB}": str(rctx.path("site/ziglang/lib")),
+        # Wherever xlabind lives (this workspace, or a consumer's @xlabind).
+        "{CONFIG_BZL}": _absolute(rctx.attr.config_bzl),
     })
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
 
@@ -35,12 +41,15 @@ zig_toolchain = repository_rule(
     implementation = _zig_toolchain_impl,
     attrs = {
         "lock": attr.label(
-            default = "//third_party/toolchains/zig:requirements.lock",
+            default = Label("//third_party/toolchains/zig:requirements.lock"),
             allow_single_file = True,
         ),
         "build_template": attr.label(
-            default = "//third_party/toolchains/zig:toolchain.BUILD.tpl",
+            default = Label("//third_party/toolchains/zig:toolchain.BUILD.tpl"),
             allow_single_file = True,
+        ),
+        "config_bzl": attr.label(
+            default = Label("//third_party/toolchains/zig:cc_toolchain_config.bzl"),
         ),
         # glibc 2.17: the oldest manylinux2014 baseline, so the handler .so
         # files load on any machine jaxlib itself supports.

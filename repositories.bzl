@@ -1,0 +1,57 @@
+"""The external repositories xlabind builds with, for this workspace and any
+other that depends on it.
+
+In a consumer's WORKSPACE (Bazel 4.2.3, WORKSPACE mode):
+
+    local_repository(name = "xlabind", path = "/path/to/xlabind")  # or http_archive
+    load("@xlabind//:repositories.bzl", "xlabind_dependencies")
+    xlabind_dependencies()
+
+Every repository xlabind adds is named xlabind_*, so it cannot clash with a
+consumer's own (`@pypi` of rules_python, say):
+
+  @xlabind_pypi    the pinned Python packages (jax, jaxlib's XLA FFI headers,
+                   NumPy, nanobind, ...), installed by pip with --require-hashes
+  @xlabind_python  the host interpreter's headers, and the py_runtime toolchain
+  @xlabind_zig     the hermetic C/C++ compiler (select it in .bazelrc:
+                   build --crosstool_top=@xlabind_zig//:toolchain)
+  @xlabind_cuda    nvcc, the CUDA runtime and CCCL from pinned NVIDIA wheels
+
+Bazel 4.2.3 also fetches four repositories of its own on the first build
+(rules_cc, rules_java, remote_coverage_tools, platforms); offline stand-ins
+are added for those the workspace has not defined itself.
+"""
+
+load("//third_party/cuda:cuda_repository.bzl", "cuda_repository")
+load("//third_party/python:interpreter.bzl", "local_python")
+load("//third_party/python:pip_repository.bzl", "pip_repository")
+load("//third_party/shims:shim_repository.bzl", "shim_repository")
+load("//third_party/toolchains/zig:zig_repository.bzl", "zig_toolchain")
+
+_BAZEL_SHIMS = ["rules_cc", "rules_java", "remote_coverage_tools", "platforms"]
+
+def xlabind_dependencies(register_python_toolchain = True):
+    """Defines xlabind's external repositories (see the module docstring).
+
+    Args:
+      register_python_toolchain: whether py_binary and py_test run on the host
+        interpreter xlabind builds its extension for (they must, to import it).
+    """
+    existing = native.existing_rules()
+    for shim in _BAZEL_SHIMS:
+        if shim not in existing:
+            shim_repository(name = shim, shim = shim)
+    if "xlabind_python" not in existing:
+        local_python(name = "xlabind_python")
+    if "xlabind_pypi" not in existing:
+        pip_repository(
+            name = "xlabind_pypi",
+            build_file = Label("//third_party/python:site_packages.BUILD"),
+            lock = Label("//third_party/python:requirements.lock"),
+        )
+    if "xlabind_zig" not in existing:
+        zig_toolchain(name = "xlabind_zig")
+    if "xlabind_cuda" not in existing:
+        cuda_repository(name = "xlabind_cuda")
+    if register_python_toolchain:
+        native.register_toolchains("@xlabind_python//:toolchain")

@@ -1,0 +1,70 @@
+"""nvcc_objects: where nvcc runs. Compiles .cu files with the pinned nvcc into
+position-independent objects for sm_80 and sm_90, with PTX for newer GPUs.
+
+nvcc's host compiler is the machine's g++ (-ccbin): CUDA's headers refuse
+zig's libc++ (see README, "What is hermetic"). So .cu files hold device code
+and `extern "C"` launchers only; the C++ that includes XLA's FFI headers is
+compiled by the C++ toolchain and calls the launchers (ffi/defs.bzl).
+"""
+
+# SASS for Ampere and Hopper; PTX of the newest, which the driver compiles for
+# any later GPU.
+CUDA_ARCHITECTURES = ["80", "90"]
+
+def _gencode_flags():
+    flags = []
+    for arch in CUDA_ARCHITECTURES:
+        flags += ["-gencode", "arch=compute_%s,code=sm_%s" % (arch, arch)]
+    newest = CUDA_ARCHITECTURES[-1]
+    flags += ["-gencode", "arch=compute_%s,code=compute_%s" % (newest, newest)]
+    return flags
+
+def _nvcc_objects_impl(ctx):
+    compilation = [dep[CcInfo].compilation_context for dep in ctx.attr.deps if CcInfo in dep]
+    includes = depset(transitive = [c.includes for c in compilation] +
+                                   [c.quote_includes for c in compilation] +
+                                   [c.system_includes for c in compilation])
+    headers = depset(ctx.files.hdrs, transitive = [c.headers for c in compilation])
+    defines = depset(transitive = [c.defines for c in compilation])
+    objects = []
+    for src in ctx.files.srcs:
+        obj = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, src.basename[:-len(".cu")]))
+        args = ctx.actions.args()
+        args.add_all(["-ccbin", ctx.attr.host_compiler, "-std=c++17", "-O3", "-c"])
+        args.add_all(["-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden"])
+        args.add_all(_gencode_flags())
+        args.add("-I.")
+        args.add_all(includes, format_each = "-I%s")
+        args.add_all(defines, format_each = "-D%s")
+        args.add_all(ctx.attr.copts)
+        args.add(src)
+        args.add("-o", obj)
+        ctx.actions.run(
+            executable = ctx.executable._nvcc,
+            arguments = [args],
+            inputs = depset([src], transitive = [headers]),
+            outputs = [obj],
+            mnemonic = "Nvcc",
+            progress_message = "nvcc %s" % src.short_path,
+            # nvcc finds the host compiler (and g++ its tools) on PATH.
+            env = {"PATH": "/usr/local/bin:/usr/bin:/bin"},
+        )
+        objects.append(obj)
+    return [DefaultInfo(files = depset(objects))]
+
+nvcc_objects = rule(
+    implementation = _nvcc_objects_impl,
+    attrs = {
+        "srcs": attr.label_list(allow_files = [".cu"], doc = "CUDA sources"),
+        "hdrs": attr.label_list(allow_files = True, doc = "headers they include"),
+        "deps": attr.label_list(providers = [CcInfo], doc = "cc_libraries whose headers they use"),
+        "copts": attr.string_list(doc = "more nvcc flags"),
+        "host_compiler": attr.string(default = "g++"),
+        "_nvcc": attr.label(
+            default = Label("@xlabind_cuda//:nvcc"),
+            executable = True,
+            cfg = "exec",
+            allow_single_file = True,
+        ),
+    },
+)
