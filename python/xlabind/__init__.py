@@ -5,7 +5,11 @@ Public API:
   linear(fn, transpose, result_shape_dtypes, ...)   a linear map and its transpose
   multilinear(fn, transposes, result_shape_dtypes, ...)
   nonlinear(fn, result_shape_dtypes, jvp=..., vjp=..., ...)
+  ffi_target(name, ...)        a native XLA FFI target, bound in place of a Python function
+  register_ffi_targets(...)    registers an extension module's handlers with jax
+  traceable(jvp)               a JVP rule written in JAX
   BoundFunction (what they return), BatchedResult, VMAP_METHODS, SUPPORTED_DTYPES
+  xlabind.ops: native ops (map_coordinates); xlabind.cuda: for CUDA callbacks
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
 """
 
@@ -18,11 +22,13 @@ from xlabind.bound_function import VMAP_METHODS, BatchedResult, BoundFunction
 from xlabind.callback import callback
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
-from xlabind.nonlinear import nonlinear
+from xlabind.native_implementation import FfiTarget, ffi_target, register_ffi_targets
+from xlabind.nonlinear import nonlinear, traceable
 
 #: The name earlier versions gave BoundFunction.
 Callback = BoundFunction
 
 __version__ = "0.3.0"
-__all__ = ["BatchedResult", "BoundFunction", "Callback", "SUPPORTED_DTYPES", "VMAP_METHODS",
-           "callback", "linear", "multilinear", "nonlinear"]
+__all__ = ["BatchedResult", "BoundFunction", "Callback", "FfiTarget", "SUPPORTED_DTYPES",
+           "VMAP_METHODS", "callback", "ffi_target", "linear", "multilinear", "nonlinear",
+           "register_ffi_targets", "traceable"]

@@ -1,10 +1,16 @@
-"""Loads xlabind's C++ extension and registers its FFI handlers with jax, once.
+"""Loads xlabind's C++ extensions and registers their FFI handlers with jax, once.
 
-This is the only module that touches the extension `_xlabind`; the rest of the
-package uses the names and objects it exports. The extension hands out one
-table, ``{platform: {target name: handler}}``, and every entry is registered
-for its platform here (registering a CUDA handler works on a CPU-only jaxlib,
-so CUDA lowering can be checked anywhere).
+This is the only module that touches the extensions; the rest of the package
+uses the names and objects it exports. Each extension hands out one table,
+``{platform: {target name: handler}}``, and every entry is registered for its
+platform here (registering a CUDA handler works on a CPU-only jaxlib, so CUDA
+lowering can be checked anywhere):
+
+* `_xlabind`: the Python-callback handlers (CPU and CUDA), the registry;
+* `_xlabind_ops`: xlabind's native CPU ops;
+* `_xlabind_cuda_ops`: xlabind's native CUDA ops. It links the CUDA runtime
+  (libcudart.so.13, from the wheel's cuda13 extra); without one it is not
+  loaded, and those targets say why when a program needs them.
 """
 
 from __future__ import annotations
@@ -47,9 +53,29 @@ def _install_dtypes() -> frozenset[np.dtype]:
 #: Every dtype the CPU handler can hand to Python as a NumPy view.
 SUPPORTED_DTYPES: frozenset[np.dtype] = _install_dtypes()
 
-#: {platform: {target name: handler capsule}}, as registered with jax.
-REGISTRATIONS: dict[str, dict[str, object]] = _xlabind.registrations()
+def _register(registrations: dict) -> None:
+    for platform, targets in registrations.items():
+        for name, capsule in targets.items():
+            jax.ffi.register_ffi_target(name, capsule, platform=platform, api_version=1)
 
-for _platform, _targets in REGISTRATIONS.items():
-    for _name, _capsule in _targets.items():
-        jax.ffi.register_ffi_target(_name, _capsule, platform=_platform, api_version=1)
+
+#: {platform: {target name: handler capsule}} of the Python-callback handlers.
+REGISTRATIONS: dict[str, dict[str, object]] = _xlabind.registrations()
+_register(REGISTRATIONS)
+
+from xlabind import _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
+
+_register(_xlabind_ops.registrations())
+
+#: {(platform, target name): why it is not available here}
+UNAVAILABLE: dict[tuple[str, str], str] = {}
+_CUDA_OPS = ("xlabind_map_coordinates", "xlabind_map_coordinates_transpose")
+try:
+    from xlabind import _xlabind_cuda_ops
+except ImportError as error:
+    for _name in _CUDA_OPS:
+        UNAVAILABLE[("cuda", _name)] = (
+            f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did not "
+            f"load ({error}). Install it with `pip install xlabind[cuda13]`.")
+else:
+    _register(_xlabind_cuda_ops.registrations())

@@ -46,13 +46,13 @@ def _leading_batch(size, args, dims, op, call, broadcast):
     operands = []
     batch = sharding.new_factor(call.factors, call.out_factors)
     factors = []
+    # An argument the function is linear in is broadcast even under expand_dims:
+    # transposing gives its cotangent the batch size, and jax sums it back.
+    linear = {i for group in op.rules.groups(len(args)) for i in group} if op.rules else set()
     for i, (a, d) in enumerate(zip(args, dims)):
-        # A differentiable argument is broadcast even under expand_dims: its
-        # cotangent then has the batch size, and jax sums it back.
-        differentiable = op.rules is not None and i not in op.nondiff_argnums
         leading = batch
         if d is None:
-            if broadcast or differentiable:
+            if broadcast or i in linear:
                 a = jnp.broadcast_to(a, (size, *a.shape))
             else:
                 a = a[None]

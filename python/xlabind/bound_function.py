@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind import _extension, sharding
+from xlabind import sharding
 from xlabind.primitive import BatchAxes, Call, OpHandle, bind
 
 ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
@@ -137,7 +137,7 @@ class BoundFunction:
         except TypeError as e:
             raise TypeError(f"{self.name}: argument {index} must be an array, got "
                             f"{type(x).__name__} ({e})") from None
-        check_dtype(self.name, f"argument {index}", array.dtype)
+        self.implementation.check_dtype(self.name, f"argument {index}", array.dtype)
         return array
 
     def _check_nondiff_argnums(self, n: int) -> None:
@@ -182,7 +182,7 @@ class BoundFunction:
             # Like every jax array: float64 is float32 while jax_enable_x64 is off,
             # eagerly and under jit alike.
             dtype = jax.dtypes.canonicalize_dtype(np.dtype(leaf.dtype))
-            check_dtype(self.name, f"result {i}", dtype)
+            self.implementation.check_dtype(self.name, f"result {i}", dtype)
             avals.append(jax.core.ShapedArray(shape, dtype))
             axes.append(getattr(leaf, "batch_axis", None))
         return tuple(avals), out_tree, tuple(axes)
@@ -194,11 +194,3 @@ def derived_vmap_method(parent: BoundFunction, shape_function) -> str:
     if parent.vmap_method == "native" and not callable(shape_function):
         return "sequential"
     return parent.vmap_method
-
-
-def check_dtype(fn_name: str, what: str, dtype: np.dtype) -> None:
-    """Raises a TypeError naming `what` unless the handler can pass `dtype` to Python."""
-    if np.dtype(dtype) not in _extension.SUPPORTED_DTYPES:
-        supported = ", ".join(sorted(str(d) for d in _extension.SUPPORTED_DTYPES))
-        raise TypeError(f"{fn_name}: {what} has dtype {dtype}, which xlabind cannot pass to "
-                        f"Python; supported dtypes: {supported}")

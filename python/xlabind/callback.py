@@ -7,41 +7,51 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
+from xlabind.native_implementation import (FfiTarget, NativeImplementation, is_native,
+                                           targets_by_platform)
 from xlabind.python_implementation import (PythonImplementation, function_name,
                                            functions_by_platform)
 
-PythonFunction = Callable | Mapping[str, Callable]
+#: What a bound function runs: a Python function, one per platform, or a
+#: native FFI target (xlabind.ffi_target), one per platform.
+Function = Callable | Mapping[str, Callable] | FfiTarget | Mapping[str, FfiTarget]
 
 
-def python_bound_function(fn: PythonFunction, result_shape_dtypes, *, in_place: bool,
+
+def make_bound_function(fn: Function, result_shape_dtypes, *, in_place: bool,
                           platforms: Sequence[str], vmap_method: str, name: str | None,
                           nondiff_argnums: Sequence[int] = (), rules=None,
                           aligned_pairs: Sequence[tuple[int, int]] = (),
                           unwrap_one_tuple: bool = False, sharding_rule=None,
                           synchronize: bool = False) -> BoundFunction:
-    """A BoundFunction that runs `fn` (one function, or one per platform) in Python."""
+    """A BoundFunction that runs `fn`: Python functions (one, or one per
+    platform), or native FFI targets."""
     name = name or function_name(fn)
+    if is_native(fn):
+        implementation = NativeImplementation(targets_by_platform(fn))
+    else:
+        implementation = PythonImplementation(
+            functions_by_platform(name, fn, platforms), in_place=in_place,
+            unwrap_one_tuple=unwrap_one_tuple, synchronize=synchronize)
     return BoundFunction(
-        PythonImplementation(functions_by_platform(name, fn, platforms), in_place=in_place,
-                             unwrap_one_tuple=unwrap_one_tuple, synchronize=synchronize),
-        result_shape_dtypes, name=name, vmap_method=vmap_method,
+        implementation, result_shape_dtypes, name=name, vmap_method=vmap_method,
         nondiff_argnums=nondiff_argnums, rules=rules, aligned_pairs=aligned_pairs,
         sharding_rule=sharding_rule)
 
 
-def derived_function(parent: BoundFunction, platforms: Sequence[str], fn: PythonFunction,
+def derived_function(parent: BoundFunction, platforms: Sequence[str], fn: Function,
                      result_shape_dtypes, suffix: str, **options) -> BoundFunction:
     """A function derived from `parent` (a transpose, a JVP, a VJP): it runs like
     its parent (in place or not, on the same platforms, synchronized or not)
     and is batched natively when its parent is and it has a shape function."""
-    return python_bound_function(
+    return make_bound_function(
         fn, result_shape_dtypes, in_place=options.pop("in_place", parent.in_place),
         platforms=platforms, vmap_method=derived_vmap_method(parent, result_shape_dtypes),
         name=f"{parent.name} ({suffix})", unwrap_one_tuple=True,
         synchronize=parent.implementation.synchronize, **options)
 
 
-def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
+def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
              in_place: bool = False, vmap_method: str = "sequential",
              platforms: Sequence[str] = ("cpu",),
              sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
@@ -63,7 +73,8 @@ def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...,
         ``fn(*arrays, out=results, **static_kwargs)``, writes into ``out``
         (the same pytree, of writable arrays) and returns ``None``: no copy.
         It must not keep any of the arrays after it returns. A mapping
-        ``{platform: function}`` gives one function per platform.
+        ``{platform: function}`` gives one function per platform; a native
+        FFI target (:func:`xlabind.ffi_target`) runs without Python.
       result_shape_dtypes: The results' shapes and dtypes: a pytree of
         ``jax.ShapeDtypeStruct`` (anything with ``.shape`` and ``.dtype``), or
         a function ``(*input_structs, **static_kwargs) -> pytree`` computing it
@@ -96,6 +107,6 @@ def callback(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[...,
       >>> jax.jit(cumsum)(jnp.arange(4.0))
       Array([0., 1., 3., 6.], dtype=float32)
     """
-    return python_bound_function(fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
+    return make_bound_function(fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
                                  vmap_method=vmap_method, name=name, sharding_rule=sharding_rule,
                                  synchronize=synchronize)

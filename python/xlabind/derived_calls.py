@@ -57,6 +57,20 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
         return op.bind(xs, parent.kwargs, out_tree, core_avals, factors=factors,
                        out_factors=out_factors)
 
+    return call_under_levels(parent, unbatched, operands, operand_entries, result_avals,
+                             result_entries)
+
+
+def call_under_levels(parent: Call, unbatched, operands: Sequence[Any],
+                      operand_entries: Sequence[Entry], result_avals,
+                      result_entries: Sequence[Entry]) -> list:
+    """`unbatched(*operands) -> results`, written for one element, applied to
+    operands laid out by `parent`'s native vmap levels (see the module docstring)."""
+    if parent.batch_axes is None:
+        return list(unbatched(*operands))
+    table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
+    in_axes = [table[kind][i] for kind, i in operand_entries]
+    out_axes = [table[kind][j] for kind, j in result_entries]
     fn = unbatched
     for level in range(len(parent.batch_axes[0]) if parent.batch_axes else 0):
         fn = _add_level(fn, level, in_axes, out_axes, result_avals)

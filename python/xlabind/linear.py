@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree, interleave
 from xlabind.bound_function import BoundFunction, ResultSpec
-from xlabind.callback import PythonFunction, derived_function, python_bound_function
+from xlabind.callback import Function, derived_function, make_bound_function
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 
@@ -27,7 +27,7 @@ class _LinearPair:
     """f and its transpose, each a BoundFunction whose transpose calls the other."""
 
     def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, options):
-        self.forward = python_bound_function(
+        self.forward = make_bound_function(
             fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=lambda n: [_diff_positions(n, self.nondiff)],
                                  transposes=[self._call_transpose] if transpose is not None else [],
@@ -73,7 +73,7 @@ class _LinearPair:
                             [("arg", i) for i in range(k, k + len(group_avals))])
 
 
-def linear(fn: PythonFunction, transpose: PythonFunction | None,
+def linear(fn: Function, transpose: Function | None,
            result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
            transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
            nondiff_argnums: Sequence[int] = (), in_place: bool = False,

@@ -19,14 +19,14 @@ from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree
 from xlabind.bound_function import BoundFunction, ResultSpec
-from xlabind.callback import PythonFunction, derived_function, python_bound_function
+from xlabind.callback import Function, derived_function, make_bound_function
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 
 
 class _Multilinear:
     def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes, options):
-        self.forward = python_bound_function(
+        self.forward = make_bound_function(
             fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=self._groups, transposes=self._transpose_for_group))
         self.user_transposes = tuple(transposes)
@@ -129,7 +129,7 @@ class _Multilinear:
                             [("arg", k) for k in range(n - 1, n - 1 + len(group_avals))])
 
 
-def multilinear(fn: PythonFunction, transposes: Sequence[PythonFunction | BoundFunction | None],
+def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | None],
                 result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
                 transpose_shape_dtypes: Sequence[Callable | None] = (),
                 nondiff_argnums: Sequence[int] = (), in_place: bool = False,

@@ -18,16 +18,48 @@ import jax
 
 from xlabind._trees import flat_results_tree
 from xlabind.bound_function import BoundFunction, ResultSpec
-from xlabind.callback import PythonFunction, derived_function, python_bound_function
-from xlabind.derivative_rules import LinearityRules, instantiate, output_tangents
-from xlabind.derived_calls import bind_derived
+from xlabind.callback import Function, derived_function, make_bound_function
+from xlabind.derivative_rules import LinearityRules, instantiate, is_zero, output_tangents
+from xlabind.derived_calls import bind_derived, call_under_levels
+
+
+class Traceable:
+    """A derivative rule written in JAX (see :func:`xlabind.traceable`)."""
+
+    def __init__(self, fn: Callable):
+        if not callable(fn):
+            raise TypeError(f"xlabind.traceable: expected a function, got {type(fn).__name__}")
+        self.fn = fn
+
+
+def traceable(fn: Callable) -> Traceable:
+    """Marks a JVP rule as written in JAX (jnp, lax, other bound functions): JAX
+    traces it, differentiates it further and transposes it for reverse mode, so
+    :func:`xlabind.nonlinear` then needs no ``vjp``.
+
+    The rule is called as ``jvp(*args, *tangents, **static_kwargs)``, with
+    ``None`` for tangents known to be zero, and returns the tangents of the
+    results. It must be linear in the tangents. Under ``vmap_method="native"``
+    it sees one element of the batch; under ``"expand_dims"`` or
+    ``"broadcast_all"`` the batched arrays, batch axes in front (as the
+    function itself does).
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np, xlabind
+      >>> sin = xlabind.nonlinear(np.sin, lambda x: x, vjp=None,
+      ...                         jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t))
+      >>> float(jax.grad(lambda x: sin(x).sum())(jnp.zeros(2)))
+      2.0
+    """
+    return Traceable(fn)
 
 
 class _Nonlinear:
     def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, options):
-        self.forward = python_bound_function(
+        tangent = self._traced_tangent if isinstance(jvp, Traceable) else self._tangent
+        self.forward = make_bound_function(
             fn, result_shape_dtypes, **options,
-            rules=LinearityRules(groups=lambda n: [], params_tangent=self._tangent))
+            rules=LinearityRules(groups=lambda n: [], params_tangent=tangent))
         self.jvp, self.vjp = jvp, vjp
         self.vjp_shape_dtypes = vjp_shape_dtypes
         self.platforms = options["platforms"]
@@ -95,6 +127,22 @@ class _Nonlinear:
                             call.out_tree, call.result_avals,
                             [("out", j) for j in range(len(call.result_avals))])
 
+    def _traced_tangent(self, op, primals, tangents, call):
+        """f's output tangents from a JAX-traceable rule (on every vmap level's
+        elements, when the call is batched natively)."""
+        n = len(primals)
+        given = [i for i in self._diff(n) if not is_zero(tangents[i])]
+        rule, kwargs = self.jvp.fn, call.kwargs.as_dict()
+
+        def tangents_of(*xs):
+            ts = dict(zip(given, xs[n:]))
+            return _flat(rule(*xs[:n], *(ts.get(i) for i in self._diff(n)), **kwargs), call)
+
+        return call_under_levels(call, tangents_of, [*primals, *(tangents[i] for i in given)],
+                                 [("arg", i) for i in range(n)] + [("arg", i) for i in given],
+                                 call.result_avals,
+                                 [("out", j) for j in range(len(call.result_avals))])
+
     def _call_vjp(self, op, outside, cts, group_avals, call):
         # The jvp op transposed in its tangents: outside = f's args, cts = per f result.
         # `call` is the jvp op's call: its operands are (f's args, tangents of diff args).
@@ -115,8 +163,17 @@ class _Nonlinear:
                             [("arg", n + k) for k in range(len(group_avals))])
 
 
-def nonlinear(fn: PythonFunction, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-              jvp: PythonFunction | BoundFunction, vjp: PythonFunction | BoundFunction | None,
+def _flat(out, call) -> list:
+    """A rule's result as the flat list of the call's result tangents."""
+    leaves = jax.tree_util.tree_leaves(out)
+    if len(leaves) != len(call.result_avals):
+        raise TypeError(f"{call.op.name}: the traceable jvp returned {len(leaves)} tangents, "
+                        f"expected {len(call.result_avals)} (one per result)")
+    return [jax.numpy.asarray(t, a.dtype) for t, a in zip(leaves, call.result_avals)]
+
+
+def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
+              jvp: Function | BoundFunction | Traceable, vjp: Function | BoundFunction | None,
               vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
               nondiff_argnums: Sequence[int] = (), in_place: bool = False,
               vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),

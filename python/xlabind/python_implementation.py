@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.ffi import build_ffi_lowering_function
 
 from xlabind import _extension, cuda_calls
 
@@ -45,13 +46,17 @@ def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
     return table
 
 
-def function_name(fn: Callable | Mapping[str, Callable]) -> str:
+def function_name(fn: Any) -> str:
     first = next(iter(fn.values())) if isinstance(fn, Mapping) else fn
-    return getattr(first, "__qualname__", None) or repr(first)
+    return (getattr(first, "__qualname__", None) or getattr(first, "name", None)
+            or repr(first))
 
 
 class PythonImplementation:
     """Python functions by platform, and how the handler calls them."""
+
+    #: The function lives in this process: an exported artifact could not call it.
+    exportable = False
 
     def __init__(self, functions: dict[str, Callable], *, in_place: bool,
                  unwrap_one_tuple: bool = False, synchronize: bool = False):
@@ -87,6 +92,27 @@ class PythonImplementation:
                 f"device (jax.device_put(x, jax.devices('{first}')[0])).")
         return fn
 
+    def check_dtype(self, name: str, what: str, dtype) -> None:
+        """Raises a TypeError naming `what` unless the handler can pass `dtype` to Python."""
+        if np.dtype(dtype) not in _extension.SUPPORTED_DTYPES:
+            supported = ", ".join(sorted(str(d) for d in _extension.SUPPORTED_DTYPES))
+            raise TypeError(f"{name}: {what} has dtype {dtype}, which xlabind cannot pass to "
+                            f"Python; supported dtypes: {supported}")
+
+    def emitter(self, platform: str, op, call):
+        """(emit(ctx, *operands) -> custom call op, what the executable must keep alive)."""
+        entry = self.registry_entry(platform, op.name, call)
+        key = np.uint64(entry.key)
+
+        def emit(ctx, *operands):
+            if platform == "cuda":
+                _check_cuda_dtypes(op.name, ctx)
+            return _python_callback_op(ctx, *operands, callback_key=key)
+
+        # The executable keeps the entry (and so the Python function) alive for as
+        # long as it can run, even after the user dropped every reference.
+        return emit, entry
+
     def registry_entry(self, platform: str, name: str, call) -> Any:
         """The registered entry for this call signature, made on first lowering."""
         key = (platform, call.kwargs, call.out_tree, call.batch_axes)
@@ -120,6 +146,24 @@ class PythonImplementation:
         else:
             adapter = _returning_adapter(fn, name, kwargs, flatten)
         return _extension.CallbackEntry(adapter, name)
+
+
+_python_callback_op = build_ffi_lowering_function(_extension.PYTHON_CALLBACK_TARGET)
+
+# XLA packs these several to a byte; neither the CUDA array interface nor
+# DLPack can describe that.
+_PACKED = frozenset(d for d in _extension.SUPPORTED_DTYPES
+                    if d.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"))
+
+
+def _check_cuda_dtypes(name, ctx):
+    for kind, avals in (("argument", ctx.avals_in), ("result", ctx.avals_out)):
+        for i, aval in enumerate(avals):
+            if np.dtype(aval.dtype) in _PACKED:
+                raise TypeError(
+                    f"{name}: {kind} {i} has dtype {aval.dtype}, which CUDA callbacks cannot "
+                    f"receive: XLA packs it several to a byte. Convert it (e.g. to int8) "
+                    f"around the call.")
 
 
 def _flattener(name, out_tree, unwrap_one_tuple) -> Callable[[Any], list]:

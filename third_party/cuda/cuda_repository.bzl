@@ -17,11 +17,11 @@ exec "{nvcc}" "$@"
 
 def _cuda_repository_impl(rctx):
     pip_install(rctx, rctx.attr.lock, "site")
-    toolkit = rctx.path("site/nvidia/cu13")
     for needed in ["bin/nvcc", "lib/libcudart.so.13", "include/cuda_runtime.h", "nvvm/bin"]:
-        if not toolkit.get_child(needed).exists:
-            fail("the pinned CUDA wheels did not provide %s/%s" % (toolkit, needed))
-    rctx.file("nvcc", _NVCC_WRAPPER.format(nvcc = toolkit.get_child("bin/nvcc")), executable = True)
+        if not rctx.path("site/nvidia/cu13/" + needed).exists:
+            fail("the pinned CUDA wheels did not provide site/nvidia/cu13/" + needed)
+    nvcc = rctx.path("site/nvidia/cu13/bin/nvcc")
+    rctx.file("nvcc", _NVCC_WRAPPER.format(nvcc = nvcc), executable = True)
     # An unversioned name to link against (zig's lld refuses -l:libcudart.so.13);
     # the soname inside stays libcudart.so.13.
     rctx.symlink("site/nvidia/cu13/lib/libcudart.so.13", "lib/libcudart.so")

@@ -1,0 +1,32 @@
+// Calls a handler body with the C++ type of a buffer's element type.
+//
+//   return DispatchFloating("my_op", x.element_type(), [&](auto zero) {
+//     using T = decltype(zero);
+//     ...;
+//     return ffi::Error::Success();
+//   });
+#ifndef XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_
+#define XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_
+
+#include "ffi/native/errors.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace xlabind::native {
+
+// `body(float{})` or `body(double{})` for F32 / F64; an error naming `op` else.
+template <typename Body>
+xla::ffi::Error DispatchFloating(const char* op, xla::ffi::DataType type, Body&& body) {
+  switch (type) {
+    case xla::ffi::DataType::F32:
+      return body(float{});
+    case xla::ffi::DataType::F64:
+      return body(double{});
+    default:
+      return InvalidArgument(op, ": supports float32 and float64, got XLA element type ",
+                             static_cast<int>(type));
+  }
+}
+
+}  // namespace xlabind::native
+
+#endif  // XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_

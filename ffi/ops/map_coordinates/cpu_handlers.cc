@@ -1,0 +1,225 @@
+#include "ffi/ops/map_coordinates/cpu_handlers.h"
+
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "ffi/native/dtype_dispatch.h"
+#include "ffi/native/errors.h"
+#include "ffi/native/parallel_for.h"
+#include "ffi/native/shapes.h"
+#include "ffi/ops/map_coordinates/geometry.h"
+#include "ffi/ops/map_coordinates/interpolation.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace xlabind::map_coordinates {
+namespace {
+namespace ffi = xla::ffi;
+
+// Points per thread below which threads do not pay.
+constexpr int64_t kGrainPoints = 1 << 15;
+// The transpose gives each thread a private grid to add into; above this many
+// bytes for all of them together it runs on one thread instead.
+constexpr int64_t kPrivateGridBudget = int64_t{256} << 20;
+
+// The interpolation cell of a point strictly inside the grid, for order 1:
+// offset of its first node and, per axis, the weights of its two nodes. There
+// every boundary mode is the identity, so the 2^ndim nodes sit at fixed
+// offsets from the first: no per-node index arithmetic, no validity checks.
+// That is most points of a typical call, and several times faster than the
+// general path.
+template <typename T, int kNdim>
+struct Cell {
+  int64_t first;
+  T weight[kNdim][2];
+
+  // Whether the point lies inside; fills the cell if so.
+  XLABIND_HOST_DEVICE bool Load(const Geometry& g, const Coordinates<T>& coords, int64_t at) {
+    first = 0;
+    for (int a = 0; a < kNdim; ++a) {
+      const T c = coords.axis[a][at];
+      const T lower = FloorOf(c);
+      const int64_t low = static_cast<int64_t>(lower);
+      if (!(low >= 0 && low + 1 < g.grid_shape[a]) || g.derivative[a] > 1) return false;
+      first += low * g.grid_strides[a];
+      const T t = c - lower;
+      weight[a][0] = g.derivative[a] ? T(-1) : T(1) - t;
+      weight[a][1] = g.derivative[a] ? T(1) : t;
+    }
+    return true;
+  }
+
+  // The weighted sum of the cell's nodes, axis by axis (nested lerps).
+  template <int kAxis = 0>
+  T Sum(const Geometry& g, const T* grid) const {
+    if constexpr (kAxis == kNdim - 1) {
+      return weight[kAxis][0] * grid[0] + weight[kAxis][1] * grid[g.grid_strides[kAxis]];
+    } else {
+      return weight[kAxis][0] * Sum<kAxis + 1>(g, grid) +
+             weight[kAxis][1] * Sum<kAxis + 1>(g, grid + g.grid_strides[kAxis]);
+    }
+  }
+
+  // Adds `value` times each node's weight into the cell's nodes.
+  template <int kAxis = 0>
+  void Add(const Geometry& g, T* grid, T value) const {
+    if constexpr (kAxis == kNdim - 1) {
+      grid[0] += weight[kAxis][0] * value;
+      grid[g.grid_strides[kAxis]] += weight[kAxis][1] * value;
+    } else {
+      Add<kAxis + 1>(g, grid, weight[kAxis][0] * value);
+      Add<kAxis + 1>(g, grid + g.grid_strides[kAxis], weight[kAxis][1] * value);
+    }
+  }
+};
+
+// Calls point(value index, grid offset, offset in the coordinate arrays) for
+// values [begin, end).
+template <typename Point>
+void ForPoints(const Geometry& g, int64_t begin, int64_t end, Point&& point) {
+  int64_t b = begin / g.points, p = begin % g.points;
+  for (int64_t i = begin; i < end; ++b, p = 0) {
+    int64_t grid_offset, coord_offset;
+    BatchOffsets(g, b, &grid_offset, &coord_offset);
+    for (; p < g.points && i < end; ++p, ++i) point(i, grid_offset, coord_offset + p);
+  }
+}
+
+// Calls body(order, rank, fast) with the kernel's compile-time shape: whether
+// the interior fast path applies (order 1, 1 to 3 dimensions).
+template <typename Body>
+void DispatchCpu(const Geometry& g, Body&& body) {
+  DispatchKernel(g, [&](auto order, auto rank) {
+    constexpr bool kFast = decltype(order)::value == 1 && decltype(rank)::value > 0;
+    body(order, rank, std::integral_constant<bool, kFast>{});
+  });
+}
+
+template <typename T>
+void Gather(const Geometry& geometry, const T* grid, const Coordinates<T>& coords, T* values) {
+  DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
+    constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
+    native::ParallelFor(geometry.batch * geometry.points, kGrainPoints,
+                        [&](int, int64_t begin, int64_t end) {
+      // A copy of its own lets the compiler keep the geometry in registers: it
+      // cannot know that writing the values leaves a shared one unchanged.
+      const Geometry g = geometry;
+      ForPoints(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at) {
+        const T* grid_b = grid + grid_offset;
+        if constexpr (decltype(fast)::value) {
+          Cell<T, kNdim> cell;
+          if (cell.Load(g, coords, at)) {
+            values[i] = cell.Sum(g, grid_b + cell.first);
+            return;
+          }
+        }
+        T sum = T(0);
+        ForEachNode<T, kOrder, kNdim>(g, coords, at,
+                                      [&](int64_t node, T weight) { sum += weight * grid_b[node]; });
+        values[i] = sum;
+      });
+    });
+  });
+}
+
+// Adds every value's cotangent into the grid nodes it was interpolated from.
+template <typename T>
+void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const T* cotangents,
+                  T* grid, int64_t begin, int64_t end) {
+  const Geometry g = geometry;  // in registers (see Gather)
+  DispatchCpu(g, [&](auto order, auto rank, auto fast) {
+    constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
+    ForPoints(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at) {
+      const T ct = cotangents[i];
+      if (ct == T(0)) return;
+      T* grid_b = grid + grid_offset;
+      if constexpr (decltype(fast)::value) {
+        Cell<T, kNdim> cell;
+        if (cell.Load(g, coords, at)) {
+          cell.Add(g, grid_b + cell.first, ct);
+          return;
+        }
+      }
+      ForEachNode<T, kOrder, kNdim>(g, coords, at,
+                                    [&](int64_t node, T weight) { grid_b[node] += weight * ct; });
+    });
+  });
+}
+
+template <typename T>
+void Scatter(const Geometry& g, const Coordinates<T>& coords, const T* cotangents, T* grid,
+             int64_t grid_count) {
+  std::fill(grid, grid + grid_count, T(0));
+  const int64_t total = g.batch * g.points;
+  int threads = native::ThreadsFor(total, kGrainPoints);
+  if (threads > 1 && grid_count * static_cast<int64_t>(sizeof(T)) * threads > kPrivateGridBudget) {
+    threads = 1;
+  }
+  if (threads == 1) {
+    ScatterRange(g, coords, cotangents, grid, 0, total);
+    return;
+  }
+  // Each thread adds into a grid of its own; then the grids are summed, in
+  // parallel over grid elements.
+  std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(grid_count, T(0)));
+  const int64_t chunk = (total + threads - 1) / threads;
+  native::ParallelFor(threads, 1, [&](int, int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      T* target = t == 0 ? grid : partial[t - 1].data();
+      ScatterRange(g, coords, cotangents, target, std::min(total, t * chunk),
+                   std::min(total, (t + 1) * chunk));
+    }
+  });
+  native::ParallelFor(grid_count, kGrainPoints, [&](int, int64_t begin, int64_t end) {
+    for (const auto& part : partial) {
+      for (int64_t k = begin; k < end; ++k) grid[k] += part[k];
+    }
+  });
+}
+
+ffi::Error MapCoordinates(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> values,
+                          int64_t order, int64_t mode, ffi::Span<const int64_t> derivative) {
+  constexpr const char* kOp = "xlabind_map_coordinates";
+  Call call;
+  XLABIND_RETURN_IF_ERROR(ReadGather(kOp, args, *values, order, mode, derivative, &call));
+  return native::DispatchFloating(kOp, call.grid->element_type(), [&](auto zero) {
+    using T = decltype(zero);
+    Gather<T>(call.geometry, call.grid->typed_data<T>(), call.CoordinatePointers<T>(),
+              call.values->typed_data<T>());
+    return ffi::Error::Success();
+  });
+}
+
+ffi::Error MapCoordinatesTranspose(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> grid,
+                                   int64_t order, int64_t mode,
+                                   ffi::Span<const int64_t> derivative) {
+  constexpr const char* kOp = "xlabind_map_coordinates_transpose";
+  Call call;
+  XLABIND_RETURN_IF_ERROR(ReadScatter(kOp, args, *grid, order, mode, derivative, &call));
+  return native::DispatchFloating(kOp, call.grid->element_type(), [&](auto zero) {
+    using T = decltype(zero);
+    Scatter<T>(call.geometry, call.CoordinatePointers<T>(), call.values->typed_data<T>(),
+               call.grid->typed_data<T>(), static_cast<int64_t>(call.grid->element_count()));
+    return ffi::Error::Success();
+  });
+}
+
+}  // namespace
+}  // namespace xlabind::map_coordinates
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesCpu, xlabind::map_coordinates::MapCoordinates,
+                              xla::ffi::Ffi::Bind()
+                                  .RemainingArgs()
+                                  .Ret<xla::ffi::AnyBuffer>()
+                                  .Attr<int64_t>("order")
+                                  .Attr<int64_t>("mode")
+                                  .Attr<xla::ffi::Span<const int64_t>>("derivative"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesTransposeCpu,
+                              xlabind::map_coordinates::MapCoordinatesTranspose,
+                              xla::ffi::Ffi::Bind()
+                                  .RemainingArgs()
+                                  .Ret<xla::ffi::AnyBuffer>()
+                                  .Attr<int64_t>("order")
+                                  .Attr<int64_t>("mode")
+                                  .Attr<xla::ffi::Span<const int64_t>>("derivative"));

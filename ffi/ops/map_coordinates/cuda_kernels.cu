@@ -1,0 +1,112 @@
+// map_coordinates' CUDA kernels: one thread per (batch element, point). The
+// transpose adds into the grid with atomicAdd (float64 needs sm_60 or newer;
+// xlabind builds for sm_80 and sm_90). Launched on XLA's stream, with no
+// allocation and no synchronisation, so XLA may capture them in CUDA graphs.
+#include <cuda_runtime.h>
+
+#include "ffi/ops/map_coordinates/cuda_kernels.h"
+#include "ffi/ops/map_coordinates/interpolation.h"
+
+namespace xlabind::map_coordinates {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <typename T, int kOrder, int kNdim>
+__global__ void GatherKernel(Geometry g, const T* grid, Coordinates<T> coords, T* values) {
+  const int64_t total = g.batch * g.points;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t b = i / g.points, p = i % g.points;
+    int64_t grid_offset, coord_offset;
+    BatchOffsets(g, b, &grid_offset, &coord_offset);
+    const T* grid_b = grid + grid_offset;
+    T sum = T(0);
+    ForEachNode<T, kOrder, kNdim>(g, coords, coord_offset + p,
+                                  [&](int64_t offset, T weight) { sum += weight * grid_b[offset]; });
+    values[i] = sum;
+  }
+}
+
+template <typename T, int kOrder, int kNdim>
+__global__ void ScatterKernel(Geometry g, Coordinates<T> coords, const T* cotangents, T* grid) {
+  const int64_t total = g.batch * g.points;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T ct = cotangents[i];
+    if (ct == T(0)) continue;
+    const int64_t b = i / g.points, p = i % g.points;
+    int64_t grid_offset, coord_offset;
+    BatchOffsets(g, b, &grid_offset, &coord_offset);
+    T* grid_b = grid + grid_offset;
+    ForEachNode<T, kOrder, kNdim>(g, coords, coord_offset + p,
+                                  [&](int64_t offset, T weight) {
+                                    atomicAdd(grid_b + offset, weight * ct);
+                                  });
+  }
+}
+
+unsigned Blocks(int64_t total) {
+  const int64_t blocks = (total + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 65535 * 32 ? (blocks > 0 ? blocks : 1) : 65535 * 32);
+}
+
+const char* Status() {
+  const cudaError_t error = cudaGetLastError();
+  return error == cudaSuccess ? "" : cudaGetErrorString(error);
+}
+
+template <typename T>
+const char* Gather(const Geometry* g, const T* grid, const Coordinates<T>* coords, T* values,
+                   void* stream) {
+  DispatchKernel(*g, [&](auto order, auto rank) {
+    GatherKernel<T, decltype(order)::value, decltype(rank)::value>
+        <<<Blocks(g->batch * g->points), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+            *g, grid, *coords, values);
+  });
+  return Status();
+}
+
+template <typename T>
+const char* Scatter(const Geometry* g, const Coordinates<T>* coords, const T* cotangents, T* grid,
+                    long long grid_count, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  if (cudaMemsetAsync(grid, 0, sizeof(T) * grid_count, s) != cudaSuccess) return Status();
+  DispatchKernel(*g, [&](auto order, auto rank) {
+    ScatterKernel<T, decltype(order)::value, decltype(rank)::value>
+        <<<Blocks(g->batch * g->points), kThreads, 0, s>>>(*g, *coords, cotangents, grid);
+  });
+  return Status();
+}
+
+}  // namespace
+}  // namespace xlabind::map_coordinates
+
+using xlabind::map_coordinates::Coordinates;
+using xlabind::map_coordinates::Geometry;
+
+extern "C" const char* XlabindMapCoordinatesGatherF32(const Geometry* g, const float* grid,
+                                                      const Coordinates<float>* coords,
+                                                      float* values, void* stream) {
+  return xlabind::map_coordinates::Gather(g, grid, coords, values, stream);
+}
+
+extern "C" const char* XlabindMapCoordinatesGatherF64(const Geometry* g, const double* grid,
+                                                      const Coordinates<double>* coords,
+                                                      double* values, void* stream) {
+  return xlabind::map_coordinates::Gather(g, grid, coords, values, stream);
+}
+
+extern "C" const char* XlabindMapCoordinatesScatterF32(const Geometry* g,
+                                                       const Coordinates<float>* coords,
+                                                       const float* cotangents, float* grid,
+                                                       long long grid_count, void* stream) {
+  return xlabind::map_coordinates::Scatter(g, coords, cotangents, grid, grid_count, stream);
+}
+
+extern "C" const char* XlabindMapCoordinatesScatterF64(const Geometry* g,
+                                                       const Coordinates<double>* coords,
+                                                       const double* cotangents, double* grid,
+                                                       long long grid_count, void* stream) {
+  return xlabind::map_coordinates::Scatter(g, coords, cotangents, grid, grid_count, stream);
+}

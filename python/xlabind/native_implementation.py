@@ -1,0 +1,142 @@
+"""How a bound function runs when it is a native XLA FFI target: the custom call
+names the target, with static attributes and the call's keyword arguments as
+FFI attributes. It is another implementation beside the Python one
+(python_implementation.py); what the bound function *is* (its shapes, its
+linearity, its vmap method) does not change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import jax
+import numpy as np
+from jax.ffi import build_ffi_lowering_function
+
+from xlabind import _extension
+
+
+@dataclasses.dataclass(frozen=True)
+class FfiTarget:
+    """A registered XLA FFI target, bound in place of a Python function.
+
+    Create one with :func:`xlabind.ffi_target`. ``attributes`` are static FFI
+    attributes of every call; a call's keyword arguments are added to them.
+    """
+
+    name: str
+    platforms: tuple[str, ...] = ("cpu",)
+    attributes: tuple[tuple[str, Any], ...] = ()
+
+
+
+def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
+    """A registered XLA FFI target (typed API, api_version=1) to bind with
+    :func:`xlabind.callback`, :func:`xlabind.linear`, :func:`xlabind.multilinear`
+    or :func:`xlabind.nonlinear` in place of a Python function.
+
+    The target receives the operands as buffers and writes the results; static
+    ``attributes`` and the call's keyword arguments arrive as FFI attributes
+    (ints as i64, floats as f64, bools, strings, NumPy arrays, and tuples of
+    numbers as arrays). Under ``vmap_method="native"`` it also receives
+    ``batch_axes``: an i64 array of operands × vmap levels, -1 where a level
+    does not batch an operand. Register targets first, e.g. with
+    :func:`xlabind.register_ffi_targets`.
+
+    Example:
+      >>> import jax.numpy as jnp, xlabind
+      >>> noop = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x)
+      >>> noop(jnp.ones(2)).shape
+      (2,)
+    """
+    for platform in platforms:
+        if platform not in ("cpu", "cuda"):
+            raise ValueError(f"xlabind.ffi_target({name!r}): unknown platform {platform!r}; "
+                             f"use 'cpu' and/or 'cuda'")
+    return FfiTarget(name, tuple(platforms), tuple(sorted(attributes.items())))
+
+
+def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]]) -> None:
+    """Registers ``{platform: {target name: handler capsule}}`` with jax (typed
+    FFI, api_version=1): what an ``xlabind_extension`` module's
+    ``registrations()`` returns."""
+    for platform, targets in registrations.items():
+        for name, capsule in targets.items():
+            jax.ffi.register_ffi_target(name, capsule, platform=platform, api_version=1)
+
+
+def is_native(fn: Any) -> bool:
+    if isinstance(fn, FfiTarget):
+        return True
+    return isinstance(fn, Mapping) and bool(fn) and all(
+        isinstance(f, FfiTarget) for f in fn.values())
+
+
+def targets_by_platform(fn: FfiTarget | Mapping[str, FfiTarget]) -> dict[str, FfiTarget]:
+    if isinstance(fn, FfiTarget):
+        return {platform: fn for platform in fn.platforms}
+    return dict(fn)
+
+
+def ffi_attribute(name: str, owner: str, value: Any) -> Any:
+    """A Python value as something jax turns into an FFI attribute."""
+    if isinstance(value, (bool, np.bool_)):
+        return np.bool_(value)
+    if isinstance(value, (int, np.integer)):
+        return np.int64(value)
+    if isinstance(value, (float, np.floating)):
+        return np.float64(value)
+    if isinstance(value, (str, np.ndarray)):
+        return value
+    if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value):
+        return np.asarray(value, dtype=np.int64)
+    if isinstance(value, tuple) and all(isinstance(v, (int, float, np.number)) for v in value):
+        return np.asarray(value, dtype=np.float64)
+    raise TypeError(f"{owner}: keyword argument '{name}' is a {type(value).__name__}, which "
+                    f"cannot be an FFI attribute; pass a bool, int, float, str, NumPy array "
+                    f"or tuple of numbers")
+
+
+class NativeImplementation:
+    """Native FFI targets by platform."""
+
+    in_place = False
+    synchronize = False
+    #: Native targets live in the artifact's own custom call, so jax.export works.
+    exportable = True
+
+    def __init__(self, targets: dict[str, FfiTarget]):
+        self.targets = targets
+
+    @property
+    def primary_function(self) -> FfiTarget:
+        return self.targets.get("cpu") or next(iter(self.targets.values()))
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(self.targets)
+
+    def check_dtype(self, name: str, what: str, dtype) -> None:
+        del name, what, dtype  # the handler decides what it accepts
+
+    def emitter(self, platform: str, op, call):
+        """(emit(ctx, *operands) -> custom call op, keepalive or None)."""
+        target = self.targets.get(platform)
+        if target is None:
+            raise NotImplementedError(
+                f"xlabind: '{op.name}' has no {platform.upper()} implementation (its FFI "
+                f"targets are for {', '.join(self.targets)} only).")
+        missing = _extension.UNAVAILABLE.get((platform, target.name))
+        if missing:
+            raise NotImplementedError(f"xlabind: '{op.name}' cannot run on {platform.upper()}: "
+                                      f"{missing}")
+        attributes = dict(target.attributes)
+        for key, value in call.kwargs.as_dict().items():
+            attributes[key] = value
+        attributes = {k: ffi_attribute(k, op.name, v) for k, v in attributes.items()}
+        if op.vmap_method == "native" and call.batch_axes is not None:
+            attributes["batch_axes"] = np.asarray(
+                [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64)
+        lowering = build_ffi_lowering_function(target.name)
+        return (lambda ctx, *operands: lowering(ctx, *operands, **attributes)), None

@@ -1,0 +1,127 @@
+"""xlabind.ops.map_coordinates against jax.scipy.ndimage.map_coordinates: every
+mode and order, 1-D to 3-D, float32 and float64; gradients in both arguments;
+vmap; CUDA lowering."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.scipy.ndimage import map_coordinates as reference
+from jax.test_util import check_grads
+
+from xlabind.ops import map_coordinates
+
+jax.config.update("jax_enable_x64", True)
+
+MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
+SHAPES = [(11,), (6, 7), (5, 6, 7)]
+
+
+def problem(shape, dtype, points=(3, 4), seed=0, low=-2.5, high=None):
+    rng = np.random.default_rng(seed)
+    grid = jnp.asarray(rng.normal(size=shape), dtype)
+    high = max(shape) + 1.5 if high is None else high
+    coords = [jnp.asarray(rng.uniform(low, high, size=points), dtype) for _ in shape]
+    # Some points exactly on grid lines and half-way between them (rounding ties).
+    coords[0] = coords[0].at[0, 0].set(2.0).at[0, 1].set(1.5).at[0, 2].set(-0.5)
+    return grid, coords
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_values_match_jax(shape, mode, order, dtype):
+    grid, coords = problem(shape, dtype)
+    for cval in (0.0, -1.25):
+        got = map_coordinates(grid, coords, order, mode, cval)
+        want = reference(grid, coords, order, mode, cval)
+        assert got.shape == want.shape == (3, 4) and got.dtype == want.dtype
+        tol = 1e-6 if dtype == jnp.float32 else 1e-13
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"cval={cval}")
+    np.testing.assert_allclose(jax.jit(lambda g, c: map_coordinates(g, c, order, mode))(
+        grid, coords), reference(grid, coords, order, mode), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gradients_in_both_arguments(shape, mode):
+    grid, coords = problem(shape, jnp.float64)
+    # Away from grid lines, where the interpolation is smooth in the coordinates.
+    coords = [c + 0.123 for c in coords]
+    f = lambda g, *c: map_coordinates(g, list(c), 1, mode, cval=0.5)
+    check_grads(f, (grid, *coords), order=1, modes=("fwd", "rev"), eps=1e-4)
+    # Linear in the grid: every order there.
+    check_grads(lambda g: f(g, *coords), (grid,), order=2, modes=("fwd", "rev"))
+    # And the same derivatives as jax's.
+    ours = jax.grad(lambda g, c0: jnp.sum(jnp.sin(f(g, c0, *coords[1:]))), argnums=(0, 1))(
+        grid, coords[0])
+    theirs = jax.grad(lambda g, c0: jnp.sum(jnp.sin(reference(g, [c0, *coords[1:]], 1, mode,
+                                                              0.5))), argnums=(0, 1))(
+        grid, coords[0])
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_second_derivatives_in_the_coordinates():
+    grid, coords = problem((6, 7), jnp.float64)
+    coords = [c + 0.123 for c in coords]
+    f = lambda c0, c1: jnp.sum(map_coordinates(grid, [c0, c1], 1, "nearest") ** 2)
+    g = lambda c0, c1: jnp.sum(reference(grid, [c0, c1], 1, "nearest") ** 2)
+    np.testing.assert_allclose(jax.hessian(f, argnums=(0, 1))(*coords)[0][1],
+                               jax.hessian(g, argnums=(0, 1))(*coords)[0][1], rtol=1e-10,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)])
+def test_vmap_runs_once_on_the_batch(in_axes):
+    grid, coords = problem((5, 6, 7), jnp.float64)
+    grids = jnp.stack([grid, 2 * grid, -grid])
+    many = [jnp.stack([c, c + 0.5, c - 0.25]) for c in coords]
+    args = (grids if in_axes[0] == 0 else grid, many if in_axes[1] == 0 else coords)
+    got = jax.vmap(lambda g, c: map_coordinates(g, c, 1, "mirror"), in_axes=in_axes)(*args)
+    want = jax.vmap(lambda g, c: reference(g, c, 1, "mirror"), in_axes=in_axes)(*args)
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    text = jax.jit(jax.vmap(lambda g, c: map_coordinates(g, c, 1, "mirror"), in_axes=in_axes)
+                   ).lower(*args).as_text()
+    assert text.count("@xlabind_map_coordinates(") == 1  # one kernel call, not one per element
+    grad = jax.grad(lambda g: jnp.sum(jax.vmap(lambda g, c: map_coordinates(g, c, 1, "wrap"),
+                                               in_axes=in_axes)(g, args[1]) ** 2))(args[0])
+    want = jax.grad(lambda g: jnp.sum(jax.vmap(lambda g, c: reference(g, c, 1, "wrap"),
+                                               in_axes=in_axes)(g, args[1]) ** 2))(args[0])
+    np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
+
+
+def test_the_gradient_in_the_grid_is_a_native_scatter():
+    grid, coords = problem((8, 8, 8), jnp.float64, points=(10, 100))
+    text = jax.jit(jax.grad(lambda g: map_coordinates(g, coords, 1).sum())).lower(grid).as_text()
+    assert "@xlabind_map_coordinates_transpose(" in text
+
+
+def test_inputs_jax_accepts_work_the_same():
+    grid = jnp.arange(12.0).reshape(3, 4)
+    # Scalars, broadcasting coordinates, Python lists, integer grids (jax's own path).
+    np.testing.assert_allclose(map_coordinates(grid, [1.5, 2.0], 1), reference(grid, [1.5, 2.0], 1))
+    c = [jnp.array([[0.5], [1.0]]), jnp.array([0.0, 1.0, 2.5])]
+    np.testing.assert_allclose(map_coordinates(grid, c, 1, "nearest"),
+                               reference(grid, c, 1, "nearest"))
+    ints = jnp.arange(12).reshape(3, 4)
+    np.testing.assert_array_equal(map_coordinates(ints, c, 1), reference(ints, c, 1))
+
+
+def test_bad_arguments_are_clear_errors():
+    grid = jnp.ones((3, 4))
+    with pytest.raises(ValueError, match=r"coordinates must be a sequence of length input.ndim, "
+                                         r"but 1 != 2"):
+        map_coordinates(grid, [jnp.ones(2)], 1)
+    with pytest.raises(NotImplementedError, match=r"order must be 0 or 1, got 3"):
+        map_coordinates(grid, [jnp.ones(2)] * 2, 3)
+    with pytest.raises(NotImplementedError, match=r"mode must be one of .* got 'grid-wrap'"):
+        map_coordinates(grid, [jnp.ones(2)] * 2, 1, "grid-wrap")
+
+
+def test_lowers_for_cuda_to_the_cuda_kernels():
+    grid, coords = problem((5, 6), jnp.float32)
+    f = jax.jit(jax.grad(lambda g, c: map_coordinates(g, c, 1).sum()))
+    text = f.trace(grid, coords).lower(lowering_platforms=("cuda",)).as_text()
+    assert "@xlabind_map_coordinates_transpose(" in text

@@ -1,0 +1,112 @@
+"""Native XLA FFI targets bound like Python functions: attributes from static
+keyword arguments, every kind and vmap method, export; and the CUDA runtime
+the native CUDA kernels load is the pinned one."""
+
+import pathlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xlabind
+from xlabind import _extension
+
+jax.config.update("jax_enable_x64", True)
+
+GATHER = xlabind.ffi_target("xlabind_map_coordinates", platforms=("cpu", "cuda"))
+SCATTER = xlabind.ffi_target("xlabind_map_coordinates_transpose", platforms=("cpu", "cuda"))
+
+
+def values_shape(grid, coords, **_):
+    return jax.ShapeDtypeStruct(coords.shape, grid.dtype)
+
+
+def test_a_native_target_as_a_linear_function():
+    # The 1-D linear interpolation kernel, linear in the grid, transposed by the
+    # native scatter: bound with no Python in the loop.
+    op = xlabind.linear(GATHER, SCATTER, values_shape, nondiff_argnums=(1,), name="interp")
+    grid = jnp.arange(5.0) ** 2
+    coords = jnp.array([0.5, 2.25, 3.0])
+    kw = dict(order=1, mode=0, derivative=(0,))
+    np.testing.assert_allclose(op(grid, coords, **kw), np.interp(coords, np.arange(5.0), grid))
+    ct = jnp.array([1.0, 2.0, 3.0])
+    (g,) = jax.linear_transpose(lambda g: op(g, coords, **kw), grid)(ct)
+    np.testing.assert_allclose(g, [0.5, 0.5, 1.5, 3.5, 0.0])
+    np.testing.assert_allclose(jax.grad(lambda g: op(g, coords, **kw).sum())(grid),
+                               [0.5, 0.5, 0.75, 1.25, 0.0])
+    assert isinstance(op.fn, xlabind.FfiTarget)
+
+
+def test_static_kwargs_become_ffi_attributes():
+    op = xlabind.callback(GATHER, values_shape)
+    text = jax.jit(lambda g, c: op(g, c, order=1, mode=2, derivative=(1,))).lower(
+        jnp.ones(4), jnp.ones(3)).as_text()
+    assert "derivative = dense<1> : tensor<1xi64>" in text and "mode = 2 : i64" in text
+    with pytest.raises(TypeError, match=r"keyword argument 'mode' is a frozenset, which cannot "
+                                        r"be an FFI attribute"):
+        jax.jit(lambda g, c: op(g, c, order=1, mode=frozenset([2]), derivative=(1,))).lower(
+            jnp.ones(4), jnp.ones(3))
+
+
+@pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
+def test_every_vmap_method(method):
+    op = xlabind.callback(GATHER, values_shape, vmap_method=method)
+    grids = jnp.arange(15.0).reshape(3, 5)
+    coords = jnp.array([0.5, 3.5])
+    got = jax.vmap(lambda g: op(g, coords, order=1, mode=1, derivative=(0,)))(grids)
+    want = jax.vmap(lambda g: jnp.interp(coords, jnp.arange(5.0), g))(grids)
+    np.testing.assert_allclose(got, want)
+
+
+def test_native_vmap_hands_the_target_its_batch_axes():
+    def shapes(grid, coords, *, batch_axes=None, **_):
+        if batch_axes is None:
+            return values_shape(grid, coords)
+        return xlabind.BatchedResult((3, 2), grid.dtype, 0)
+
+    op = xlabind.callback(GATHER, shapes, vmap_method="native")
+    text = jax.jit(jax.vmap(lambda g: op(g, jnp.ones(2), order=1, mode=1, derivative=(0,)))
+                   ).lower(jnp.ones((3, 5))).as_text()
+    assert "batch_axes = dense<[0, -1]> : tensor<2xi64>" in text  # operand 1 is not batched
+
+
+def test_native_targets_can_be_exported():
+    # Unlike a Python callback, a native target travels as a named custom call;
+    # jax asks the exporter to vouch for its stability.
+    from xlabind.ops import map_coordinates
+
+    f = jax.jit(lambda g, c: map_coordinates(g, [c], 1))
+    args = (jnp.arange(4.0), jnp.array([0.5, 2.5]))
+    exported = jax.export.export(f, disabled_checks=[
+        jax.export.DisabledSafetyCheck.custom_call("xlabind_map_coordinates")])(*args)
+    assert "xlabind_map_coordinates" in exported.mlir_module()
+    np.testing.assert_allclose(exported.call(*args), [0.5, 2.5])
+
+
+def test_register_ffi_targets_takes_an_extension_modules_table():
+    from xlabind import _xlabind_ops
+
+    table = _xlabind_ops.registrations()
+    assert set(table["cpu"]) == {"xlabind_map_coordinates", "xlabind_map_coordinates_transpose"}
+    xlabind.register_ffi_targets(table)  # registering again is harmless
+
+
+def test_an_unavailable_cuda_kernel_says_what_is_missing(monkeypatch):
+    monkeypatch.setitem(_extension.UNAVAILABLE, ("cuda", "xlabind_map_coordinates"),
+                        "no CUDA runtime here")
+    op = xlabind.callback(GATHER, values_shape, name="gather")
+    with pytest.raises(NotImplementedError, match=r"'gather' cannot run on CUDA: no CUDA runtime"):
+        jax.jit(lambda g, c: op(g, c, order=1, mode=0, derivative=(0,))).trace(
+            jnp.ones(3), jnp.ones(2)).lower(lowering_platforms=("cuda",))
+
+
+def test_the_cuda_kernels_load_the_pinned_cuda_runtime():
+    # /usr/local/cuda has the same libcudart.so.13 and is in ldconfig: only the
+    # RUNPATH makes the pinned copy the one that loads.
+    assert not _extension.UNAVAILABLE, _extension.UNAVAILABLE
+    loaded = {line.split()[-1] for line in pathlib.Path("/proc/self/maps").read_text().splitlines()
+              if "libcudart.so" in line}
+    assert len(loaded) == 1, loaded
+    (path,) = loaded
+    assert "xlabind_cuda/site/nvidia/cu13/lib/libcudart.so.13" in path, path
