@@ -27,6 +27,11 @@ load("//third_party/cuda:nvcc.bzl", "nvcc_objects")
 
 _COPTS = ["-fvisibility=hidden"]
 
+def _with(deps, extra):
+    """`deps` plus the labels in `extra` it does not name already."""
+    named = [str(d).split("//")[-1] for d in deps]
+    return deps + [e for e in extra if str(e).split("//")[-1] not in named]
+
 def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], copts = [],
                         **kwargs):
     """XLA FFI handlers as a static cc_library.
@@ -44,7 +49,7 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
             name = name + "_cuda_objects",
             srcs = cuda_srcs,
             hdrs = hdrs,
-            deps = deps + [Label("//ffi:native_helpers")],
+            deps = _with(deps, [Label("//ffi:native_helpers")]),
         )
         native.cc_library(
             name = name + "_cuda",
@@ -59,10 +64,10 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
         hdrs = hdrs,
         copts = _COPTS + copts,
         linkstatic = True,
-        deps = deps + cuda_deps + [
+        deps = _with(deps + cuda_deps, [
             Label("//ffi:native_helpers"),
             "@xlabind_pypi//:xla_ffi_headers",
-        ],
+        ]),
         **kwargs
     )
 

@@ -17,7 +17,11 @@ timed on the CPU:
   * the primal call of a differentiable op (``xlabind.linear``) next to the
     same no-op as a plain ``xlabind.callback``;
   * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
-    with ``vmap_method="native"`` (one call) and ``"sequential"`` (64 calls).
+    with ``vmap_method="native"`` (one call) and ``"sequential"`` (64 calls);
+  * ``xlabind.ops.map_coordinates`` against ``jax.scipy.ndimage.map_coordinates``
+    (2^20 points in a 64^3 float64 grid, order 1): the values, and the
+    gradient in the grid. These take milliseconds a call and get rounds of
+    their own (a fiftieth as many, at least 3).
 
 Method: every case is compiled and called a few times first. Then, for many
 rounds, each case in turn (in a fresh random order each round) is called a few
@@ -188,6 +192,32 @@ def vmap_sequential() -> Case:
                 jax.jit(jax.vmap(op)), x, np.sin(np.asarray(x)))
 
 
+# -- native ops (their own, slower section) ----------------------------------
+def map_coordinates_cases() -> list[Case]:
+    """xlabind.ops.map_coordinates against jax.scipy.ndimage.map_coordinates, on
+    2^20 points in a 64^3 float64 grid, order 1: the values and the gradient in
+    the grid (a scatter-add in both)."""
+    from jax.scipy.ndimage import map_coordinates as jax_map
+
+    from xlabind.ops import map_coordinates as ours
+
+    rng = np.random.default_rng(64)
+    grid = jnp.asarray(rng.standard_normal((64, 64, 64)))
+    coords = [jnp.asarray(rng.uniform(0.0, 63.0, 1 << 20)) for _ in range(3)]
+    expected = np.asarray(jax_map(grid, coords, 1))
+    grad_expected = np.asarray(jax.grad(lambda g: jax_map(g, coords, 1).sum())(grid))
+    cases = []
+    for who, f in (("xlabind", ours), ("jax", jax_map)):
+        # The coordinates are arguments, not constants XLA could fold the work into.
+        values = jax.jit(lambda g, c, f=f: f(g, c, 1))
+        grad = jax.jit(jax.grad(lambda g, c, f=f: f(g, c, 1).sum()))
+        cases.append(Case(f"map_coordinates_{who}", f"map_coordinates, {who}",
+                          lambda g, values=values: values(g, coords), grid, expected))
+        cases.append(Case(f"map_coordinates_grad_{who}", f"map_coordinates grad in input, {who}",
+                          lambda g, grad=grad: grad(g, coords), grid, grad_expected))
+    return cases
+
+
 def all_cases() -> tuple[list[Case], list[str]]:
     """The cases in table order, and notes on those this jax cannot run."""
     makers = [
@@ -237,7 +267,7 @@ def warm_up(cases: list[Case]) -> None:
         result = case.fn(case.x)
         result.block_until_ready()
         if case.expected is not None:
-            np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12,
+            np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12, atol=1e-12,
                                        err_msg=f"benchmark case {case.key} computes a wrong result")
         for _ in range(WARMUP_CALLS):
             case.fn(case.x).block_until_ready()
@@ -279,10 +309,17 @@ def summarize(case: Case) -> dict:
 
 
 TARGETS = [
-    # (name, numerator key, denominator key, target or None)
+    # (name, numerator key, denominator key, target maximum or None)
     ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.15),
     ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
+]
+SPEEDUPS = [
+    # (name, jax's key, xlabind's key, target minimum): how many times faster xlabind is
+    ("map_coordinates forward, jax / xlabind", "map_coordinates_jax", "map_coordinates_xlabind",
+     1.5),
+    ("map_coordinates grad in input, jax / xlabind", "map_coordinates_grad_jax",
+     "map_coordinates_grad_xlabind", 5.0),
 ]
 
 
@@ -292,7 +329,12 @@ def ratios(results: dict[str, dict]) -> list[dict]:
         if num in results and den in results:
             value = results[num]["median_us"] / results[den]["median_us"]
             out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
-                        "target_max": target})
+                        "target_max": target, "target_min": None})
+    for name, num, den, target in SPEEDUPS:
+        if num in results and den in results:
+            value = results[num]["median_us"] / results[den]["median_us"]
+            out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
+                        "target_max": None, "target_min": target})
     return out
 
 
@@ -308,12 +350,18 @@ def print_report(cases: list[Case], results: dict[str, dict], ratio_rows: list[d
               f"{median / unit:>9.2f}")
     print()
     for row in ratio_rows:
-        target = f" (target ≤ {row['target_max']:.2f})" if row["target_max"] is not None else ""
-        print(f"{row['name'] + target + ':':<52} {row['ratio']:.3f}")
+        target = ""
+        if row["target_max"] is not None:
+            target = f" (target ≤ {row['target_max']:.2f})"
+        elif row["target_min"] is not None:
+            target = f" (target ≥ {row['target_min']:.2f})"
+        print(f"{row['name'] + target + ':':<60} {row['ratio']:.3f}")
     for note in notes:
         print(f"note: {note}")
     calls = len(cases[0].times)
-    print(f"\n{calls} timed calls per case, {elapsed:.1f} s; jax {jax.__version__}, "
+    slow = [c for c in cases if c.key.startswith("map_coordinates")]
+    slow_calls = f", {len(slow[0].times)} per native-op case" if slow else ""
+    print(f"\n{calls} timed calls per case{slow_calls}, {elapsed:.1f} s; jax {jax.__version__}, "
           f"{os.cpu_count()} CPUs")
 
 
@@ -358,6 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     cases, notes = all_cases()
     warm_up(cases)
     measure(cases, args.rounds, args.calls_per_round)
+    # The native ops take milliseconds a call: fewer rounds, interleaved the same way.
+    slow = map_coordinates_cases()
+    warm_up(slow)
+    measure(slow, max(3, args.rounds // 50), 1)
+    cases += slow
     elapsed = time.perf_counter() - start
 
     results = {case.key: summarize(case) for case in cases}
