@@ -11,24 +11,13 @@ import jax.numpy as jnp
 
 import xlabind
 import xlabind.cuda
+from gpu_devices import has_gpu, on_gpu, requires_gpu
 
 
-def _has_gpu() -> bool:
-    try:
-        return any(d.platform == "gpu" for d in jax.devices())
-    except RuntimeError:
-        return False
+pytestmark = requires_gpu
 
-
-pytestmark = pytest.mark.skipif(not _has_gpu(), reason="no CUDA device here (JAX_PLATFORMS="
-                                "cpu or a CPU-only jaxlib); tools/gpu_check.py runs these on a GPU")
-
-cp = pytest.importorskip("cupy") if _has_gpu() else None
+cp = pytest.importorskip("cupy") if has_gpu() else None
 GPU = ("cuda",)
-
-
-def on_gpu(x):
-    return jax.device_put(x, jax.devices("gpu")[0])
 
 
 def test_cupy_in_place_and_returning():

@@ -2,6 +2,7 @@
 from the repository's sources without Bazel (here with this machine's g++ and
 Python) and the result imports and runs a callback."""
 
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -13,6 +14,13 @@ import pytest
 SCRIPT = pathlib.Path("tools/gpu_check.py")
 
 
+def gpu_check_module():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.mark.skipif(shutil.which(os.environ.get("CXX", "g++")) is None,
                     reason="no C++ compiler on PATH for the Bazel-free build")
 def test_the_gpu_check_builds_the_extension_without_bazel(tmp_path):
@@ -20,5 +28,23 @@ def test_the_gpu_check_builds_the_extension_without_bazel(tmp_path):
                            "--jobs", "2"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "built " in done.stdout and "['CUDA', 'cpu']" in done.stdout
-    built = list((tmp_path / "build" / "package" / "xlabind").glob("_xlabind*.so"))
-    assert len(built) == 1
+    built = sorted(p.name.split(".")[0] for p in
+                   (tmp_path / "build" / "package" / "xlabind").glob("_xlabind*.so"))
+    # The CUDA kernels are built where there is nvcc (this machine has CUDA 13's).
+    with_cuda = gpu_check_module().cuda_toolkit() is not None
+    expected = ["_xlabind", "_xlabind_cuda_ops", "_xlabind_ops"] if with_cuda else [
+        "_xlabind", "_xlabind_ops"]
+    assert built == expected
+    assert ("CUDA ops: built" if with_cuda else "CUDA ops: missing") in done.stdout
+
+
+def test_the_gpu_check_makes_the_modules_bazel_makes():
+    """The Bazel-free build generates each native-op module from the template and
+    table Bazel uses: same source, same targets."""
+    check = gpu_check_module()
+    modules = check.native_op_modules()
+    assert set(modules) == {"_xlabind_ops", "_xlabind_cuda_ops"}
+    source = check.module_source("_xlabind_ops", modules["_xlabind_ops"])
+    assert "PyInit__xlabind_ops" in source and "%{" not in source
+    for target, symbol in modules["_xlabind_ops"]["cpu"].items():
+        assert f'"cpu", "{target}", (void*)&{symbol}' in source

@@ -11,7 +11,10 @@ Every case is a jitted function of one float32 array on the GPU, timed as
   * xlabind's CUDA callback: a no-op, a CuPy copy, a PyTorch (DLPack) copy,
     all in place;
   * ``jax.experimental.buffer_callback``: a no-op and a CuPy copy;
-  * ``jax.pure_callback`` (an identity, through the host).
+  * ``jax.pure_callback`` (an identity, through the host);
+  * ``xlabind.ops.map_coordinates`` (CUDA kernels) against
+    ``jax.scipy.ndimage.map_coordinates`` on 2^20 points in a 64^3 grid,
+    order 1, float32 and float64: the values and the gradient in the grid.
 
 Cases are interleaved, each timed call alone; medians of one run. A slow case
 (pure_callback at 10^8) stops after a time budget. Nothing asserts on the
@@ -104,6 +107,42 @@ def time_cases(fns: dict[str, Callable], x, rounds: int, budget_s: float) -> dic
     return times
 
 
+def map_coordinates_rows(rounds: int, budget_s: float) -> list[dict]:
+    """jax's map_coordinates / xlabind's, forward and gradient in the grid."""
+    from jax.scipy.ndimage import map_coordinates as jax_map
+
+    from xlabind.ops import map_coordinates as ours
+
+    jax.config.update("jax_enable_x64", True)  # for the float64 grid; earlier cases are float32
+    gpu = jax.devices("gpu")[0]
+    rows = []
+    for dtype in (np.float32, np.float64):
+        rng = np.random.default_rng(64)
+        grid = jax.device_put(rng.standard_normal((64, 64, 64)).astype(dtype), gpu)
+        coords = [jax.device_put(rng.uniform(0.0, 63.0, 1 << 20).astype(dtype), gpu)
+                  for _ in range(3)]
+        fns = {}
+        for who, fn in (("jax", jax_map), ("xlabind", ours)):
+            # The coordinates are arguments: as constants, XLA would fold the
+            # gradient (which does not depend on the grid) at compile time.
+            values = jax.jit(lambda g, c, fn=fn: fn(g, c, 1))
+            grad = jax.jit(jax.grad(lambda g, c, fn=fn: jnp.sum(fn(g, c, 1))))
+            fns[f"map_coordinates {who}"] = lambda g, f=values: f(g, coords)
+            fns[f"map_coordinates grad {who}"] = lambda g, f=grad: f(g, coords)
+        tol = 1e-4 if dtype == np.float32 else 1e-10
+        for what in ("map_coordinates", "map_coordinates grad"):
+            np.testing.assert_allclose(np.asarray(fns[f"{what} xlabind"](grid)),
+                                       np.asarray(fns[f"{what} jax"](grid)), rtol=tol, atol=tol,
+                                       err_msg=what)
+        times = time_cases(fns, grid, rounds, budget_s)
+        for what in ("map_coordinates", "map_coordinates grad"):
+            theirs = statistics.median(times[f"{what} jax"])
+            mine = statistics.median(times[f"{what} xlabind"])
+            rows.append({"case": what, "dtype": np.dtype(dtype).name, "jax_us": theirs * 1e6,
+                         "xlabind_us": mine * 1e6, "jax_over_xlabind": theirs / mine})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the results here")
@@ -140,11 +179,17 @@ def main() -> int:
                   f"{by[('xlabind no-op', n)] / by[('buffer_callback no-op', n)]:.3f}")
     print(f"xlabind CuPy copy / native copy at n=10^8 (target ≤ 1.2): "
           f"{by[('xlabind CuPy copy', 10**8)] / by[('native copy', 10**8)]:.3f}")
+    interpolation = map_coordinates_rows(rounds, budget)
+    print(f"\n{'2^20 points, 64^3 grid, order 1':34} {'dtype':>8} {'jax µs':>10} "
+          f"{'xlabind µs':>11} {'jax / xlabind':>14}")
+    for row in interpolation:
+        print(f"{row['case']:34} {row['dtype']:>8} {row['jax_us']:>10.1f} "
+              f"{row['xlabind_us']:>11.1f} {row['jax_over_xlabind']:>14.2f}")
     print(f"jax {jax.__version__}, {gpu.device_kind}, {rounds} rounds")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "jax": jax.__version__, "device": gpu.device_kind}, f,
-                      indent=1)
+            json.dump({"rows": rows, "map_coordinates": interpolation, "jax": jax.__version__,
+                       "device": gpu.device_kind}, f, indent=1)
     return 0
 
 

@@ -4,11 +4,11 @@
     python3 tools/gpu_check.py               # build, GPU tests, CPU tests, benchmark
     python3 tools/gpu_check.py --build-only  # build the extension and import it (any machine)
 
-1. Builds xlabind's extension from this repository's sources with this
-   machine's compiler ($CXX, else g++) against this interpreter's headers and
-   the installed jax (XLA FFI headers), NumPy and nanobind: no Bazel. The
-   package lands in <out>/package/xlabind.
-2. Runs tests/test_gpu.py on the GPU, and every other test file on the CPU
+1. Builds xlabind's extension modules from this repository's sources with
+   this machine's compiler ($CXX, else g++; nvcc for the CUDA kernels) against
+   this interpreter's headers and the installed jax (XLA FFI headers), NumPy
+   and nanobind: no Bazel. The package lands in <out>/package/xlabind.
+2. Runs the GPU test files (GPU_TESTS) on the GPU, and every other test file on the CPU
    (JAX_PLATFORMS=cpu), each file in its own process, several at once.
 3. Runs tools/gpu_benchmark.py (the timing table of the GPU issue).
 4. Prints one summary; the logs and gpu_check.json go to <out> ($OUT when set).
@@ -36,10 +36,48 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # Test files that need what only Bazel provides (the wheel builder, ducc0, the
 # examples package); the CPU suite under `bazel test //...` covers them.
 BAZEL_ONLY = {"test_wheel.py", "test_examples.py"}
+# Test files that need a GPU: skipped elsewhere, run on the GPU here.
+GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py"}
+
+
+def native_op_modules() -> dict:
+    """{module: {platform: {target: symbol}}} from ffi/native_ops.bzl (a dict literal)."""
+    namespace: dict = {}
+    exec((REPO / "ffi" / "native_ops.bzl").read_text(), namespace)
+    return namespace["NATIVE_OP_MODULES"]
+
+
+def module_source(module: str, handlers: dict) -> str:
+    """The extension module's C++ source, as xlabind_extension (ffi/defs.bzl) makes it."""
+    declarations, entries = [], []
+    for platform, targets in handlers.items():
+        for target, symbol in targets.items():
+            declarations.append(f"struct XLA_FFI_Error* {symbol}(struct XLA_FFI_CallFrame*);")
+            entries.append(f'  if (!Add(platforms, "{platform}", "{target}", (void*)&{symbol})) '
+                           f"return Fail(platforms);")
+    template = (REPO / "ffi" / "extension_module.cc.tmpl").read_text()
+    return (template.replace("%{module}", module)
+            .replace("%{declarations}", "\n".join(sorted(declarations)))
+            .replace("%{entries}", "\n".join(entries)))
+
+
+def cuda_toolkit() -> pathlib.Path | None:
+    """A CUDA toolkit with nvcc and the static runtime: $CUDA_HOME, /usr/local/cuda,
+    or the one around the nvcc on PATH."""
+    candidates = [os.environ.get("CUDA_HOME"), "/usr/local/cuda"]
+    if shutil.which("nvcc"):
+        candidates.append(str(pathlib.Path(shutil.which("nvcc")).resolve().parent.parent))
+    for candidate in filter(None, candidates):
+        root = pathlib.Path(candidate)
+        if (root / "bin" / "nvcc").exists() and (root / "lib64" / "libcudart_static.a").exists():
+            return root
+    return None
 
 
 def build(out: pathlib.Path, jobs: int) -> pathlib.Path:
-    """Compiles ffi/ and nanobind into <out>/package/xlabind; returns <out>/package."""
+    """Compiles xlabind's three extension modules into <out>/package/xlabind, as
+    ffi/BUILD.bazel does; returns <out>/package. The CUDA ops need nvcc: without
+    one that module is left out, and the package says so when they are used."""
     import jax
     import nanobind
     import numpy
@@ -49,31 +87,63 @@ def build(out: pathlib.Path, jobs: int) -> pathlib.Path:
     includes = [REPO, sysconfig.get_paths()["include"], numpy.get_include(),
                 jax.ffi.include_dir(), nanobind.include_dir(),
                 nanobind_src.parent / "ext" / "robin_map" / "include"]
+    # Other projects' headers as system headers: their warnings are not ours.
     flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing",
-             *(f"-I{path}" for path in includes)]
-    sources = sorted(REPO.glob("ffi/**/*.cc")) + [nanobind_src / "nb_combined.cpp"]
+             f"-I{REPO}", *(f"-isystem{path}" for path in includes[1:])]
+    toolkit = cuda_toolkit()
     objects_dir = out / "objects"
     objects_dir.mkdir(parents=True, exist_ok=True)
+    (out / "generated").mkdir(exist_ok=True)
 
     def compile_one(source: pathlib.Path) -> pathlib.Path:
         # ffi/cpu/x.cc and ffi/cuda/x.cc share file names: keep their folders apart.
         relative = source.relative_to(REPO) if source.is_relative_to(REPO) else source.name
         obj = objects_dir / (str(relative).replace(os.sep, "_") + ".o")
-        subprocess.run([cxx, *flags, "-c", str(source), "-o", str(obj)], check=True)
+        if source.suffix == ".cu":
+            # sm_90 (the H200) and PTX for anything newer; g++ is nvcc's host compiler.
+            command = [str(toolkit / "bin" / "nvcc"), "-ccbin", cxx, "-std=c++17", "-O3",
+                       "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
+                       "-gencode", "arch=compute_90,code=sm_90",
+                       "-gencode", "arch=compute_90,code=compute_90",
+                       f"-I{REPO}", "-isystem", str(jax.ffi.include_dir()), "-c", str(source), "-o", str(obj)]
+        else:
+            command = [cxx, *flags, "-c", str(source), "-o", str(obj)]
+        subprocess.run(command, check=True)
         return obj
 
+    ops = sorted(REPO.glob("ffi/ops/*"))
+    modules = {
+        "_xlabind": ([*sorted(REPO.glob("ffi/common/*.cc")), *sorted(REPO.glob("ffi/cpu/*.cc")),
+                      *sorted(REPO.glob("ffi/cuda/*.cc")), REPO / "ffi" / "module.cc",
+                      nanobind_src / "nb_combined.cpp"], "extension_exports.lds", ["-ldl"]),
+    }
+    generated = {}
+    for module, handlers in native_op_modules().items():
+        source = out / "generated" / f"{module}_module.cc"
+        source.write_text(module_source(module, handlers))
+        generated[module] = source
+    modules["_xlabind_ops"] = ([generated["_xlabind_ops"]] +
+                               [op / "cpu_handlers.cc" for op in ops], "module_exports.lds", [])
+    if toolkit is not None:
+        # The static CUDA runtime: the module needs no libcudart at run time.
+        modules["_xlabind_cuda_ops"] = (
+            [generated["_xlabind_cuda_ops"]] + [op / "cuda_handlers.cc" for op in ops] +
+            [op / "cuda_kernels.cu" for op in ops], "module_exports.lds",
+            [f"-L{toolkit / 'lib64'}", "-lcudart_static", "-lrt", "-lpthread", "-ldl"])
+
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        objects = list(pool.map(compile_one, sources))
+        objects = {name: list(pool.map(compile_one, sources))
+                   for name, (sources, _, _) in modules.items()}
     package = out / "package"
     target = package / "xlabind"
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(REPO / "python" / "xlabind", target,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
-    module = target / ("_xlabind" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run([cxx, "-shared", *map(str, objects), "-o", str(module),
-                    f"-Wl,--version-script={REPO / 'ffi' / 'extension_exports.lds'}", "-ldl"],
-                   check=True)
+    for name, (_, exports, libraries) in modules.items():
+        module = target / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+        subprocess.run([cxx, "-shared", *map(str, objects[name]), "-o", str(module),
+                        f"-Wl,--version-script={REPO / 'ffi' / exports}", *libraries], check=True)
     return package
 
 
@@ -91,11 +161,15 @@ def environment(package: pathlib.Path, platforms: str | None) -> dict:
 
 
 def smoke_test(package: pathlib.Path) -> str:
-    """Imports the built package and runs one callback on the CPU."""
+    """Imports the built package and runs a callback and a native op on the CPU."""
     code = ("import jax, jax.numpy as jnp, numpy as np, xlabind\n"
             "op = xlabind.callback(lambda x: x * 2, lambda x: x)\n"
             "assert float(jax.jit(op)(jnp.ones(()))) == 2.0\n"
-            "print(xlabind.__file__, sorted(xlabind._extension.REGISTRATIONS))\n")
+            "from xlabind.ops import map_coordinates\n"
+            "grid = jnp.arange(4.0)\n"
+            "assert float(map_coordinates(grid, [jnp.asarray([1.5])], order=1)[0]) == 1.5\n"
+            "print(xlabind.__file__, sorted(xlabind._extension.REGISTRATIONS),\n"
+            "      'CUDA ops:', 'missing' if xlabind._extension.UNAVAILABLE else 'built')\n")
     done = subprocess.run([sys.executable, "-c", code], env=environment(package, "cpu"),
                           capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
@@ -145,8 +219,8 @@ def main() -> int:
         return 0
 
     files = sorted((REPO / "tests").glob("test_*.py"))
-    jobs = [(f, None) for f in files if f.name == "test_gpu.py"]
-    jobs += [(f, "cpu") for f in files if f.name != "test_gpu.py" and f.name not in BAZEL_ONLY]
+    jobs = [(f, None) for f in files if f.name in GPU_TESTS]
+    jobs += [(f, "cpu") for f in files if f.name not in GPU_TESTS | BAZEL_ONLY]
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs // 2)) as pool:
         results = list(pool.map(lambda job: run_tests(package, job[0], job[1], logs), jobs))
     summary["tests"] = results
@@ -169,10 +243,10 @@ def main() -> int:
     if "benchmark" in summary:
         print("\n" + summary["benchmark"])
     (out / "gpu_check.json").write_text(json.dumps(summary, indent=1))
-    gpu = next(r for r in results if r["file"] == "test_gpu.py")
-    ran_on_gpu = gpu["passed"] > 0 and gpu["skipped"] == 0
+    gpu = [r for r in results if r["file"] in GPU_TESTS]
+    ran_on_gpu = all(r["passed"] > 0 and r["skipped"] == 0 for r in gpu)
     if not ran_on_gpu:
-        print("the GPU tests did not run on a GPU (see logs/test_gpu.log)")
+        print("the GPU tests did not all run on a GPU (see logs/test_gpu*.log)")
     return 0 if totals["failed"] == 0 and ran_on_gpu else 1
 
 

@@ -1,0 +1,16 @@
+"""xlabind's native ops, by extension module: {module: {platform: {FFI target:
+handler symbol}}}. ffi/BUILD.bazel builds these modules; tools/gpu_check.py,
+which builds without Bazel, reads this file too (it is a plain dict literal)."""
+
+NATIVE_OP_MODULES = {
+    # Loaded always: needs nothing but the C++ runtime.
+    "_xlabind_ops": {"cpu": {
+        "xlabind_map_coordinates": "XlabindMapCoordinatesCpu",
+        "xlabind_map_coordinates_transpose": "XlabindMapCoordinatesTransposeCpu",
+    }},
+    # Loaded when the CUDA 13 runtime is there (python/xlabind/_extension.py).
+    "_xlabind_cuda_ops": {"CUDA": {
+        "xlabind_map_coordinates": "XlabindMapCoordinatesCuda",
+        "xlabind_map_coordinates_transpose": "XlabindMapCoordinatesTransposeCuda",
+    }},
+}
