@@ -8,7 +8,8 @@ import pytest
 import xlabind  # noqa: F401  (registers the primitive before the modules run)
 
 # xlabind.callback etc. are the functions; the modules are reached by name.
-MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind.nonlinear"]
+MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind.nonlinear",
+           "xlabind.native_implementation", "xlabind.ops.map_coordinates"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -88,7 +88,7 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
       >>> from xlabind.ops import map_coordinates
       >>> grid = jnp.arange(12.0).reshape(3, 4)
       >>> map_coordinates(grid, [jnp.array([0.5, 2.0]), jnp.array([1.0, 3.5])], order=1)
-      Array([3., 0.], dtype=float32)
+      Array([3. , 5.5], dtype=float32)
     """
     grid = jnp.asarray(input)
     coordinates = [jnp.asarray(c) for c in coordinates]
