@@ -1,55 +1,148 @@
-"""The wheel from tools/build_wheel.py installs with pip and works on its own."""
+"""The wheel from tools/build_wheel.py: what it holds (and nothing else), its
+RECORD, its metadata's ranges; pip installs it into a fresh environment that
+has jax — the pinned one or the oldest supported — without installing anything
+else, and there the demo and a core of the test suite pass; the cuda13 extra's
+CUDA runtime is found through RUNPATH."""
 
+import base64
+import hashlib
 import importlib.util
-import os
 import pathlib
+import re
+import shutil
 import subprocess
 import sys
 import zipfile
 
 import jax
+import pytest
 
-TOOLS = pathlib.Path(__file__).parent.parent / "tools" / "build_wheel.py"
+from xlabind import _compatibility
+
+RUNFILES = pathlib.Path(__file__).parent.parent
+# Each lock's site-packages folder: the pinned jax, and the oldest supported.
+SITES = {
+    "pinned": pathlib.Path(jax.__file__).parent.parent,
+    "lower_bound": RUNFILES.parent / "xlabind_pypi_lower_bound" / "site",
+}
 
 
-def load_builder():
-    spec = importlib.util.spec_from_file_location("build_wheel", TOOLS)
+def load_tool(name: str):
+    spec = importlib.util.spec_from_file_location(name, RUNFILES / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def test_wheel_contents_and_reproducibility(tmp_path):
-    builder = load_builder()
-    first = builder.build(tmp_path / "a")
-    second = builder.build(tmp_path / "b")
-    assert first.read_bytes() == second.read_bytes()  # fixed time stamps, sorted entries
+def load_builder():
+    return load_tool("build_wheel")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> pathlib.Path:
+    return load_builder().build(tmp_path_factory.mktemp("dist"))
+
+
+def read(wheel: pathlib.Path, suffix: str) -> bytes:
+    archive = zipfile.ZipFile(wheel)
+    return archive.read(next(n for n in archive.namelist() if n.endswith(suffix)))
+
+
+def test_the_wheel_is_reproducible_and_tagged_for_this_interpreter(wheel, tmp_path):
+    again = load_builder().build(tmp_path)
+    assert again.read_bytes() == wheel.read_bytes()  # fixed time stamps, sorted entries
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    assert first.name.endswith(f"-{tag}-{tag}-manylinux_2_17_x86_64.whl")
-    names = zipfile.ZipFile(first).namelist()
-    assert "xlabind/_xlabind.so" in names and "xlabind/callback.py" in names
-    metadata = zipfile.ZipFile(first).read(
-        next(n for n in names if n.endswith("/METADATA"))).decode()
-    assert f"Requires-Dist: jax=={jax.__version__}" in metadata
+    assert wheel.name.endswith(f"-{tag}-{tag}-manylinux_2_17_x86_64.whl"), wheel.name
 
 
-def test_pip_installs_it_and_it_runs(tmp_path):
-    wheel = load_builder().build(tmp_path / "dist")
+def test_the_wheel_holds_the_package_and_nothing_else(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for required in ("xlabind/__init__.py", "xlabind/py.typed", "xlabind/ops/__init__.py",
+                     "xlabind/ops/map_coordinates.py", "xlabind/_xlabind.so",
+                     "xlabind/_xlabind_ops.so", "xlabind/_xlabind_cuda_ops.so"):
+        assert required in names
+    dist_info = r"xlabind-[\d.]+\.dist-info/(METADATA|WHEEL|RECORD|top_level\.txt|licenses/LICENSE)"
+    allowed = re.compile(rf"xlabind/([\w/]+\.py|py\.typed|_xlabind\w*\.so)|{dist_info}")
+    assert [n for n in names if not allowed.fullmatch(n)] == []
+    assert not [n for n in names if "__pycache__" in n or n.startswith("xlabind/tests")]
+
+
+def test_record_lists_every_file_with_its_hash_and_size(wheel):
+    archive = zipfile.ZipFile(wheel)
+    rows = [line.split(",") for line in read(wheel, "/RECORD").decode().splitlines()]
+    listed = {name for name, _, _ in rows}
+    assert listed == set(archive.namelist())
+    for name, digest, size in rows:
+        if name.endswith("/RECORD"):
+            assert digest == size == ""
+            continue
+        data = archive.read(name)
+        expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        assert digest == "sha256=" + expected.decode(), name
+        assert int(size) == len(data), name
+
+
+def test_metadata_has_ranges_the_readme_and_the_cuda13_extra(wheel):
+    text = read(wheel, "/METADATA").decode()
+    headers, _, body = text.partition("\n\n")
+    requires = re.findall(r"^Requires-Dist: (.*)$", headers, flags=re.M)
+    for name, (low, high) in _compatibility.SUPPORTED.items():
+        assert f"{name}>={low},<{high}" in requires
+    assert not [r for r in requires if "==" in r.split(";")[0]]  # ranges, not pins
+    cuda = [r for r in requires if r.startswith("nvidia-cuda-runtime")]
+    assert cuda and cuda[0].endswith('; extra == "cuda13"'), requires
+    assert "Provides-Extra: cuda13" in headers
+    assert "Description-Content-Type: text/markdown" in headers
+    assert body == (RUNFILES / "README.md").read_text()
+    assert "License: Apache-2.0" in headers and "Project-URL: Source, https://" in headers
+    assert read(wheel, "/licenses/LICENSE") == (RUNFILES / "LICENSE").read_bytes()
+    tag = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert f"Requires-Python: =={tag}.*" in headers
+
+
+def test_the_modules_keep_only_the_runpath_of_the_cuda13_extra(wheel):
+    archive = zipfile.ZipFile(wheel)
+    for name in archive.namelist():
+        if name.endswith(".so"):
+            data = archive.read(name)
+            assert b"_solib" not in data and b"xlabind_cuda/site" not in data, name
+    cuda_ops = archive.read("xlabind/_xlabind_cuda_ops.so")
+    assert b"$ORIGIN/../nvidia/cu13/lib\0" in cuda_ops
+
+
+@pytest.mark.parametrize("lock", sorted(SITES))
+def test_a_fresh_environment_with_jax_installs_only_xlabind_and_runs(lock, wheel, tmp_path):
+    """tools/check_wheel.py: pip adds only xlabind (--no-index: anything else
+    would fail the install), then the demo and the suite's core pass there."""
+    site = SITES[lock]
+    assert (site / "jax").is_dir(), site
+    result = load_tool("check_wheel").check(wheel, site, tmp_path, root=RUNFILES)
+    # The environment's jax is the lock's, untouched.
+    (dist_info,) = site.glob("jax-*.dist-info")
+    assert dist_info.name == f"jax-{result['versions']['jax']}.dist-info"
+    assert set(result["tests"]) == set(load_tool("check_wheel").CORE_TESTS)
+
+
+def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
     target = tmp_path / "site"
-    env = {**os.environ, "PIP_BREAK_SYSTEM_PACKAGES": "1"}
+    clean_environment = load_tool("check_wheel").clean_environment
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", "--target", str(target), str(wheel)],
-                   check=True, env=env)
-    # Only the installed wheel and the pinned dependencies on the path.
-    dependencies = pathlib.Path(jax.__file__).parent.parent
+                    "--target", str(target), str(wheel)], check=True, env=clean_environment())
+    # What `pip install xlabind[cuda13]` adds: nvidia-cuda-runtime's library,
+    # here copied from the pinned package the build links against.
+    pinned = RUNFILES.parent / "xlabind_cuda" / "site" / "nvidia" / "cu13" / "lib"
+    extra = target / "nvidia" / "cu13" / "lib"
+    extra.mkdir(parents=True)
+    shutil.copy(pinned / "libcudart.so.13", extra / "libcudart.so.13")
     script = (
-        "import jax, jax.numpy as jnp, numpy as np, xlabind\n"
-        f"assert xlabind.__file__.startswith({str(target)!r}), xlabind.__file__\n"
-        "op = xlabind.linear(lambda x: 2 * x, lambda ct: 2 * ct, lambda x: x)\n"
-        "assert float(jax.grad(lambda x: op(x).sum())(jnp.ones(3))[0]) == 2.0\n"
-        "print('wheel OK')\n")
-    result = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = "
-                             f"[{str(target)!r}, {str(dependencies)!r}]\n" + script],
-                            capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert result.returncode == 0, result.stderr
-    assert "wheel OK" in result.stdout
+        "import pathlib, xlabind\n"
+        "from xlabind import _extension\n"
+        "assert not _extension.UNAVAILABLE, _extension.UNAVAILABLE\n"
+        "maps = pathlib.Path('/proc/self/maps').read_text().splitlines()\n"
+        "print({line.split()[-1] for line in maps if 'libcudart.so' in line})\n")
+    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = "
+                           f"[{str(target)!r}, {str(SITES['pinned'])!r}]\n" + script],
+                          capture_output=True, text=True, cwd=tmp_path, env=clean_environment())
+    assert done.returncode == 0, done.stderr
+    # /usr/local/cuda has the same library and is in ldconfig: RUNPATH must win.
+    assert done.stdout.strip() == repr({str(extra / "libcudart.so.13")}), done.stdout

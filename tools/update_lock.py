@@ -9,6 +9,7 @@ package index the machine's pip is configured for.
 
     python3 tools/update_lock.py            # rewrite every lock
     python3 tools/update_lock.py --check    # exit 1 if a lock is stale
+    python3 tools/update_lock.py third_party/python/lower_bound.in   # just this one
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parent.parent
 LOCKS = {
     REPO / "third_party/python/requirements.in": REPO / "third_party/python/requirements.lock",
+    REPO / "third_party/python/lower_bound.in": REPO / "third_party/python/lower_bound.lock",
     REPO / "third_party/toolchains/zig/requirements.in": REPO / "third_party/toolchains/zig/requirements.lock",
     REPO / "third_party/cuda/requirements.in": REPO / "third_party/cuda/requirements.lock",
 }
@@ -77,9 +79,14 @@ def render(requirements_in: pathlib.Path) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a lock differs")
+    parser.add_argument("only", nargs="*", type=pathlib.Path,
+                        help="requirements.in files to lock (default: all)")
     args = parser.parse_args()
+    only = {path.resolve() for path in args.only}
     stale = False
     for requirements_in, lock in LOCKS.items():
+        if only and requirements_in not in only:
+            continue
         text = render(requirements_in)
         if args.check:
             if not lock.exists() or lock.read_text() != text:

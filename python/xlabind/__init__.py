@@ -13,6 +13,11 @@ Public API:
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
 """
 
+# First: a jax outside the tested range gets a clear ImportError, not a crash.
+from xlabind import _compatibility
+
+_compatibility.check()
+
 # The primitive's rules and lowerings register themselves on import.
 from xlabind import batching_rules as _batching_rules  # noqa: F401
 from xlabind import derivative_rules as _derivative_rules  # noqa: F401
@@ -28,7 +33,7 @@ from xlabind.nonlinear import nonlinear, traceable
 #: The name earlier versions gave BoundFunction.
 Callback = BoundFunction
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = ["BatchedResult", "BoundFunction", "Callback", "FfiTarget", "SUPPORTED_DTYPES",
            "VMAP_METHODS", "callback", "ffi_target", "linear", "multilinear", "nonlinear",
            "register_ffi_targets", "traceable"]

@@ -184,13 +184,19 @@ def _once_per_program(mesh, call):
     from xlabind.primitive import bind
 
     axes = tuple(mesh.axis_names)
+    # The body runs per device. Said so, jax does not annotate the arrays it makes
+    # here with the mesh's shardings (from jax 0.11 it does under Explicit axes,
+    # and XLA cannot compile those annotations inside a partitioned body).
+    manual = jax.sharding.AbstractMesh(tuple(mesh.shape.values()), axes,
+                                       axis_types=(jax.sharding.AxisType.Manual,) * len(axes))
 
     def lower_fn(*xs):
-        first = jax.lax.axis_index(axes) == 0
-        results = jax.lax.cond(
-            first, lambda: tuple(bind(call, xs)),
-            lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in call.result_avals))
-        return tuple(_from_first(r, axes) for r in results)
+        with jax.sharding.use_abstract_mesh(manual):
+            first = jax.lax.axis_index(axes) == 0
+            results = jax.lax.cond(
+                first, lambda: tuple(bind(call, xs)),
+                lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in call.result_avals))
+            return tuple(_from_first(r, axes) for r in results)
 
     return lower_fn
 

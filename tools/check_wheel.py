@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Installs an xlabind wheel into a fresh environment that already has jax, and
+runs the demo and the core of the test suite there.
+
+    python3.12 tools/check_wheel.py dist/xlabind-*-cp312-*.whl --site DIR
+
+DIR is a folder of installed packages (jax, jaxlib, NumPy, ml_dtypes, SciPy,
+pytest), e.g. from `pip install --target DIR -r third_party/python/lower_bound.lock`.
+The environment is a venv of the interpreter running this script that sees
+DIR through a .pth file. pip installs the wheel with --no-index, so the
+install fails if the wheel wanted anything the environment lacks: it proves
+the wheel installs beside that jax without touching it. tests/test_wheel.py
+runs this for both locks; CI runs it for other interpreters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).parent.parent
+# Test files run against the installed wheel, each in its own process (some
+# turn on float64 for their whole process).
+CORE_TESTS = ("test_callback.py", "test_linear.py", "test_nonlinear.py", "test_vmap.py",
+              "test_dtypes.py", "test_errors.py", "test_map_coordinates.py",
+              "test_compatibility.py", "test_readme.py")
+
+
+def clean_environment(**extra) -> dict:
+    """This process's environment without PYTHONPATH (under Bazel it names the
+    source tree and the pinned packages), on the CPU."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
+               JAX_PLATFORMS="cpu")
+    env.update(extra)
+    return env
+
+
+def make_environment(workdir: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
+    """A venv (no pip of its own) that sees the packages in `site`; its python."""
+    venv = workdir / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    pathlib.Path(purelib, "preinstalled_packages.pth").write_text(f"{site}\n")
+    return python
+
+
+def install(python: pathlib.Path, wheel: pathlib.Path) -> list[str]:
+    """pip-installs `wheel` into `python`'s environment from nothing but the
+    wheel; returns what pip says it installed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
+         str(wheel)], capture_output=True, text=True, env=clean_environment())
+    if done.returncode != 0:
+        raise AssertionError(f"pip install failed:\n{done.stdout}\n{done.stderr}")
+    installed = re.findall(r"Successfully installed (.*)", done.stdout)
+    return installed[0].split() if installed else []
+
+
+def run_demo(python: pathlib.Path, examples: pathlib.Path, workdir: pathlib.Path) -> str:
+    """Runs examples/demo.py from a copy of its package (`python -m examples.demo`)."""
+    demo = workdir / "demo"
+    shutil.copytree(examples, demo / "examples")
+    done = subprocess.run([str(python), "-m", "examples.demo"], cwd=demo,
+                          capture_output=True, text=True, env=clean_environment(), timeout=600)
+    if done.returncode != 0:
+        raise AssertionError(f"the demo failed:\n{done.stdout}\n{done.stderr}")
+    return done.stdout
+
+
+def versions(python: pathlib.Path, workdir: pathlib.Path) -> dict[str, str]:
+    """Where xlabind was imported from, and the jax it runs with."""
+    done = subprocess.run(
+        [str(python), "-c", "import jax, jaxlib.version, xlabind; print(xlabind.__file__); "
+         "print(jax.__version__); print(jaxlib.version.__version__)"],
+        capture_output=True, text=True, env=clean_environment(), cwd=workdir, check=True)
+    location, jax_version, jaxlib_version = done.stdout.split()
+    return {"xlabind": location, "jax": jax_version, "jaxlib": jaxlib_version}
+
+
+def run_core_tests(python: pathlib.Path, root: pathlib.Path) -> dict[str, str]:
+    """{test file: pytest's last line}, for CORE_TESTS from root/tests, run in
+    root (where README.md is)."""
+    results = {}
+    for test in CORE_TESTS:
+        done = subprocess.run(
+            [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+             str(root / "tests" / test)], capture_output=True, text=True, cwd=root,
+            env=clean_environment(PYTHONPATH=str(root / "tests")), timeout=900)
+        last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+        results[test] = last if done.returncode == 0 else (
+            f"FAILED: {last}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return results
+
+
+def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
+          root: pathlib.Path = REPO) -> dict:
+    """Every step above; raises AssertionError on the first that fails."""
+    python = make_environment(workdir, site)
+    installed = install(python, wheel)
+    expected = [f"xlabind-{wheel.name.split('-')[1]}"]
+    if installed != expected:
+        raise AssertionError(f"pip installed {installed}, not only {expected}")
+    found = versions(python, workdir)
+    if not found["xlabind"].startswith(str(workdir / "venv")):
+        raise AssertionError(f"xlabind came from {found['xlabind']}, not the environment")
+    run_demo(python, root / "python" / "examples", workdir)
+    tests = run_core_tests(python, root)
+    failed = [f"{name}: {line}" for name, line in tests.items() if line.startswith("FAILED")]
+    if failed:
+        raise AssertionError("\n".join(failed))
+    return {"versions": found, "tests": tests}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("wheel", type=pathlib.Path)
+    parser.add_argument("--site", type=pathlib.Path, required=True,
+                        help="folder with jax, jaxlib, NumPy, ml_dtypes, SciPy, pytest")
+    parser.add_argument("--workdir", type=pathlib.Path, help="default: a temporary folder")
+    args = parser.parse_args()
+    import tempfile
+    workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="xlabind-check-wheel-"))
+    result = check(args.wheel.resolve(), args.site.resolve(), workdir)
+    print(f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "
+          f"jaxlib {result['versions']['jaxlib']}; the demo ran")
+    for name, line in result["tests"].items():
+        print(f"  {name:28} {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
