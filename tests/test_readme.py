@@ -2,6 +2,8 @@
 
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 
@@ -31,3 +33,15 @@ def test_readme_examples_run():
     # The tutorial blocks carry their own assertions.
     for block in blocks[2:]:
         run(block)
+
+
+def test_readme_shell_commands_run():
+    """Blocks tagged `sh test` run as written (python3 being this interpreter)."""
+    blocks = re.findall(r"```sh test\n(.*?)```", pathlib.Path("README.md").read_text(), flags=re.S)
+    assert blocks
+    for block in blocks:
+        for command in block.strip().splitlines():
+            command = re.sub(r"^python3 ", f"{sys.executable} ", command)
+            done = subprocess.run(command, shell=True, capture_output=True, text=True)
+            assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+            assert done.stdout.strip(), command

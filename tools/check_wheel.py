@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Installs an xlabind wheel into a fresh environment that already has jax, and
-runs the demo and the core of the test suite there.
+runs the demo, the core of the test suite and a type check there.
 
     python3.12 tools/check_wheel.py dist/xlabind-*-cp312-*.whl --site DIR
 
@@ -101,6 +101,22 @@ def run_core_tests(python: pathlib.Path, root: pathlib.Path) -> dict[str, str]:
     return results
 
 
+def type_check(python: pathlib.Path, root: pathlib.Path, workdir: pathlib.Path) -> str:
+    """mypy on tests/typing/public_api.py (a user's script) against the installed
+    wheel; pytest's-style one-line summary. Needs mypy beside this script."""
+    try:
+        import mypy
+    except ImportError:
+        return "skipped: mypy is not installed for this interpreter"
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--warn-unused-ignores",
+         "--python-executable", str(python), str(root / "tests" / "typing" / "public_api.py")],
+        capture_output=True, text=True, cwd=workdir,
+        env=clean_environment(PYTHONPATH=str(pathlib.Path(mypy.__file__).parent.parent)))
+    last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    return last if done.returncode == 0 else f"FAILED: {done.stdout[-3000:]}{done.stderr[-2000:]}"
+
+
 def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
           root: pathlib.Path = REPO) -> dict:
     """Every step above; raises AssertionError on the first that fails."""
@@ -114,6 +130,7 @@ def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
         raise AssertionError(f"xlabind came from {found['xlabind']}, not the environment")
     run_demo(python, root / "python" / "examples", workdir)
     tests = run_core_tests(python, root)
+    tests["mypy tests/typing/public_api.py"] = type_check(python, root, workdir)
     failed = [f"{name}: {line}" for name, line in tests.items() if line.startswith("FAILED")]
     if failed:
         raise AssertionError("\n".join(failed))
@@ -133,7 +150,7 @@ def main() -> int:
     print(f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "
           f"jaxlib {result['versions']['jaxlib']}; the demo ran")
     for name, line in result["tests"].items():
-        print(f"  {name:28} {line}")
+        print(f"  {name:32} {line}")
     return 0
 
 

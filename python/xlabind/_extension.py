@@ -19,7 +19,18 @@ import jax
 import ml_dtypes
 import numpy as np
 
-from xlabind import _xlabind
+import sys
+
+try:
+    from xlabind import _xlabind
+except ImportError as error:
+    # A module built for another CPython misses that CPython's symbols.
+    raise ImportError(
+        f"xlabind's compiled module did not load ({error}). If that names an undefined "
+        f"Py* symbol, it was built for another Python than this one "
+        f"({sys.version.split()[0]}): install the wheel built for cp{sys.version_info.major}"
+        f"{sys.version_info.minor}, or build one with XLABIND_PYTHON={sys.executable} "
+        f"tools/bazel run //tools:build_wheel -- --out $PWD/dist (README: Install).") from error
 
 #: FFI target of the handler that calls Python on XLA's buffers (every platform).
 PYTHON_CALLBACK_TARGET = "xlabind_python_callback"

@@ -1,0 +1,63 @@
+"""`python -m xlabind`: what this installation can do, and why not where it
+cannot — the first thing to run when something does not work (README:
+Troubleshooting). Prints a report; exits 1 when a version is outside the
+supported ranges. (When xlabind cannot be imported at all, the ImportError
+it raises instead is the report: it says what is wrong.)"""
+
+from __future__ import annotations
+
+import sys
+
+
+def report() -> tuple[list[str], bool]:
+    """The report's lines, and whether every version is supported."""
+    from xlabind import _compatibility
+
+    lines = [f"Python {sys.version.split()[0]} (cp{sys.version_info.major}"
+             f"{sys.version_info.minor}) at {sys.executable}"]
+    versions = _compatibility.installed_versions()
+    for name, version in versions.items():
+        verdict = "not installed" if version is None else (
+            "supported" if _compatibility.is_supported(name, version) else "NOT SUPPORTED")
+        lines.append(f"{name} {version or ''}: {verdict} (xlabind supports "
+                     f"{_compatibility.requirement(name)})")
+    message = _compatibility.unsupported_message(versions)
+    if message:
+        lines.append(message)
+    import xlabind
+    from xlabind import _extension
+
+    lines.append(f"xlabind {xlabind.__version__} at {xlabind.__file__}")
+
+    import jax
+    platforms = {}
+    for device in jax.devices():
+        platforms.setdefault(device.platform, []).append(device.device_kind)
+    lines.append("jax devices: " + "; ".join(f"{p}: {len(d)} x {d[0]}"
+                                             for p, d in platforms.items()))
+    lines.append("Python callbacks: CPU and CUDA handlers registered "
+                 f"({', '.join(sorted(_extension.REGISTRATIONS))})")
+    if _extension.UNAVAILABLE:
+        reason = next(iter(_extension.UNAVAILABLE.values()))
+        lines.append(f"native CUDA kernels (xlabind.ops on GPUs): unavailable — {reason}")
+    else:
+        lines.append("native CUDA kernels (xlabind.ops on GPUs): available")
+    if "gpu" not in platforms:
+        lines.append("no GPU visible to jax: CUDA callbacks and kernels lower, but run only "
+                     "where jax sees a CUDA device (pip install 'jax[cuda13]')")
+    cache = jax.config.jax_compilation_cache_dir
+    if cache:
+        lines.append(f"persistent compilation cache at {cache}: programs that call Python "
+                     "functions are compiled afresh in each process (their functions live "
+                     "in the process); native targets are cached as usual")
+    return lines, message is None
+
+
+def main() -> int:
+    lines, works = report()
+    print("\n".join(lines))
+    return 0 if works else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

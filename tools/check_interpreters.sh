@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the wheel for each other CPython the lock covers (3.12, 3.13) that this
+# machine has, and checks it with tools/check_wheel.py beside the pinned jax and
+# beside the oldest supported one. CI runs this after the main tests.
+#
+#   tools/check_interpreters.sh [3.12 3.13]
+#
+# Each interpreter gets its own Bazel output base (~/.cache/xlabind-python<X.Y>)
+# and no bazel-* links, so the main build's cache and links stay as they are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+find_python() {  # python<X.Y> on PATH, else pyenv's
+  local version="$1" candidate
+  for candidate in "python$version" \
+      $(ls -d "$(pyenv root 2>/dev/null || echo /nonexistent)/versions/$version"*/bin/python3 2>/dev/null); do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import sys' 2>/dev/null; then
+      command -v "$candidate"
+      return 0
+    fi
+  done
+  return 1
+}
+
+versions=("$@")
+[[ ${#versions[@]} -gt 0 ]] || versions=(3.12 3.13)
+checked=0
+for version in "${versions[@]}"; do
+  if ! python="$(find_python "$version")"; then
+    echo "check_interpreters: no CPython $version here; its wheel is not checked"
+    continue
+  fi
+  base="$HOME/.cache/xlabind-python$version"
+  dist="$(mktemp -d)"
+  echo "check_interpreters: CPython $version ($python)"
+  XLABIND_PYTHON="$python" tools/bazel --output_base="$base" build --symlink_prefix=/ \
+      //tools:build_wheel @xlabind_pypi_lower_bound//:packages
+  XLABIND_PYTHON="$python" tools/bazel --output_base="$base" run --symlink_prefix=/ \
+      //tools:build_wheel -- --out "$dist"
+  wheel="$(ls "$dist"/xlabind-*.whl)"
+  pinned="$base/external/xlabind_pypi/site"
+  for site in "$pinned" "$base/external/xlabind_pypi_lower_bound/site"; do
+    # mypy (for the type check) comes from the pinned packages.
+    PYTHONPATH="$pinned" "$python" tools/check_wheel.py "$wheel" --site "$site"
+  done
+  tools/bazel --output_base="$base" shutdown  # its server would idle on in CI
+  checked=$((checked + 1))
+done
+echo "check_interpreters: checked the wheel for $checked other interpreter(s)"
