@@ -105,7 +105,8 @@ def build(out: pathlib.Path, jobs: int) -> pathlib.Path:
                        "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
                        "-gencode", "arch=compute_90,code=sm_90",
                        "-gencode", "arch=compute_90,code=compute_90",
-                       f"-I{REPO}", "-isystem", str(jax.ffi.include_dir()), "-c", str(source), "-o", str(obj)]
+                       f"-I{REPO}", "-isystem", str(jax.ffi.include_dir()),
+                       "-c", str(source), "-o", str(obj)]
         else:
             command = [cxx, *flags, "-c", str(source), "-o", str(obj)]
         subprocess.run(command, check=True)

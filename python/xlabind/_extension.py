@@ -15,11 +15,11 @@ lowering can be checked anywhere):
 
 from __future__ import annotations
 
+import sys
+
 import jax
 import ml_dtypes
 import numpy as np
-
-import sys
 
 try:
     from xlabind import _xlabind

@@ -184,9 +184,9 @@ def _once_per_program(mesh, call):
     from xlabind.primitive import bind
 
     axes = tuple(mesh.axis_names)
-    # The body runs per device. Said so, jax does not annotate the arrays it makes
-    # here with the mesh's shardings (from jax 0.11 it does under Explicit axes,
-    # and XLA cannot compile those annotations inside a partitioned body).
+    # The body runs per device. Telling jax so (Manual axes) keeps it from
+    # annotating the arrays made here with the mesh's shardings, which from jax
+    # 0.11 it does under Explicit axes and XLA cannot compile in this body.
     manual = jax.sharding.AbstractMesh(tuple(mesh.shape.values()), axes,
                                        axis_types=(jax.sharding.AxisType.Manual,) * len(axes))
 
