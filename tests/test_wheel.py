@@ -116,11 +116,12 @@ def test_a_fresh_environment_with_jax_installs_only_xlabind_and_runs(lock, wheel
     would fail the install), then the demo and the suite's core pass there."""
     site = SITES[lock]
     assert (site / "jax").is_dir(), site
-    result = load_tool("check_wheel").check(wheel, site, tmp_path, root=RUNFILES)
+    check_wheel = load_tool("check_wheel")
+    result = check_wheel.check(wheel, site, tmp_path, root=RUNFILES)
     # The environment's jax is the lock's, untouched.
     (dist_info,) = site.glob("jax-*.dist-info")
     assert dist_info.name == f"jax-{result['versions']['jax']}.dist-info"
-    core = set(load_tool("check_wheel").CORE_TESTS)
+    core = set(check_wheel.CORE_TESTS)
     assert set(result["tests"]) == core | {"mypy tests/typing/public_api.py"}
     assert result["tests"]["mypy tests/typing/public_api.py"].startswith("Success"), result
 

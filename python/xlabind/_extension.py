@@ -16,6 +16,7 @@ lowering can be checked anywhere):
 from __future__ import annotations
 
 import sys
+from typing import Any, Mapping
 
 import jax
 import ml_dtypes
@@ -64,7 +65,11 @@ def _install_dtypes() -> frozenset[np.dtype]:
 #: Every dtype the CPU handler can hand to Python as a NumPy view.
 SUPPORTED_DTYPES: frozenset[np.dtype] = _install_dtypes()
 
-def _register(registrations: dict) -> None:
+
+def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]]) -> None:
+    """Registers ``{platform: {target name: handler capsule}}`` with jax (typed
+    FFI, api_version=1): what an ``xlabind_extension`` module's
+    ``registrations()`` returns, xlabind's own modules included."""
     for platform, targets in registrations.items():
         for name, capsule in targets.items():
             jax.ffi.register_ffi_target(name, capsule, platform=platform, api_version=1)
@@ -72,21 +77,22 @@ def _register(registrations: dict) -> None:
 
 #: {platform: {target name: handler capsule}} of the Python-callback handlers.
 REGISTRATIONS: dict[str, dict[str, object]] = _xlabind.registrations()
-_register(REGISTRATIONS)
+register_ffi_targets(REGISTRATIONS)
 
 from xlabind import _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
 
-_register(_xlabind_ops.registrations())
+_CPU_OPS = _xlabind_ops.registrations()
+register_ffi_targets(_CPU_OPS)
 
 #: {(platform, target name): why it is not available here}
 UNAVAILABLE: dict[tuple[str, str], str] = {}
-_CUDA_OPS = ("xlabind_map_coordinates", "xlabind_map_coordinates_transpose")
 try:
     from xlabind import _xlabind_cuda_ops
 except ImportError as error:
-    for _name in _CUDA_OPS:
+    # The CUDA module holds the CUDA versions of the CPU module's ops.
+    for _name in _CPU_OPS["cpu"]:
         UNAVAILABLE[("cuda", _name)] = (
             f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did not "
             f"load ({error}). Install it with `pip install xlabind[cuda13]`.")
 else:
-    _register(_xlabind_cuda_ops.registrations())
+    register_ffi_targets(_xlabind_cuda_ops.registrations())

@@ -15,6 +15,7 @@ import numpy as np
 from jax.ffi import build_ffi_lowering_function
 
 from xlabind import _extension
+from xlabind._extension import register_ffi_targets  # noqa: F401  (public, from here)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,15 +56,6 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
             raise ValueError(f"xlabind.ffi_target({name!r}): unknown platform {platform!r}; "
                              f"use 'cpu' and/or 'cuda'")
     return FfiTarget(name, tuple(platforms), tuple(sorted(attributes.items())))
-
-
-def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]]) -> None:
-    """Registers ``{platform: {target name: handler capsule}}`` with jax (typed
-    FFI, api_version=1): what an ``xlabind_extension`` module's
-    ``registrations()`` returns."""
-    for platform, targets in registrations.items():
-        for name, capsule in targets.items():
-            jax.ffi.register_ffi_target(name, capsule, platform=platform, api_version=1)
 
 
 def is_native(fn: Any) -> bool:

@@ -208,18 +208,8 @@ ffi::Error MapCoordinatesTranspose(ffi::RemainingArgs args, ffi::Result<ffi::Any
 }  // namespace xlabind::map_coordinates
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesCpu, xlabind::map_coordinates::MapCoordinates,
-                              xla::ffi::Ffi::Bind()
-                                  .RemainingArgs()
-                                  .Ret<xla::ffi::AnyBuffer>()
-                                  .Attr<int64_t>("order")
-                                  .Attr<int64_t>("mode")
-                                  .Attr<xla::ffi::Span<const int64_t>>("derivative"));
+                              xlabind::map_coordinates::BindCall(xla::ffi::Ffi::Bind()));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesTransposeCpu,
                               xlabind::map_coordinates::MapCoordinatesTranspose,
-                              xla::ffi::Ffi::Bind()
-                                  .RemainingArgs()
-                                  .Ret<xla::ffi::AnyBuffer>()
-                                  .Attr<int64_t>("order")
-                                  .Attr<int64_t>("mode")
-                                  .Attr<xla::ffi::Span<const int64_t>>("derivative"));
+                              xlabind::map_coordinates::BindCall(xla::ffi::Ffi::Bind()));

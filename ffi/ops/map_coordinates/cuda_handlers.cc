@@ -60,22 +60,12 @@ ffi::Error MapCoordinatesTranspose(void* stream, ffi::RemainingArgs args,
 }  // namespace xlabind::map_coordinates
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesCuda, xlabind::map_coordinates::MapCoordinates,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<void*>>()
-                                  .RemainingArgs()
-                                  .Ret<xla::ffi::AnyBuffer>()
-                                  .Attr<int64_t>("order")
-                                  .Attr<int64_t>("mode")
-                                  .Attr<xla::ffi::Span<const int64_t>>("derivative"),
+                              xlabind::map_coordinates::BindCall(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesTransposeCuda,
                               xlabind::map_coordinates::MapCoordinatesTranspose,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<void*>>()
-                                  .RemainingArgs()
-                                  .Ret<xla::ffi::AnyBuffer>()
-                                  .Attr<int64_t>("order")
-                                  .Attr<int64_t>("mode")
-                                  .Attr<xla::ffi::Span<const int64_t>>("derivative"),
+                              xlabind::map_coordinates::BindCall(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<void*>>()),
                               {xla::ffi::Traits::kCmdBufferCompatible});

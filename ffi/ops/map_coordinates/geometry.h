@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ffi/native/errors.h"
@@ -150,6 +151,19 @@ inline xla::ffi::Error ReadScatter(const char* op, xla::ffi::RemainingArgs args,
   call->values = *cotangents;
   XLABIND_RETURN_IF_ERROR(ReadCoordinates(op, args, 0, args.size() - 1, grid, call));
   return ReadGeometry(op, call, order, mode, derivative);
+}
+
+// The signature every map_coordinates handler binds after its platform's
+// context: (operands...) -> one buffer, with the attributes the Python side
+// passes (python/xlabind/ops/map_coordinates.py) and Read* above take.
+template <typename Binding>
+auto BindCall(Binding binding) {
+  return std::move(binding)
+      .RemainingArgs()
+      .template Ret<xla::ffi::AnyBuffer>()
+      .template Attr<int64_t>("order")
+      .template Attr<int64_t>("mode")
+      .template Attr<xla::ffi::Span<const int64_t>>("derivative");
 }
 
 }  // namespace xlabind::map_coordinates
