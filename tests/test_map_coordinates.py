@@ -1,6 +1,10 @@
 """xlabind.ops.map_coordinates against jax.scipy.ndimage.map_coordinates: every
 mode and order, 1-D to 3-D, float32 and float64; gradients in both arguments;
-vmap; CUDA lowering."""
+vmap; CUDA lowering; the CPU's vector kernel (AVX2) against its scalar path."""
+
+import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -118,6 +122,125 @@ def test_bad_arguments_are_clear_errors():
         map_coordinates(grid, [jnp.ones(2)] * 2, 3)
     with pytest.raises(NotImplementedError, match=r"mode must be one of .* got 'grid-wrap'"):
         map_coordinates(grid, [jnp.ones(2)] * 2, 1, "grid-wrap")
+
+
+# -- the CPU's order-1 vector kernel (ffi/ops/map_coordinates/cpu_avx2_kernels.h)
+# takes groups of 4 (float64) or 8 (float32) points whose cells lie inside the
+# grid; the problems above are too small to reach it.
+def many_points(shape, dtype, count=1003, seed=1):
+    """Mostly interior points, with every tenth anywhere (outside, on the
+    boundary) so that groups mix both paths, and a count no lane width divides."""
+    rng = np.random.default_rng(seed)
+    grid = jnp.asarray(rng.normal(size=shape), dtype)
+    coords = []
+    for size in shape:
+        c = rng.uniform(0.0, size - 1.0, count)
+        c[::10] = rng.uniform(-2.0, size + 1.0, c[::10].shape)
+        c[5::97] = size - 1.0  # on the last node: its cell would leave the grid
+        coords.append(jnp.asarray(c, dtype))
+    return grid, coords
+
+
+def values_and_slopes(f, grid, coords, mode):
+    """f's values, and the gradients of a sum of their sines in the grid (the
+    scatter) and in every coordinate array, jitted."""
+    def total(g, c):
+        return jnp.sum(jnp.sin(f(g, c, 1, mode, 0.5)))
+    values = jax.jit(lambda g, c: f(g, c, 1, mode, 0.5))(grid, coords)
+    in_grid, in_coords = jax.jit(jax.grad(total, argnums=(0, 1)))(grid, coords)
+    return values, [in_grid, *in_coords]
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("shape", [(40,), (17, 23), (9, 10, 11), (4, 5, 6, 7)])
+def test_many_points_match_jax(shape, mode, dtype):
+    grid, coords = many_points(shape, dtype)
+    got, got_slopes = values_and_slopes(map_coordinates, grid, coords, mode)
+    want, want_slopes = values_and_slopes(reference, grid, coords, mode)
+    tol = 2e-5 if dtype == jnp.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    for which, a, b in zip(["grid"] + [f"axis {k}" for k in range(len(shape))], got_slopes,
+                           want_slopes):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=which)
+
+
+def test_many_points_under_vmap():
+    grid, coords = many_points((9, 10, 11), jnp.float64)
+    grids = jnp.stack([grid, 2 * grid, -grid])
+    many = [jnp.stack([c, c[::-1], c + 0.5]) for c in coords]
+    for in_axes, args in (((0, None), (grids, coords)), ((None, 0), (grid, many)),
+                          ((0, 0), (grids, many))):
+        got = jax.vmap(lambda g, c: map_coordinates(g, c, 1, "reflect"), in_axes=in_axes)(*args)
+        want = jax.vmap(lambda g, c: reference(g, c, 1, "reflect"), in_axes=in_axes)(*args)
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=str(in_axes))
+
+
+_SCALAR_PATH = """
+import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+jax.config.update("jax_enable_x64", True)
+from xlabind.ops import map_coordinates
+inputs = np.load(sys.argv[1])
+outputs = {}
+for key in sorted({k.split(":")[0] for k in inputs.files}):
+    n = sum(1 for k in inputs.files if k.startswith(key + ":coords"))
+    coords = [inputs[f"{key}:coords{a}"] for a in range(n)]
+    f = lambda g, c: map_coordinates(g, c, 1, "constant", 0.5)
+    outputs[key] = np.asarray(jax.jit(f)(inputs[f"{key}:grid"], coords))
+    slopes = jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1))(
+        inputs[f"{key}:grid"], coords)
+    for a, s in enumerate([slopes[0], *slopes[1]]):
+        outputs[f"{key}:slope{a}"] = np.asarray(s)
+np.savez(sys.argv[2], **outputs)
+"""
+
+
+def _host_has_avx2_and_fma() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "avx2" in flags and "fma" in flags
+
+
+def test_the_scalar_path_agrees_with_the_vector_kernel(tmp_path):
+    """XLABIND_NO_SIMD=1 turns the vector kernels off: a new process computes
+    the same values and gradients the scalar way, which must agree to
+    rounding. On a CPU with AVX2 and FMA the vector kernels must also have
+    run: their fused multiply-adds round differently somewhere."""
+    inputs, ours = {}, {}
+    for dtype in (jnp.float32, jnp.float64):
+        for shape in ((40,), (17, 23), (9, 10, 11)):
+            key = f"{np.dtype(dtype).name}-{len(shape)}d"
+            grid, coords = many_points(shape, dtype, seed=len(shape))
+            inputs[f"{key}:grid"] = np.asarray(grid)
+            for a, c in enumerate(coords):
+                inputs[f"{key}:coords{a}"] = np.asarray(c)
+            f = lambda g, c: map_coordinates(g, c, 1, "constant", 0.5)
+            ours[key] = np.asarray(jax.jit(f)(grid, coords))
+            slopes = jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1))(grid, coords)
+            # The grid's (the scatter), then each axis'.
+            for a, s in enumerate([slopes[0], *slopes[1]]):
+                ours[f"{key}:slope{a}"] = np.asarray(s)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    done = subprocess.run(
+        [sys.executable, "-c", _SCALAR_PATH, str(tmp_path / "inputs.npz"),
+         str(tmp_path / "scalar.npz")],
+        capture_output=True, text=True, env={**os.environ, "XLABIND_NO_SIMD": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    scalar = np.load(tmp_path / "scalar.npz")
+    assert sorted(scalar.files) == sorted(ours)
+    differs = []
+    for key, value in ours.items():
+        tol = 2e-5 if value.dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(scalar[key], value, rtol=tol, atol=tol, err_msg=key)
+        differs.append(not np.array_equal(scalar[key], value))
+    if _host_has_avx2_and_fma():
+        assert any(differs), "the vector kernels never ran: every result is bitwise the scalar one"
 
 
 def test_lowers_for_cuda_to_the_cuda_kernels():

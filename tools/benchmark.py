@@ -21,7 +21,10 @@ timed on the CPU:
   * ``xlabind.ops.map_coordinates`` against ``jax.scipy.ndimage.map_coordinates``
     (2^20 points in a 64^3 float64 grid, order 1): the values, and the
     gradient in the grid. These take milliseconds a call and get rounds of
-    their own (a fiftieth as many, at least 3).
+    their own (a twentieth as many, at least 5), each comparison (ours and
+    jax's values; ours and jax's gradients) interleaved within itself: jax's
+    gradient churns through hundreds of megabytes, which would evict the
+    coordinates between two calls of the values and time the refill instead.
 
 Method: every case is compiled and called a few times first. Then, for many
 rounds, each case in turn (in a fresh random order each round) is called a few
@@ -193,10 +196,10 @@ def vmap_sequential() -> Case:
 
 
 # -- native ops (their own, slower section) ----------------------------------
-def map_coordinates_cases() -> list[Case]:
+def map_coordinates_groups() -> list[list[Case]]:
     """xlabind.ops.map_coordinates against jax.scipy.ndimage.map_coordinates, on
     2^20 points in a 64^3 float64 grid, order 1: the values and the gradient in
-    the grid (a scatter-add in both)."""
+    the grid (a scatter-add in both), as two groups to be measured apart."""
     from jax.scipy.ndimage import map_coordinates as jax_map
 
     from xlabind.ops import map_coordinates as ours
@@ -206,16 +209,17 @@ def map_coordinates_cases() -> list[Case]:
     coords = [jnp.asarray(rng.uniform(0.0, 63.0, 1 << 20)) for _ in range(3)]
     expected = np.asarray(jax_map(grid, coords, 1))
     grad_expected = np.asarray(jax.grad(lambda g: jax_map(g, coords, 1).sum())(grid))
-    cases = []
+    values, gradients = [], []
     for who, f in (("xlabind", ours), ("jax", jax_map)):
         # The coordinates are arguments, not constants XLA could fold the work into.
-        values = jax.jit(lambda g, c, f=f: f(g, c, 1))
+        forward = jax.jit(lambda g, c, f=f: f(g, c, 1))
         grad = jax.jit(jax.grad(lambda g, c, f=f: f(g, c, 1).sum()))
-        cases.append(Case(f"map_coordinates_{who}", f"map_coordinates, {who}",
-                          lambda g, values=values: values(g, coords), grid, expected))
-        cases.append(Case(f"map_coordinates_grad_{who}", f"map_coordinates grad in input, {who}",
-                          lambda g, grad=grad: grad(g, coords), grid, grad_expected))
-    return cases
+        values.append(Case(f"map_coordinates_{who}", f"map_coordinates, {who}",
+                           lambda g, forward=forward: forward(g, coords), grid, expected))
+        gradients.append(Case(f"map_coordinates_grad_{who}",
+                              f"map_coordinates grad in input, {who}",
+                              lambda g, grad=grad: grad(g, coords), grid, grad_expected))
+    return [values, gradients]
 
 
 def all_cases() -> tuple[list[Case], list[str]]:
@@ -406,11 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     cases, notes = all_cases()
     warm_up(cases)
     measure(cases, args.rounds, args.calls_per_round)
-    # The native ops take milliseconds a call: fewer rounds, interleaved the same way.
-    slow = map_coordinates_cases()
-    warm_up(slow)
-    measure(slow, max(3, args.rounds // 50), 1)
-    cases += slow
+    # The native ops take milliseconds a call: fewer rounds, each comparison
+    # interleaved within itself (see the module docstring).
+    for group in map_coordinates_groups():
+        warm_up(group)
+        measure(group, max(5, args.rounds // 20), 1)
+        cases += group
     elapsed = time.perf_counter() - start
 
     results = {case.key: summarize(case) for case in cases}

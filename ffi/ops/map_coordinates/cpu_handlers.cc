@@ -8,6 +8,7 @@
 #include "ffi/native/errors.h"
 #include "ffi/native/parallel_for.h"
 #include "ffi/native/shapes.h"
+#include "ffi/ops/map_coordinates/cpu_avx2_kernels.h"
 #include "ffi/ops/map_coordinates/geometry.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
 #include "xla/ffi/api/ffi.h"
@@ -73,15 +74,18 @@ struct Cell {
   }
 };
 
-// Calls point(value index, grid offset, offset in the coordinate arrays) for
-// values [begin, end).
-template <typename Point>
-void ForPoints(const Geometry& g, int64_t begin, int64_t end, Point&& point) {
+// Calls run(first value index, grid offset, first offset in the coordinate
+// arrays, count) for the runs of consecutive points, one per batch element,
+// that cover values [begin, end).
+template <typename Run>
+void ForRuns(const Geometry& g, int64_t begin, int64_t end, Run&& run) {
   int64_t b = begin / g.points, p = begin % g.points;
   for (int64_t i = begin; i < end; ++b, p = 0) {
     int64_t grid_offset, coord_offset;
     BatchOffsets(g, b, &grid_offset, &coord_offset);
-    for (; p < g.points && i < end; ++p, ++i) point(i, grid_offset, coord_offset + p);
+    const int64_t count = std::min(g.points - p, end - i);
+    run(i, grid_offset, coord_offset + p, count);
+    i += count;
   }
 }
 
@@ -95,53 +99,97 @@ void DispatchCpu(const Geometry& g, Body&& body) {
   });
 }
 
+// One value the general way: the interior fast path where it applies, else
+// every node through the boundary mode.
+template <typename T, int kOrder, int kNdim, bool kFast>
+XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordinates<T>& coords,
+                                int64_t at) {
+  if constexpr (kFast) {
+    Cell<T, kNdim> cell;
+    if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
+  }
+  T sum = T(0);
+  ForEachNode<T, kOrder, kNdim>(g, coords, at,
+                                [&](int64_t node, T weight) { sum += weight * grid[node]; });
+  return sum;
+}
+
 template <typename T>
 void Gather(const Geometry& geometry, const T* grid, const Coordinates<T>& coords, T* values) {
+  const bool vector = Avx2KernelsApply(geometry);
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
+    constexpr bool kFast = decltype(fast)::value;
     native::ParallelFor(geometry.batch * geometry.points, kGrainPoints,
                         [&](int, int64_t begin, int64_t end) {
       // A copy of its own lets the compiler keep the geometry in registers: it
       // cannot know that writing the values leaves a shared one unchanged.
       const Geometry g = geometry;
-      ForPoints(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at) {
+      ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
         const T* grid_b = grid + grid_offset;
-        if constexpr (decltype(fast)::value) {
-          Cell<T, kNdim> cell;
-          if (cell.Load(g, coords, at)) {
-            values[i] = cell.Sum(g, grid_b + cell.first);
+        auto point = [&](int64_t k) {
+          values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
+        };
+        if constexpr (kFast) {  // order 1, 1 to 3 dimensions
+          if (vector) {
+            const T* run_coords[kNdim];
+            for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
+            GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
             return;
           }
         }
-        T sum = T(0);
-        ForEachNode<T, kOrder, kNdim>(g, coords, at,
-                                      [&](int64_t node, T weight) { sum += weight * grid_b[node]; });
-        values[i] = sum;
+        // Not point(k): it is the vector loop's rare way out, and inlined
+        // here only when written out.
+        for (int64_t k = 0; k < count; ++k) {
+          values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
+        }
       });
     });
   });
 }
 
-// Adds every value's cotangent into the grid nodes it was interpolated from.
+// Adds one value's cotangent into the grid nodes it was interpolated from.
+template <typename T, int kOrder, int kNdim, bool kFast>
+XLABIND_HOST_DEVICE void ScatterPoint(const Geometry& g, T* grid, const Coordinates<T>& coords,
+                                      int64_t at, T ct) {
+  if (ct == T(0)) return;
+  if constexpr (kFast) {
+    Cell<T, kNdim> cell;
+    if (cell.Load(g, coords, at)) {
+      cell.Add(g, grid + cell.first, ct);
+      return;
+    }
+  }
+  ForEachNode<T, kOrder, kNdim>(g, coords, at,
+                                [&](int64_t node, T weight) { grid[node] += weight * ct; });
+}
+
+// Adds every value's cotangent in [begin, end) into the grid nodes it was
+// interpolated from.
 template <typename T>
 void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const T* cotangents,
                   T* grid, int64_t begin, int64_t end) {
   const Geometry g = geometry;  // in registers (see Gather)
+  const bool vector = Avx2KernelsApply(g);
   DispatchCpu(g, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
-    ForPoints(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at) {
-      const T ct = cotangents[i];
-      if (ct == T(0)) return;
+    constexpr bool kFast = decltype(fast)::value;
+    ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
       T* grid_b = grid + grid_offset;
-      if constexpr (decltype(fast)::value) {
-        Cell<T, kNdim> cell;
-        if (cell.Load(g, coords, at)) {
-          cell.Add(g, grid_b + cell.first, ct);
+      if constexpr (kFast) {  // order 1, 1 to 3 dimensions
+        if (vector) {
+          auto point = [&](int64_t k) {
+            ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
+          };
+          const T* run_coords[kNdim];
+          for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
+          ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           return;
         }
       }
-      ForEachNode<T, kOrder, kNdim>(g, coords, at,
-                                    [&](int64_t node, T weight) { grid_b[node] += weight * ct; });
+      for (int64_t k = 0; k < count; ++k) {
+        ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
+      }
     });
   });
 }
