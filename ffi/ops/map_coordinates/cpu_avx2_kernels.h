@@ -76,14 +76,19 @@ struct Avx2<double> {
                                  _mm256_cmp_pd(lower, highest, _CMP_LE_OQ));
     return _mm256_movemask_pd(ok);
   }
-  XLABIND_AVX2_INLINE static Index ZeroIndex() { return _mm_setzero_si128(); }
   XLABIND_AVX2_INLINE static void StoreIndex(int32_t* p, Index i) {
     _mm_store_si128(reinterpret_cast<__m128i*>(p), i);
   }
-  // offset + index(lower) * stride, for lanes known to be in range.
-  XLABIND_AVX2_INLINE static Index AddScaled(Index offset, Vec lower, int32_t stride) {
-    return _mm_add_epi32(offset, _mm_mullo_epi32(_mm256_cvttpd_epi32(lower), _mm_set1_epi32(stride)));
+  // A cell's offset, summed axis by axis as offset + lower * stride. In
+  // float64 every partial sum is an integer below 2^31, so exact: fused
+  // multiply-adds instead of the slower integer multiplies.
+  using Offset = Vec;
+  XLABIND_AVX2_INLINE static Offset ZeroOffset() { return _mm256_setzero_pd(); }
+  XLABIND_AVX2_INLINE static Offset AddScaled(Offset offset, Vec lower, int32_t stride) {
+    return _mm256_fmadd_pd(lower, _mm256_set1_pd(stride), offset);
   }
+  // Lanes whose offset is out of range (outside the grid) are not used.
+  XLABIND_AVX2_INLINE static Index ToIndex(Offset offset) { return _mm256_cvttpd_epi32(offset); }
   XLABIND_AVX2_INLINE static Vec Gather(const double* base, Index offset) {
     return _mm256_i32gather_pd(base, offset, 8);
   }
@@ -109,14 +114,17 @@ struct Avx2<float> {
                                  _mm256_cmp_ps(lower, highest, _CMP_LE_OQ));
     return _mm256_movemask_ps(ok);
   }
-  XLABIND_AVX2_INLINE static Index ZeroIndex() { return _mm256_setzero_si256(); }
   XLABIND_AVX2_INLINE static void StoreIndex(int32_t* p, Index i) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(p), i);
   }
-  XLABIND_AVX2_INLINE static Index AddScaled(Index offset, Vec lower, int32_t stride) {
+  // In integers: float32 holds integers exactly only up to 2^24.
+  using Offset = Index;
+  XLABIND_AVX2_INLINE static Offset ZeroOffset() { return _mm256_setzero_si256(); }
+  XLABIND_AVX2_INLINE static Offset AddScaled(Offset offset, Vec lower, int32_t stride) {
     return _mm256_add_epi32(offset,
                             _mm256_mullo_epi32(_mm256_cvttps_epi32(lower), _mm256_set1_epi32(stride)));
   }
+  XLABIND_AVX2_INLINE static Index ToIndex(Offset offset) { return offset; }
   XLABIND_AVX2_INLINE static Vec Gather(const float* base, Index offset) {
     return _mm256_i32gather_ps(base, offset, 4);
   }
@@ -127,8 +135,10 @@ struct Avx2<float> {
 
 // The weighted sum of a group's cells, axis by axis from kAxis on: for each
 // axis, weight[0] times the lower half plus weight[1] times the upper one,
-// as Cell::Sum in cpu_handlers.cc does for one point.
-template <typename T, int kNdim, int kAxis = 0>
+// as Cell::Sum in cpu_handlers.cc does for one point. kLerp (no axis
+// differentiated): lower + t * (upper - lower) instead, t being weight[1],
+// which takes one operation fewer.
+template <typename T, int kNdim, bool kLerp, int kAxis = 0>
 XLABIND_AVX2_INLINE typename Avx2<T>::Vec SumCells(const T* grid, typename Avx2<T>::Index offset,
                                                    const int32_t* stride,
                                                    const typename Avx2<T>::Vec (*weight)[2]) {
@@ -136,9 +146,11 @@ XLABIND_AVX2_INLINE typename Avx2<T>::Vec SumCells(const T* grid, typename Avx2<
   if constexpr (kAxis == kNdim) {
     return V::Gather(grid, offset);
   } else {
-    const typename V::Vec lower = SumCells<T, kNdim, kAxis + 1>(grid, offset, stride, weight);
+    const typename V::Vec lower =
+        SumCells<T, kNdim, kLerp, kAxis + 1>(grid, offset, stride, weight);
     const typename V::Vec upper =
-        SumCells<T, kNdim, kAxis + 1>(grid + stride[kAxis], offset, stride, weight);
+        SumCells<T, kNdim, kLerp, kAxis + 1>(grid + stride[kAxis], offset, stride, weight);
+    if constexpr (kLerp) return V::MulAdd(weight[kAxis][1], V::Sub(upper, lower), lower);
     return V::MulAdd(weight[kAxis][1], upper, V::Mul(weight[kAxis][0], lower));
   }
 }
@@ -165,21 +177,28 @@ struct Avx2Axes {
   }
 
   // The cells of the group of points at coords[a] + p: the offset of each
-  // one's first node, and each axis' two weights. Returns whether every cell
-  // lies inside the grid; when not, the offsets are garbage and unused.
+  // one's first node, and each axis' two weights (kLerp: only t, as
+  // weight[1]). Returns whether every cell lies inside the grid; when not,
+  // the offsets are garbage and unused.
+  template <bool kLerp = false>
   XLABIND_AVX2_INLINE bool Load(const T* const* coords, int64_t p, typename V::Index* offset,
                                 typename V::Vec (*weight)[2]) const {
-    *offset = V::ZeroIndex();
+    typename V::Offset sum = V::ZeroOffset();
     int inside = V::kAllInside;
 #pragma GCC unroll 4
     for (int a = 0; a < kNdim; ++a) {
       const typename V::Vec c = V::Load(coords[a] + p);
       const typename V::Vec lower = V::Floor(c);
       inside &= V::Within(lower, highest[a]);
-      *offset = V::AddScaled(*offset, lower, stride[a]);
-      weight[a][1] = V::MulAdd(V::Sub(c, lower), scale[a], shift[a]);
-      weight[a][0] = V::Sub(total[a], weight[a][1]);
+      sum = V::AddScaled(sum, lower, stride[a]);
+      if constexpr (kLerp) {
+        weight[a][1] = V::Sub(c, lower);
+      } else {
+        weight[a][1] = V::MulAdd(V::Sub(c, lower), scale[a], shift[a]);
+        weight[a][0] = V::Sub(total[a], weight[a][1]);
+      }
     }
+    *offset = V::ToIndex(sum);
     return inside == V::kAllInside;
   }
 };
@@ -188,22 +207,35 @@ struct Avx2Axes {
 // element's grid, coords[a] + p the points' coordinate along axis a.
 // scalar(p) computes one point the general way; it gets the groups with a
 // point outside the interior, and the tail.
-template <typename T, int kNdim, typename Scalar>
-XLABIND_AVX2 void GatherRunAvx2(const Geometry& g, const T* grid, const T* const* coords,
-                                T* values, int64_t count, Scalar& scalar) {
+template <typename T, int kNdim, bool kLerp, typename Scalar>
+XLABIND_AVX2_INLINE void GatherGroupsAvx2(const Avx2Axes<T, kNdim>& axes, const T* grid,
+                                          const T* const* coords, T* values, int64_t count,
+                                          Scalar& scalar) {
   using V = Avx2<T>;
-  const Avx2Axes<T, kNdim> axes(g);
   int64_t p = 0;
   for (; p + V::kLanes <= count; p += V::kLanes) {
     typename V::Index offset;
     typename V::Vec weight[kNdim][2];
-    if (!axes.Load(coords, p, &offset, weight)) {
+    if (!axes.template Load<kLerp>(coords, p, &offset, weight)) {
       for (int lane = 0; lane < V::kLanes; ++lane) scalar(p + lane);
       continue;
     }
-    V::Store(values + p, SumCells<T, kNdim>(grid, offset, axes.stride, weight));
+    V::Store(values + p, SumCells<T, kNdim, kLerp>(grid, offset, axes.stride, weight));
   }
   for (; p < count; ++p) scalar(p);
+}
+
+template <typename T, int kNdim, typename Scalar>
+XLABIND_AVX2 void GatherRunAvx2(const Geometry& g, const T* grid, const T* const* coords,
+                                T* values, int64_t count, Scalar& scalar) {
+  const Avx2Axes<T, kNdim> axes(g);
+  bool slopes = false;
+  for (int a = 0; a < kNdim; ++a) slopes = slopes || g.derivative[a] != 0;
+  if (slopes) {
+    GatherGroupsAvx2<T, kNdim, false>(axes, grid, coords, values, count, scalar);
+  } else {
+    GatherGroupsAvx2<T, kNdim, true>(axes, grid, coords, values, count, scalar);
+  }
 }
 
 // The weight times the cotangent of every node of a group's cells, node by
