@@ -127,19 +127,19 @@ void Gather(const Geometry& geometry, const T* grid, const Coordinates<T>& coord
       const Geometry g = geometry;
       ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
         const T* grid_b = grid + grid_offset;
-        auto point = [&](int64_t k) {
-          values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
-        };
         if constexpr (kFast) {  // order 1, 1 to 3 dimensions
           if (vector) {
+            auto point = [&](int64_t k) {
+              values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
+            };
             const T* run_coords[kNdim];
             for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
             GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
             return;
           }
         }
-        // Not point(k): it is the vector loop's rare way out, and inlined
-        // here only when written out.
+        // Written out rather than a call of `point`, which the compiler
+        // would not inline: it is also the vector loop's (rare) way out.
         for (int64_t k = 0; k < count; ++k) {
           values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
         }
