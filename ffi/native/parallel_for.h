@@ -6,6 +6,7 @@
 #define XLABIND_FFI_NATIVE_PARALLEL_FOR_H_
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -35,6 +36,35 @@ void ParallelFor(int64_t n, int64_t grain, Body&& body) {
     workers.emplace_back([&body, t, begin, end] { body(t, begin, end); });
   }
   body(0, int64_t{0}, std::min(n, chunk));
+  for (auto& worker : workers) worker.join();
+}
+
+// Calls body(thread, begin, end) on chunks of `chunk` items that cover
+// [0, n), handed out on demand to ThreadsFor(n, grain) threads (thread in
+// that range; each chunk goes to one thread, in no fixed order). Unlike
+// ParallelFor's equal shares, a thread whose core is busy with something else
+// (another process, XLA's other work) simply takes fewer chunks, instead of
+// holding up the whole call.
+template <typename Body>
+void ParallelChunks(int64_t n, int64_t grain, int64_t chunk, Body&& body) {
+  const int threads = ThreadsFor(n, grain);
+  if (threads <= 1) {
+    body(0, int64_t{0}, n);
+    return;
+  }
+  chunk = std::max<int64_t>(chunk, 1);
+  std::atomic<int64_t> next{0};
+  auto work = [&](int thread) {
+    for (;;) {
+      const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (begin >= n) return;
+      body(thread, begin, std::min(n, begin + chunk));
+    }
+  };
+  std::vector<std::thread> workers;
+  workers.reserve(threads - 1);
+  for (int t = 1; t < threads; ++t) workers.emplace_back(work, t);
+  work(0);
   for (auto& worker : workers) worker.join();
 }
 

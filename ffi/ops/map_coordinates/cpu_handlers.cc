@@ -19,6 +19,8 @@ namespace ffi = xla::ffi;
 
 // Points per thread below which threads do not pay.
 constexpr int64_t kGrainPoints = 1 << 15;
+// Points a thread takes at a time (native::ParallelChunks).
+constexpr int64_t kChunkPoints = 1 << 14;
 // The transpose gives each thread a private grid to add into; above this many
 // bytes for all of them together it runs on one thread instead.
 constexpr int64_t kPrivateGridBudget = int64_t{256} << 20;
@@ -120,8 +122,8 @@ void Gather(const Geometry& geometry, const T* grid, const Coordinates<T>& coord
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
-    native::ParallelFor(geometry.batch * geometry.points, kGrainPoints,
-                        [&](int, int64_t begin, int64_t end) {
+    native::ParallelChunks(geometry.batch * geometry.points, kGrainPoints, kChunkPoints,
+                           [&](int, int64_t begin, int64_t end) {
       // A copy of its own lets the compiler keep the geometry in registers: it
       // cannot know that writing the values leaves a shared one unchanged.
       const Geometry g = geometry;
@@ -207,16 +209,13 @@ void Scatter(const Geometry& g, const Coordinates<T>& coords, const T* cotangent
     ScatterRange(g, coords, cotangents, grid, 0, total);
     return;
   }
-  // Each thread adds into a grid of its own; then the grids are summed, in
-  // parallel over grid elements.
+  // Each thread adds its equal share of the points into a grid of its own
+  // (equal shares, not ParallelChunks: which thread adds which point fixes
+  // the order of the sums, so a gradient is the same bits every time); then
+  // the grids are summed, in parallel over grid elements.
   std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(grid_count, T(0)));
-  const int64_t chunk = (total + threads - 1) / threads;
-  native::ParallelFor(threads, 1, [&](int, int64_t first, int64_t last) {
-    for (int64_t t = first; t < last; ++t) {
-      T* target = t == 0 ? grid : partial[t - 1].data();
-      ScatterRange(g, coords, cotangents, target, std::min(total, t * chunk),
-                   std::min(total, (t + 1) * chunk));
-    }
+  native::ParallelFor(total, kGrainPoints, [&](int t, int64_t begin, int64_t end) {
+    ScatterRange(g, coords, cotangents, t == 0 ? grid : partial[t - 1].data(), begin, end);
   });
   native::ParallelFor(grid_count, kGrainPoints, [&](int, int64_t begin, int64_t end) {
     for (const auto& part : partial) {
