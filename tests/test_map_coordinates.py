@@ -165,6 +165,21 @@ def test_many_points_match_jax(shape, mode, dtype):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=which)
 
 
+def test_enough_points_for_threads_match_jax():
+    """2^17 points: past the size where the CPU kernels split the work between
+    threads (chunks handed out on demand for the values; equal shares and a
+    private grid per thread for the transpose)."""
+    grid, coords = many_points((20, 21, 22), jnp.float64, count=1 << 17)
+    got, got_slopes = values_and_slopes(map_coordinates, grid, coords, "wrap")
+    want, want_slopes = values_and_slopes(reference, grid, coords, "wrap")
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    for a, b in zip(got_slopes, want_slopes):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+    # The transpose's sums run in a fixed order: the same bits every time.
+    again = values_and_slopes(map_coordinates, grid, coords, "wrap")[1][0]
+    np.testing.assert_array_equal(again, got_slopes[0])
+
+
 def test_many_points_under_vmap():
     grid, coords = many_points((9, 10, 11), jnp.float64)
     grids = jnp.stack([grid, 2 * grid, -grid])
