@@ -161,8 +161,8 @@ struct Avx2Axes {
   using V = Avx2<T>;
   // Per axis: the last cell's lower node, and the weights as constants, so a
   // group has no branch on them: upper = t * scale + shift (t, or 1 for a
-  // differentiated axis), lower = total - upper (1 - t, or -1).
-  typename V::Vec highest[kNdim], scale[kNdim], shift[kNdim], total[kNdim];
+  // differentiated axis), lower = scale - upper (1 - t, or -1).
+  typename V::Vec highest[kNdim], scale[kNdim], shift[kNdim];
   int32_t stride[kNdim];
 
   XLABIND_AVX2_INLINE explicit Avx2Axes(const Geometry& g) {
@@ -171,7 +171,6 @@ struct Avx2Axes {
       highest[a] = V::Splat(static_cast<T>(g.grid_shape[a] - 2));
       scale[a] = V::Splat(slope ? T(0) : T(1));
       shift[a] = V::Splat(slope ? T(1) : T(0));
-      total[a] = V::Splat(slope ? T(0) : T(1));
       stride[a] = static_cast<int32_t>(g.grid_strides[a]);
     }
   }
@@ -195,7 +194,7 @@ struct Avx2Axes {
         weight[a][1] = V::Sub(c, lower);
       } else {
         weight[a][1] = V::MulAdd(V::Sub(c, lower), scale[a], shift[a]);
-        weight[a][0] = V::Sub(total[a], weight[a][1]);
+        weight[a][0] = V::Sub(scale[a], weight[a][1]);
       }
     }
     *offset = V::ToIndex(sum);
