@@ -2,6 +2,7 @@
 
     tools/bazel run //tools:benchmark -- --json /tmp/bench.json
     tools/bazel run //tools:benchmark -- --quick      # a few seconds, for smoke tests
+    tools/bazel run //tools:benchmark -- --grid-sweep # map_coordinates on 32^3 to 96^3 grids
 
 Every case is a jitted function of one float64 array (jax_enable_x64 is on),
 timed on the CPU:
@@ -25,6 +26,12 @@ timed on the CPU:
     jax's values; ours and jax's gradients) interleaved within itself: jax's
     gradient churns through hundreds of megabytes, which would evict the
     coordinates between two calls of the values and time the refill instead.
+
+``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
+on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
+outgrows one core's L2 cache (2 MiB on the benchmark's machines, exactly a
+64^3 grid), both sides pay about the same extra time for the misses, which is
+what bounds the 64^3 ratio.
 
 Method: every case is compiled and called a few times first. Then, for many
 rounds, each case in turn (in a fresh random order each round) is called a few
@@ -196,6 +203,30 @@ def vmap_sequential() -> Case:
 
 
 # -- native ops (their own, slower section) ----------------------------------
+def _map_coordinates_problem(side: int, points: int, seed: int):
+    """A side^3 float64 grid and `points` random points inside it."""
+    rng = np.random.default_rng(seed)
+    grid = jnp.asarray(rng.standard_normal((side, side, side)))
+    coords = [jnp.asarray(rng.uniform(0.0, side - 1.0, points)) for _ in range(3)]
+    return grid, coords
+
+
+def _map_coordinates_values(grid: jax.Array, coords: list[jax.Array], tag: str) -> list[Case]:
+    """Ours and jax's values at `coords`, order 1, as two cases keyed by `tag`."""
+    from jax.scipy.ndimage import map_coordinates as jax_map
+
+    from xlabind.ops import map_coordinates as ours
+
+    expected = np.asarray(jax_map(grid, coords, 1))
+    cases = []
+    for who, f in (("xlabind", ours), ("jax", jax_map)):
+        # The coordinates are arguments, not constants XLA could fold the work into.
+        forward = jax.jit(lambda g, c, f=f: f(g, c, 1))
+        cases.append(Case(f"{tag}_{who}", f"{tag}, {who}",
+                          lambda g, forward=forward: forward(g, coords), grid, expected))
+    return cases
+
+
 def map_coordinates_groups() -> list[list[Case]]:
     """xlabind.ops.map_coordinates against jax.scipy.ndimage.map_coordinates, on
     2^20 points in a 64^3 float64 grid, order 1: the values and the gradient in
@@ -204,22 +235,37 @@ def map_coordinates_groups() -> list[list[Case]]:
 
     from xlabind.ops import map_coordinates as ours
 
-    rng = np.random.default_rng(64)
-    grid = jnp.asarray(rng.standard_normal((64, 64, 64)))
-    coords = [jnp.asarray(rng.uniform(0.0, 63.0, 1 << 20)) for _ in range(3)]
-    expected = np.asarray(jax_map(grid, coords, 1))
+    grid, coords = _map_coordinates_problem(64, 1 << 20, seed=64)
     grad_expected = np.asarray(jax.grad(lambda g: jax_map(g, coords, 1).sum())(grid))
-    values, gradients = [], []
+    gradients = []
     for who, f in (("xlabind", ours), ("jax", jax_map)):
-        # The coordinates are arguments, not constants XLA could fold the work into.
-        forward = jax.jit(lambda g, c, f=f: f(g, c, 1))
         grad = jax.jit(jax.grad(lambda g, c, f=f: f(g, c, 1).sum()))
-        values.append(Case(f"map_coordinates_{who}", f"map_coordinates, {who}",
-                           lambda g, forward=forward: forward(g, coords), grid, expected))
         gradients.append(Case(f"map_coordinates_grad_{who}",
                               f"map_coordinates grad in input, {who}",
                               lambda g, grad=grad: grad(g, coords), grid, grad_expected))
-    return [values, gradients]
+    return [_map_coordinates_values(grid, coords, "map_coordinates"), gradients]
+
+
+# Grid sides for --grid-sweep: from well inside one core's L2 (2 MiB on the
+# machines the targets were set for) to well past it; 64^3 float64 is exactly 2 MiB.
+SWEEP_SIDES = (32, 48, 56, 60, 64, 72, 96)
+
+
+def map_coordinates_sweep(sides=SWEEP_SIDES, points: int = 1 << 20) -> list[list[Case]]:
+    """The values comparison of map_coordinates_groups on side^3 grids, one
+    group per side: how the ratio to jax moves as the grid outgrows a cache."""
+    return [_map_coordinates_values(*_map_coordinates_problem(side, points, seed=side),
+                                    f"map_coordinates_{side}cubed")
+            for side in sides]
+
+
+def print_sweep(groups: list[list[Case]], results: dict[str, dict]) -> None:
+    print(f"{'grid':>6}  {'MiB':>6}  {'xlabind ms':>10}  {'jax ms':>8}  {'jax / xlabind':>13}")
+    for ours, theirs in groups:
+        side = ours.x.shape[0]
+        mine, jax_ms = (results[c.key]["median_us"] / 1e3 for c in (ours, theirs))
+        print(f"{side:>4}^3  {ours.x.nbytes / 2**20:>6.2f}  {mine:>10.2f}  {jax_ms:>8.2f}  "
+              f"{jax_ms / mine:>13.2f}")
 
 
 def all_cases() -> tuple[list[Case], list[str]]:
@@ -395,6 +441,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="a few rounds only: a smoke test, not a measurement")
     parser.add_argument("--json", metavar="PATH", help="also write every result to PATH as JSON")
+    parser.add_argument("--grid-sweep", action="store_true",
+                        help="only map_coordinates' values against jax's, on grids from 32^3 "
+                             "to 96^3 (where the grid outgrows a core's L2)")
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
@@ -407,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     malloc_pinned = pin_malloc()
     start = time.perf_counter()
+    if args.grid_sweep:
+        return sweep_main(args, malloc_pinned, start)
     cases, notes = all_cases()
     warm_up(cases)
     measure(cases, args.rounds, args.calls_per_round)
@@ -425,6 +476,25 @@ def main(argv: list[str] | None = None) -> int:
         report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
                   "rounds": args.rounds, "calls_per_round": args.calls_per_round,
                   "quick": args.quick, "seconds": elapsed,
+                  "environment": environment(malloc_pinned)}
+        with open(_output_path(args.json), "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+    return 0
+
+
+def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> int:
+    groups = map_coordinates_sweep()
+    for group in groups:
+        warm_up(group)
+        measure(group, max(5, args.rounds // 20), 1)
+    results = {case.key: summarize(case) for group in groups for case in group}
+    print_sweep(groups, results)
+    calls = len(groups[0][0].times)
+    print(f"\n{calls} timed calls per case, {time.perf_counter() - start:.1f} s; "
+          f"jax {jax.__version__}, {os.cpu_count()} CPUs")
+    if args.json:
+        report = {"results": list(results.values()), "rounds": args.rounds, "quick": args.quick,
                   "environment": environment(malloc_pinned)}
         with open(_output_path(args.json), "w") as f:
             json.dump(report, f, indent=2)
