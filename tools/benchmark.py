@@ -431,6 +431,12 @@ def _output_path(path: str) -> str:
     return os.path.join(os.environ.get("BUILD_WORKING_DIRECTORY", ""), path)
 
 
+def write_json(path: str, report: dict) -> None:
+    with open(_output_path(path), "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=None,
@@ -477,9 +483,7 @@ def main(argv: list[str] | None = None) -> int:
                   "rounds": args.rounds, "calls_per_round": args.calls_per_round,
                   "quick": args.quick, "seconds": elapsed,
                   "environment": environment(malloc_pinned)}
-        with open(_output_path(args.json), "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        write_json(args.json, report)
     return 0
 
 
@@ -494,11 +498,8 @@ def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> i
     print(f"\n{calls} timed calls per case, {time.perf_counter() - start:.1f} s; "
           f"jax {jax.__version__}, {os.cpu_count()} CPUs")
     if args.json:
-        report = {"results": list(results.values()), "rounds": args.rounds, "quick": args.quick,
-                  "environment": environment(malloc_pinned)}
-        with open(_output_path(args.json), "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        write_json(args.json, {"results": list(results.values()), "rounds": args.rounds,
+                               "quick": args.quick, "environment": environment(malloc_pinned)})
     return 0
 
 
