@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-import jax
 import numpy as np
 from jax.ffi import build_ffi_lowering_function
 
