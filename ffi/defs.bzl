@@ -127,7 +127,7 @@ def xlabind_extension(name, handlers, deps = [], load_from = None, extra_runpath
     native.cc_binary(
         name = name + ".so",
         srcs = [name + "_module.cc"],
-        deps = deps + ["@xlabind_python//:headers"],
+        deps = _with(deps, [Label("//ffi:native_helpers")]) + ["@xlabind_python//:headers"],
         linkshared = True,
         additional_linker_inputs = [Label("//ffi:module_exports.lds")],
         linkopts = ["-Wl,--version-script=$(location %s)" % Label("//ffi:module_exports.lds")] +

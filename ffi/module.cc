@@ -15,10 +15,13 @@
 #include "ffi/common/noop_handler.h"
 #include "ffi/cpu/numpy_views.h"
 #include "ffi/cpu/python_callback_handler.h"
+#include "ffi/cpu/status_check_handler.h"
 #include "ffi/cuda/copy_handler.h"
 #include "ffi/cuda/cuda_driver.h"
 #include "ffi/cuda/device_array.h"
 #include "ffi/cuda/python_callback_handler.h"
+#include "ffi/cuda/status_check_handler.h"
+#include "ffi/native/call_status.h"
 
 namespace nb = nanobind;
 
@@ -29,17 +32,64 @@ nb::capsule HandlerCapsule(Fn* fn) {
   return nb::capsule(reinterpret_cast<void*>(fn));
 }
 
-// {platform: {FFI target name: handler}}: the one table xlabind registers
-// from. Target names are the same on every platform; jax picks the
-// platform's handler.
+// {platform: {FFI target name: handler}}: the stateless handlers, which
+// xlabind registers at import. Target names are the same on every platform;
+// jax picks the platform's handler.
 nb::dict Registrations() {
   nb::dict cpu;
-  cpu["xlabind_python_callback"] = HandlerCapsule(XlabindCpuPythonCallback);
   cpu["xlabind_noop"] = HandlerCapsule(XlabindNoop);
+  cpu["xlabind_check_status"] = HandlerCapsule(XlabindCpuCheckStatus);
   nb::dict cuda;
-  cuda["xlabind_python_callback"] = HandlerCapsule(XlabindCudaPythonCallback);
   cuda["xlabind_noop"] = HandlerCapsule(XlabindNoop);
   cuda["xlabind_cuda_copy"] = HandlerCapsule(XlabindCudaCopy);
+  cuda["xlabind_check_status"] = HandlerCapsule(XlabindCudaCheckStatus);
+  nb::dict platforms;
+  platforms["cpu"] = cpu;
+  platforms["CUDA"] = cuda;
+  return platforms;
+}
+
+nb::dict Stages(XLA_FFI_Handler* instantiate, XLA_FFI_Handler* execute) {
+  nb::dict stages;
+  stages["instantiate"] = HandlerCapsule(instantiate);
+  stages["execute"] = HandlerCapsule(execute);
+  return stages;
+}
+
+nb::dict StateType(const char* name, const XLA_FFI_TypeId* id, const XLA_FFI_TypeInfo* info) {
+  nb::dict type;
+  type["name"] = name;
+  type["type_id"] = nb::capsule(const_cast<XLA_FFI_TypeId*>(id));
+  type["type_info"] = nb::capsule(const_cast<XLA_FFI_TypeInfo*>(info));
+  return type;
+}
+
+// {platform: {"state_type": {name, type_id, type_info}, "targets": {FFI target
+// name: {stage: handler}}}}: the Python-callback handlers, whose instantiate
+// stage keeps each callback alive for its executable. Their state type must be
+// registered first, and only once the platform's backend exists (jax
+// registers deferred handlers before deferred types), so xlabind registers
+// them when it first lowers a call for that platform.
+nb::dict CallbackRegistrations() {
+  nb::dict cpu_targets;
+  cpu_targets["xlabind_python_callback"] =
+      Stages(XlabindCpuPythonCallbackInstantiate, XlabindCpuPythonCallback);
+  cpu_targets["xlabind_python_callback_status"] =
+      Stages(XlabindCpuPythonCallbackInstantiate, XlabindCpuPythonCallbackReportingStatus);
+  nb::dict cpu;
+  cpu["state_type"] = StateType("xlabind_cpu_callback_state", xlabind::CpuCallbackStateTypeId(),
+                                xlabind::CpuCallbackStateTypeInfo());
+  cpu["targets"] = cpu_targets;
+  nb::dict cuda_targets;
+  cuda_targets["xlabind_python_callback"] =
+      Stages(XlabindCudaPythonCallbackInstantiate, XlabindCudaPythonCallback);
+  cuda_targets["xlabind_python_callback_status"] =
+      Stages(XlabindCudaPythonCallbackInstantiate, XlabindCudaPythonCallbackReportingStatus);
+  nb::dict cuda;
+  cuda["state_type"] = StateType("xlabind_cuda_callback_state",
+                                 xlabind::CudaCallbackStateTypeId(),
+                                 xlabind::CudaCallbackStateTypeInfo());
+  cuda["targets"] = cuda_targets;
   nb::dict platforms;
   platforms["cpu"] = cpu;
   platforms["CUDA"] = cuda;
@@ -60,7 +110,12 @@ NB_MODULE(_xlabind, m) {
   nb::set_leak_warnings(false);
 
   m.def("registrations", &Registrations,
-        "{platform: {FFI target name: handler capsule}} for every platform built in.");
+        "{platform: {FFI target name: handler capsule}}: the stateless handlers.");
+  m.def("callback_registrations", &CallbackRegistrations,
+        "{platform: {'state_type': {...}, 'targets': {name: {stage: capsule}}}}: the "
+        "Python-callback handlers and the type of their instantiate stage's state.");
+  m.def("status_bytes", [] { return xlabind::native::kStatusBytes; },
+        "The size of a call's status result (u8), as the status check reads it.");
 
   m.def(
       "element_type_names",
@@ -79,7 +134,11 @@ NB_MODULE(_xlabind, m) {
       nb::arg("dtypes"), "Installs {element type code: numpy.dtype} for buffer views.");
 
   m.def("live_callback_count", &xlabind::LiveCallbackCount,
-        "How many registered callbacks are alive.");
+        "How many callback keys are registered.");
+  m.def("live_callback_data_count", &xlabind::LiveCallbackDataCount,
+        "How many callbacks are alive: registered, or held by executables only.");
+  m.def("collect_released_callbacks", &xlabind::CollectReleasedCallbacks,
+        "Destroys the callbacks executables released on threads without the GIL.");
   m.def("registered_name", &xlabind::RegisteredName, nb::arg("key"),
         "The name of the callback registered under `key`, or '' when none is.");
 

@@ -45,7 +45,7 @@ def names(calls):
 
 
 def made_for_cuda(op):
-    return any(key[0] == "cuda" for key in op.implementation._entries.keys())
+    return any(key[0] == "cuda" for key in op.definition.implementation._entries.keys())
 
 
 def test_callback_under_jit_with_kwargs():
@@ -151,7 +151,7 @@ def test_one_lowering_for_both_platforms():
     op = xlabind.callback({"cpu": np.negative, "cuda": lambda x: x}, lambda x: x, name="split")
     text = jax.jit(op).trace(jnp.ones(2)).lower(lowering_platforms=("cpu", "cuda")).as_text()
     assert text.count("@xlabind_python_callback") == 2
-    assert {key[0] for key in op.implementation._entries.keys()} == {"cpu", "cuda"}
+    assert {key[0] for key in op.definition.implementation._entries.keys()} == {"cpu", "cuda"}
     np.testing.assert_array_equal(jax.jit(op)(jnp.ones(2)), [-1.0, -1.0])  # here: the CPU one
 
 

@@ -120,12 +120,13 @@ def test_in_place_callbacks_get_kwargs_and_every_out_layout():
     np.testing.assert_allclose(tree["b"][0], 5.0)
 
 
-def test_jax_inside_a_callback_works_on_copies_and_is_refused_on_views():
+def test_jax_inside_a_callback_works():
     on_copy = xlabind.callback(lambda x: np.asarray(jax.jit(jnp.sin)(np.array(x))), lambda x: x)
     np.testing.assert_allclose(jax.jit(on_copy)(jnp.ones(3)), np.sin(np.ones(3)), rtol=1e-6)
+    # jax's own tracing may leave a collectable cycle that mentions the view: that
+    # is not a kept reference.
     on_view = xlabind.callback(lambda x: np.asarray(jax.jit(lambda y: y + 1)(x)), lambda x: x)
-    with pytest.raises(Exception, match=r"kept a reference.*jax itself may alias NumPy memory"):
-        jax.jit(lambda x: on_view(on_view(x)))(jnp.ones(3)).block_until_ready()
+    np.testing.assert_array_equal(jax.jit(lambda x: on_view(on_view(x)))(jnp.ones(3)), 3.0)
 
 
 def test_a_message_with_a_lone_surrogate_keeps_its_text_and_traceback():

@@ -14,7 +14,8 @@ def library():
     return ctypes.CDLL(_xlabind.__file__, mode=ctypes.RTLD_LOCAL)
 
 
-@pytest.mark.parametrize("symbol", ["PyInit__xlabind", "XlabindCpuPythonCallback", "XlabindNoop"])
+@pytest.mark.parametrize("symbol", ["PyInit__xlabind", "XlabindCpuPythonCallback",
+                                    "XlabindCpuPythonCallbackInstantiate", "XlabindNoop"])
 def test_exports_the_handlers(library, symbol):
     assert getattr(library, symbol) is not None
 
@@ -47,4 +48,12 @@ def test_hides_libcxx_and_nanobind(library, symbol):
 
 
 def test_handler_capsules():
-    assert set(_xlabind.registrations()["cpu"]) == {"xlabind_python_callback", "xlabind_noop"}
+    assert set(_xlabind.registrations()["cpu"]) == {"xlabind_check_status", "xlabind_noop"}
+    callbacks = _xlabind.callback_registrations()
+    for platform, name in (("cpu", "xlabind_cpu_callback_state"),
+                           ("CUDA", "xlabind_cuda_callback_state")):
+        assert callbacks[platform]["state_type"]["name"] == name
+        assert set(callbacks[platform]["targets"]) == {"xlabind_python_callback",
+                                                       "xlabind_python_callback_status"}
+        for stages in callbacks[platform]["targets"].values():
+            assert set(stages) == {"instantiate", "execute"}

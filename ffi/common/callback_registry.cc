@@ -1,5 +1,7 @@
 #include "ffi/common/callback_registry.h"
 
+#include <atomic>
+#include <mutex>
 #include <random>
 #include <unordered_map>
 #include <utility>
@@ -7,21 +9,74 @@
 namespace xlabind {
 namespace {
 
-// Guarded by the GIL, like every Python object the entries hold.
-std::unordered_map<uint64_t, std::shared_ptr<const CallbackData>>& Registry() {
-  static auto* registry = new std::unordered_map<uint64_t, std::shared_ptr<const CallbackData>>();
-  return *registry;
+bool InterpreterIsFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
 }
 
-uint64_t NextKey() {
+std::atomic<size_t> live_data{0};
+
+// CallbackData dropped on a thread without the GIL, waiting to be destroyed
+// with it. Never touched at interpreter shutdown (then they are leaked).
+struct Released {
+  std::mutex mutex;
+  std::vector<const CallbackData*> pending;
+  bool drain_scheduled = false;
+};
+
+Released& ReleasedData() {
+  static auto* released = new Released();
+  return *released;
+}
+
+int DrainReleased(void*) {
+  CollectReleasedCallbacks();
+  return 0;
+}
+
+// The deleter of every CallbackRef.
+void Release(const CallbackData* data) {
+  if (InterpreterIsFinalizing()) return;  // Python objects may be gone already
+  if (PyGILState_Check()) {
+    delete data;
+    return;
+  }
+  // Taking the GIL here could deadlock: the thread that holds it may wait for
+  // a lock this one holds (XLA destroys executables under its own locks).
+  Released& released = ReleasedData();
+  bool schedule;
+  {
+    std::lock_guard<std::mutex> lock(released.mutex);
+    released.pending.push_back(data);
+    schedule = !released.drain_scheduled;
+    released.drain_scheduled = true;
+  }
+  // The main thread destroys them at its next bytecode boundary; if the queue
+  // of pending calls is full, the next registry change does.
+  if (schedule && Py_AddPendingCall(DrainReleased, nullptr) != 0) {
+    std::lock_guard<std::mutex> lock(released.mutex);
+    released.drain_scheduled = false;
+  }
+}
+
+struct Registry {
+  std::mutex mutex;
+  std::unordered_map<uint64_t, CallbackRef> entries;
   // A random start makes keys from another process (e.g. an executable loaded
   // from a persistent compilation cache) miss instead of alias. Kept below
   // 2^62: MLIR builds u64 attributes from signed 64-bit integers.
-  static uint64_t next = [] {
+  uint64_t next_key = [] {
     std::random_device device;
     return ((uint64_t{device()} << 32) ^ uint64_t{device()}) >> 2;
   }();
-  return next++;
+};
+
+Registry& TheRegistry() {
+  static auto* registry = new Registry();
+  return *registry;
 }
 
 }  // namespace
@@ -29,6 +84,7 @@ uint64_t NextKey() {
 CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style,
                            bool single_result, PyObject* kwargs, PyObject* out_builder)
     : callable(callable), name(std::move(name)), style(style), single_result(single_result) {
+  live_data.fetch_add(1);
   Py_INCREF(callable);
   if (style != CallStyle::kInPlace) return;
   if (out_builder != nullptr && out_builder != Py_None) {
@@ -54,27 +110,64 @@ CallbackData::~CallbackData() {
   Py_XDECREF(kwnames);
   Py_XDECREF(out_builder);
   Py_DECREF(callable);
+  live_data.fetch_sub(1);
 }
 
 CallbackEntry::CallbackEntry(PyObject* callable, std::string name, CallStyle style,
                              bool single_result, PyObject* kwargs, PyObject* out_builder)
-    : data_(std::make_shared<const CallbackData>(callable, std::move(name), style, single_result,
-                                                 kwargs, out_builder)),
-      key_(NextKey()) {
-  Registry().emplace(key_, data_);
+    : data_(new CallbackData(callable, std::move(name), style, single_result, kwargs,
+                             out_builder),
+            Release) {
+  CollectReleasedCallbacks();
+  Registry& registry = TheRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  key_ = registry.next_key++;
+  registry.entries.emplace(key_, data_);
 }
 
-CallbackEntry::~CallbackEntry() { Registry().erase(key_); }
-
-std::shared_ptr<const CallbackData> FindCallback(uint64_t key) {
-  auto it = Registry().find(key);
-  return it == Registry().end() ? nullptr : it->second;
+CallbackEntry::~CallbackEntry() {
+  CallbackRef unregistered;
+  {
+    Registry& registry = TheRegistry();
+    std::lock_guard<std::mutex> lock(registry.mutex);
+    auto it = registry.entries.find(key_);
+    if (it != registry.entries.end()) {
+      unregistered = std::move(it->second);
+      registry.entries.erase(it);
+    }
+  }
+  // Both references are dropped here, outside the lock: destroying the data
+  // runs Python code (finalizers) that may register or drop entries itself.
 }
 
-size_t LiveCallbackCount() { return Registry().size(); }
+CallbackRef FindCallback(uint64_t key) {
+  Registry& registry = TheRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  auto it = registry.entries.find(key);
+  return it == registry.entries.end() ? nullptr : it->second;
+}
+
+size_t LiveCallbackCount() {
+  Registry& registry = TheRegistry();
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  return registry.entries.size();
+}
+
+size_t LiveCallbackDataCount() { return live_data.load(); }
+
+void CollectReleasedCallbacks() {
+  Released& released = ReleasedData();
+  std::vector<const CallbackData*> pending;
+  {
+    std::lock_guard<std::mutex> lock(released.mutex);
+    pending.swap(released.pending);
+    released.drain_scheduled = false;
+  }
+  for (const CallbackData* data : pending) delete data;
+}
 
 std::string RegisteredName(uint64_t key) {
-  auto data = FindCallback(key);
+  CallbackRef data = FindCallback(key);
   return data ? data->name : std::string();
 }
 

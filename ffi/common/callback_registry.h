@@ -3,17 +3,26 @@
 // registered once is found by the CPU and the CUDA handler alike.
 //
 // The HLO carries only an integer key, never an object address: a stale or
-// foreign key (an executable from another process, or one whose callback was
-// freed) finds nothing and fails with a clear error instead of calling into
-// freed memory. Keys start at a random offset per process and are never
-// reused.
+// foreign key (an executable from another process) finds nothing and fails
+// with a clear error instead of calling into freed memory. Keys start at a
+// random offset per process and are never reused.
 //
-// Ownership: a CallbackEntry (owned by Python, through nanobind) owns the
-// registration; every executable lowered with it keeps it alive (a jax
-// lowering keepalive), and nothing else does for long. The Python objects a
-// call needs live in a CallbackData shared by the entry and any call in
-// flight, so an entry dropped by another thread mid-call leaves the running
-// call intact. All registry access happens with the GIL held.
+// Ownership. What a call needs (the callable, its kwargs) is a CallbackData,
+// shared by whoever can still call it:
+//   - the CallbackEntry (a Python object) that registered it under its key,
+//     held by the bound function that made it and by the programs lowered
+//     with it until they are compiled;
+//   - every compiled executable that calls it: XLA runs the handler's
+//     instantiate stage when it builds the executable's custom-call thunk,
+//     and that stage takes a reference (callback_state.h) that lives as long
+//     as the thunk, so every execution in flight included.
+// The key only needs to resolve while programs are compiled; executions never
+// look it up.
+//
+// Threads. XLA compiles (and so instantiates) without the GIL, and destroys
+// executables on whatever thread drops them last, so the registry has its own
+// mutex, and a CallbackData released without the GIL is destroyed later, with
+// it (its Python references may only be dropped then).
 #ifndef XLABIND_FFI_COMMON_CALLBACK_REGISTRY_H_
 #define XLABIND_FFI_COMMON_CALLBACK_REGISTRY_H_
 
@@ -40,8 +49,9 @@ enum class CallStyle {
   kInPlace,
 };
 
-// What a call needs; owns one reference to each Python object. Destroy with
-// the GIL held.
+// What a call needs; owns one reference to each Python object. Created with
+// the GIL held; CallbackRef destroys it with the GIL held, whichever thread
+// drops the last reference.
 struct CallbackData {
   CallbackData(PyObject* callable, std::string name, CallStyle style, bool single_result,
                PyObject* kwargs, PyObject* out_builder);
@@ -61,13 +71,19 @@ struct CallbackData {
   std::vector<PyObject*> kwvalues;
 };
 
+// Shared ownership of a CallbackData that may be dropped on any thread, with
+// or without the GIL (see "Threads" above). At interpreter shutdown the data
+// is leaked rather than touched.
+using CallbackRef = std::shared_ptr<const CallbackData>;
+
 class CallbackEntry {
  public:
   // Registers `callable` (new references are taken) under a fresh key.
   // `kwargs` (a dict, or nullptr) is passed as keyword arguments in kInPlace;
-  // `out_builder` (or nullptr) builds `out` there.
+  // `out_builder` (or nullptr) builds `out` there. Requires the GIL.
   CallbackEntry(PyObject* callable, std::string name, CallStyle style, bool single_result,
                 PyObject* kwargs, PyObject* out_builder);
+  // Unregisters the key; executables built from it keep their reference.
   ~CallbackEntry();
   CallbackEntry(const CallbackEntry&) = delete;
   CallbackEntry& operator=(const CallbackEntry&) = delete;
@@ -76,19 +92,25 @@ class CallbackEntry {
   const std::string& name() const { return data_->name; }
 
  private:
-  std::shared_ptr<const CallbackData> data_;
+  CallbackRef data_;
   uint64_t key_;
 };
 
-// The data registered under `key`, or null. Requires the GIL; so does
-// releasing the returned pointer.
-std::shared_ptr<const CallbackData> FindCallback(uint64_t key);
+// The data registered under `key`, or null. Thread-safe; needs no GIL.
+CallbackRef FindCallback(uint64_t key);
 
-// How many entries are alive (for lifetime tests). Requires the GIL.
+// How many keys are registered (for lifetime tests). Thread-safe.
 size_t LiveCallbackCount();
 
+// How many CallbackData objects exist, registered or held by executables
+// only (for lifetime tests). Thread-safe.
+size_t LiveCallbackDataCount();
+
+// Destroys the CallbackData released without the GIL so far. Requires the
+// GIL; also runs by itself (a pending call) soon after such a release.
+void CollectReleasedCallbacks();
+
 // The name registered under `key`, or "" (for tests and diagnostics).
-// Requires the GIL.
 std::string RegisteredName(uint64_t key);
 
 }  // namespace xlabind

@@ -4,6 +4,20 @@ namespace xlabind {
 namespace ffi = xla::ffi;
 namespace {
 
+// gc.collect(generation); false if it could not run. Keeps any pending
+// exception aside (there is none here, but finalizers must not see one).
+bool CollectGarbage(int generation) {
+  PyObject* gc = PyImport_ImportModule("gc");
+  PyObject* collected = gc ? PyObject_CallMethod(gc, "collect", "i", generation) : nullptr;
+  Py_XDECREF(gc);
+  if (collected == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_DECREF(collected);
+  return true;
+}
+
 // A tuple of `count` views starting at `first` (new references), or nullptr.
 PyObject* TupleOf(const ViewList& views, size_t first, size_t count) {
   PyObject* tuple = PyTuple_New(static_cast<Py_ssize_t>(count));
@@ -52,18 +66,25 @@ PyObject* Invoke(const CallbackData& data, const ViewList& views, size_t num_ope
   return PyObject_Vectorcall(data.callable, call_args.data(), num_operands, data.kwnames);
 }
 
+// The views still referenced once unreachable garbage is gone. A reference
+// cycle the callable left behind (an exception kept in a local: `except E as
+// e: last = e`) holds a view without being reachable; collecting the
+// youngest generation first, where such a cycle usually is, keeps the common
+// case cheap, and only a view still referenced after a full collection is
+// reported as kept.
+std::vector<size_t> EscapedAfterCollecting(const ViewList& views) {
+  std::vector<size_t> escaped = views.Escaped();
+  for (int generation = 0; generation <= 2 && !escaped.empty(); ++generation) {
+    if (!CollectGarbage(generation)) break;
+    escaped = views.Escaped();
+  }
+  return escaped;
+}
+
 }  // namespace
 
 ffi::Error CallbackError(const std::string& name, const std::string& what) {
   return ffi::Error(ffi::ErrorCode::kUnknown, "xlabind callback '" + name + "' " + what);
-}
-
-ffi::Error MissingCallbackError(uint64_t key) {
-  return ffi::Error(ffi::ErrorCode::kNotFound,
-                    "xlabind: no live Python callback with key " + std::to_string(key) +
-                        "; the executable outlived its callback or was compiled in another "
-                        "process (disable the persistent compilation cache for programs that "
-                        "use xlabind callbacks)");
 }
 
 bool InterpreterIsGone() {
@@ -91,7 +112,7 @@ std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num
               "returned " + Py_TYPE(returned.get())->tp_name;
     }
   }  // the handler's own containers are released here
-  const std::vector<size_t> escaped = views.Escaped();
+  const std::vector<size_t> escaped = EscapedAfterCollecting(views);
   if (escaped.empty()) return error;
   // Checked after success and failure alike: a view kept past the call must
   // not reach XLA's memory once the handler returns.

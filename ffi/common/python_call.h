@@ -12,8 +12,10 @@
 //   std::string Detach(ViewList& views, const std::vector<size_t>& escaped);
 //   // After a successful call; results start at views[num_operands].
 //   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands);
+//   // The call's status (native/call_status.h) into `status`; without the GIL.
+//   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message);
 //
-// All run with the GIL held. Detach must leave every escaped view (and
+// All but WriteStatus run with the GIL held. Detach must leave every escaped view (and
 // whatever was made from it) unable to reach XLA's memory, and says what it
 // did, for the error message.
 #ifndef XLABIND_FFI_COMMON_PYTHON_CALL_H_
@@ -125,10 +127,7 @@ class ViewList {
 
 xla::ffi::Error CallbackError(const std::string& name, const std::string& what);
 
-// The error for a key with no live entry.
-xla::ffi::Error MissingCallbackError(uint64_t key);
-
-// The error for an interpreter that is shutting down, or none if it runs.
+// Whether the interpreter is shutting down (or gone): no Python may run.
 bool InterpreterIsGone();
 
 // Calls `data.callable` on `views` in its style and checks the outcome: a
@@ -140,10 +139,11 @@ std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num
                                                  const std::vector<size_t>&),
                            void* platform);
 
-// Views of every operand, then every result, into `views`; or the error.
+// Views of every operand, then of the first `num_results` results, into
+// `views`; or the error.
 template <typename Platform>
 std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
-                     xla::ffi::RemainingRets rets, ViewList& views) {
+                     xla::ffi::RemainingRets rets, size_t num_results, ViewList& views) {
   namespace ffi = xla::ffi;
   auto add = [&](const ffi::AnyBuffer& buffer, bool is_result) {
     PyObject* view = platform.View(buffer, is_result);
@@ -156,7 +156,7 @@ std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
     if (buffer.has_error()) return "operand " + std::to_string(i) + " is not a buffer";
     if (!add(*buffer, false)) return TakePythonError();
   }
-  for (size_t i = 0; i < rets.size(); ++i) {
+  for (size_t i = 0; i < num_results; ++i) {
     auto buffer = rets.get<ffi::AnyBuffer>(i);
     if (buffer.has_error()) return "result " + std::to_string(i) + " is not a buffer";
     if (!add(**buffer, true)) return TakePythonError();
@@ -164,12 +164,13 @@ std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
   return "";
 }
 
-// The handler body shared by every platform: looks up `key`, takes the GIL,
-// lets `platform` make the views, calls, checks, and lets `platform` finish.
-// No C++ exception crosses into XLA.
+// The handler body shared by every platform: takes the GIL, lets `platform`
+// make the views of the operands and the first `num_results` results, calls,
+// checks, and lets `platform` finish. No C++ exception crosses into XLA.
 template <typename Platform>
-xla::ffi::Error CallPython(uint64_t key, xla::ffi::RemainingArgs args,
-                           xla::ffi::RemainingRets rets, Platform& platform) {
+xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs args,
+                           xla::ffi::RemainingRets rets, size_t num_results,
+                           Platform& platform) {
   namespace ffi = xla::ffi;
   try {
     if (InterpreterIsGone()) {
@@ -177,22 +178,18 @@ xla::ffi::Error CallPython(uint64_t key, xla::ffi::RemainingArgs args,
                         "xlabind: the Python interpreter is shutting down");
     }
     GilScope gil;
-    // Shared ownership: the call keeps what it needs even if another thread
-    // drops the entry while the GIL is released inside the call.
-    std::shared_ptr<const CallbackData> data = FindCallback(key);
-    if (data == nullptr) return MissingCallbackError(key);
-    ViewList views(args.size() + rets.size(), args.size(), Platform::kReleaseView);
-    std::string error = AddViews(platform, args, rets, views);
-    if (!error.empty()) return CallbackError(data->name, "failed: " + error);
+    ViewList views(args.size() + num_results, args.size(), Platform::kReleaseView);
+    std::string error = AddViews(platform, args, rets, num_results, views);
+    if (!error.empty()) return CallbackError(data.name, "failed: " + error);
     error = InvokeAndCheck(
-        *data, views, args.size(),
+        data, views, args.size(),
         [](void* p, ViewList& v, const std::vector<size_t>& escaped) {
           return static_cast<Platform*>(p)->Detach(v, escaped);
         },
         &platform);
     if (!error.empty()) {
       return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
-                        "xlabind callback '" + data->name + "' " + error);
+                        "xlabind callback '" + data.name + "' " + error);
     }
     return platform.Finish(rets, views, args.size());
   } catch (const std::exception& e) {
@@ -201,6 +198,21 @@ xla::ffi::Error CallPython(uint64_t key, xla::ffi::RemainingArgs args,
   } catch (...) {
     return ffi::Error::Internal("xlabind: unknown C++ exception in the callback handler");
   }
+}
+
+// The same call for a program that stops every device when one fails
+// (native/call_status.h): the last result is the call's status, which
+// `platform.WriteStatus(buffer, failed, message)` fills in; the error is
+// returned only when even that fails.
+template <typename Platform>
+xla::ffi::Error CallPythonReportingStatus(const CallbackData& data, xla::ffi::RemainingArgs args,
+                                          xla::ffi::RemainingRets rets, Platform& platform) {
+  namespace ffi = xla::ffi;
+  if (rets.size() < 1) return ffi::Error::Internal("xlabind: the call has no status result");
+  auto status = rets.get<ffi::AnyBuffer>(rets.size() - 1);
+  if (status.has_error()) return ffi::Error::Internal("xlabind: the status is not a buffer");
+  ffi::Error error = CallPython(data, args, rets, rets.size() - 1, platform);
+  return platform.WriteStatus(**status, error.failure(), error.message());
 }
 
 }  // namespace xlabind

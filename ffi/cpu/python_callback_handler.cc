@@ -2,16 +2,22 @@
 
 #include <Python.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ffi/common/callback_state.h"
 #include "ffi/common/python_call.h"
 #include "ffi/cpu/numpy_views.h"
+#include "ffi/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {
 namespace ffi = xla::ffi;
 namespace {
+
+struct Cpu {};
+using CpuCallbackState = CallbackState<Cpu>;
 
 // The CPU half of a call (python_call.h): NumPy views of host buffers.
 struct CpuBuffers {
@@ -28,23 +34,54 @@ struct CpuBuffers {
   }
 
   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands) {
-    for (size_t i = 0; i < rets.size(); ++i) {
-      StoreResult(**rets.get<ffi::AnyBuffer>(i), views[num_operands + i]);
+    for (size_t i = num_operands; i < views.size(); ++i) {
+      StoreResult(**rets.get<ffi::AnyBuffer>(i - num_operands), views[i]);
     }
+    return ffi::Error::Success();
+  }
+
+  ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message) {
+    native::EncodeStatus(failed, message, static_cast<uint8_t*>(status.untyped_data()));
     return ffi::Error::Success();
   }
 };
 
-ffi::Error CallOnCpu(uint64_t key, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+// The key is an attribute of every stage (XLA decodes them all each time);
+// only instantiate reads it: the state holds what it named.
+ffi::Error Execute(CpuCallbackState* state, uint64_t, ffi::RemainingArgs args,
+                   ffi::RemainingRets rets) {
   CpuBuffers buffers;
-  return CallPython(key, args, rets, buffers);
+  return CallPython(*state->data, args, rets, rets.size(), buffers);
+}
+
+ffi::Error ExecuteReportingStatus(CpuCallbackState* state, uint64_t, ffi::RemainingArgs args,
+                                  ffi::RemainingRets rets) {
+  CpuBuffers buffers;
+  return CallPythonReportingStatus(*state->data, args, rets, buffers);
 }
 
 }  // namespace
+
+const XLA_FFI_TypeId* CpuCallbackStateTypeId() { return &CpuCallbackState::id; }
+const XLA_FFI_TypeInfo* CpuCallbackStateTypeInfo() { return &CpuCallbackState::kTypeInfo; }
+
 }  // namespace xlabind
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallback, xlabind::CallOnCpu,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallbackInstantiate,
+                              xlabind::InstantiateCallback<xlabind::Cpu>,
+                              xla::ffi::Ffi::BindInstantiate().Attr<uint64_t>("callback_key"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallback, xlabind::Execute,
                               xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::State<xlabind::CpuCallbackState>>()
+                                  .Attr<uint64_t>("callback_key")
+                                  .RemainingArgs()
+                                  .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallbackReportingStatus,
+                              xlabind::ExecuteReportingStatus,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::State<xlabind::CpuCallbackState>>()
                                   .Attr<uint64_t>("callback_key")
                                   .RemainingArgs()
                                   .RemainingRets());

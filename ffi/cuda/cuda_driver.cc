@@ -20,6 +20,9 @@ struct Driver {
   Result (*init)(unsigned) = nullptr;
   Result (*get_error_string)(Result, const char**) = nullptr;
   Result (*memcpy_dtod_async)(unsigned long long, unsigned long long, size_t, Stream) = nullptr;
+  Result (*memcpy_htod_async)(unsigned long long, const void*, size_t, Stream) = nullptr;
+  Result (*memcpy_dtoh_async)(void*, unsigned long long, size_t, Stream) = nullptr;
+  Result (*memset_d8_async)(unsigned long long, unsigned char, size_t, Stream) = nullptr;
   Result (*stream_synchronize)(Stream) = nullptr;
   Result (*ctx_synchronize)() = nullptr;
   Result (*event_create)(Event*, unsigned) = nullptr;
@@ -50,6 +53,9 @@ const Driver& GetDriver() {
     Find(library, "cuInit", driver.init, driver.missing);
     Find(library, "cuGetErrorString", driver.get_error_string, driver.missing);
     Find(library, "cuMemcpyDtoDAsync_v2", driver.memcpy_dtod_async, driver.missing);
+    Find(library, "cuMemcpyHtoDAsync_v2", driver.memcpy_htod_async, driver.missing);
+    Find(library, "cuMemcpyDtoHAsync_v2", driver.memcpy_dtoh_async, driver.missing);
+    Find(library, "cuMemsetD8Async", driver.memset_d8_async, driver.missing);
     Find(library, "cuStreamSynchronize", driver.stream_synchronize, driver.missing);
     Find(library, "cuCtxSynchronize", driver.ctx_synchronize, driver.missing);
     Find(library, "cuEventCreate", driver.event_create, driver.missing);
@@ -109,6 +115,33 @@ std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintp
   if (bytes == 0) return "";
   StreamContext context(d, stream);
   return Check(d, d.memcpy_dtod_async(dst, src, bytes, AsStream(stream)), "cuMemcpyDtoDAsync");
+}
+
+std::string CopyHostToDevice(uintptr_t dst, const void* src, size_t bytes, uintptr_t stream) {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  if (bytes == 0) return "";
+  StreamContext context(d, stream);
+  return Check(d, d.memcpy_htod_async(dst, src, bytes, AsStream(stream)), "cuMemcpyHtoDAsync");
+}
+
+std::string CopyDeviceToHost(void* dst, uintptr_t src, size_t bytes, uintptr_t stream) {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  if (bytes == 0) return "";
+  StreamContext context(d, stream);
+  std::string error =
+      Check(d, d.memcpy_dtoh_async(dst, src, bytes, AsStream(stream)), "cuMemcpyDtoHAsync");
+  if (!error.empty()) return error;
+  return Check(d, d.stream_synchronize(AsStream(stream)), "cuStreamSynchronize");
+}
+
+std::string SetBytes(uintptr_t dst, uint8_t value, size_t bytes, uintptr_t stream) {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  if (bytes == 0) return "";
+  StreamContext context(d, stream);
+  return Check(d, d.memset_d8_async(dst, value, bytes, AsStream(stream)), "cuMemsetD8Async");
 }
 
 std::string SynchronizeStream(uintptr_t stream) {

@@ -21,6 +21,13 @@ constexpr uintptr_t kPerThreadStream = 0x2;
 // Each returns "" on success, else a message naming the call and CUDA's error.
 // Each runs in the context of the (non-special) stream it is given.
 std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream);
+// Copies host memory to the device on `stream`; `src` may be reused as soon
+// as it returns (CUDA stages pageable memory before returning).
+std::string CopyHostToDevice(uintptr_t dst, const void* src, size_t bytes, uintptr_t stream);
+// Copies device memory to the host after the work on `stream`, and waits.
+std::string CopyDeviceToHost(void* dst, uintptr_t src, size_t bytes, uintptr_t stream);
+// Sets `bytes` bytes at `dst` to `value`, on `stream`.
+std::string SetBytes(uintptr_t dst, uint8_t value, size_t bytes, uintptr_t stream);
 std::string SynchronizeStream(uintptr_t stream);
 // Waits for every stream of `stream`'s context (its device).
 std::string SynchronizeContext(uintptr_t stream);

@@ -5,13 +5,19 @@
 #include <string>
 #include <vector>
 
+#include "ffi/common/callback_state.h"
 #include "ffi/common/python_call.h"
+#include "ffi/cuda/cuda_driver.h"
 #include "ffi/cuda/device_array.h"
+#include "ffi/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {
 namespace ffi = xla::ffi;
 namespace {
+
+struct Cuda {};
+using CudaCallbackState = CallbackState<Cuda>;
 
 struct CudaCall {
   uintptr_t stream;
@@ -56,17 +62,47 @@ struct CudaBuffers {
   }
 
   ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t) { return ffi::Error::Success(); }
+
+  // The status lives on the device: success is one byte set on XLA's stream;
+  // a failure's message is copied there (the host already knows it).
+  ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message) {
+    const auto device_status = reinterpret_cast<uintptr_t>(status.untyped_data());
+    std::string error;
+    if (!failed) {
+      error = cuda::SetBytes(device_status, 0, 1, call.stream);
+    } else {
+      std::vector<uint8_t> host(native::kStatusBytes);
+      native::EncodeStatus(true, message, host.data());
+      error = cuda::CopyHostToDevice(device_status, host.data(), host.size(), call.stream);
+    }
+    if (error.empty()) return ffi::Error::Success();
+    // The status cannot travel: fail here, with the call's own message first.
+    return ffi::Error::Internal(failed ? message + "\n(and " + error + ")" : error);
+  }
 };
 
-ffi::Error CallOnCuda(void* stream, int32_t device, uint64_t key, ffi::RemainingArgs args,
-                      ffi::RemainingRets rets) {
+// The key is an attribute of every stage (XLA decodes them all each time);
+// only instantiate reads it: the state holds what it named.
+ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
+                   ffi::RemainingArgs args, ffi::RemainingRets rets) {
   const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
   CurrentCallScope scope(&call);
   CudaBuffers buffers{call};
-  return CallPython(key, args, rets, buffers);
+  return CallPython(*state->data, args, rets, rets.size(), buffers);
+}
+
+ffi::Error ExecuteReportingStatus(void* stream, int32_t device, CudaCallbackState* state,
+                                  uint64_t, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
+  CurrentCallScope scope(&call);
+  CudaBuffers buffers{call};
+  return CallPythonReportingStatus(*state->data, args, rets, buffers);
 }
 
 }  // namespace
+
+const XLA_FFI_TypeId* CudaCallbackStateTypeId() { return &CudaCallbackState::id; }
+const XLA_FFI_TypeInfo* CudaCallbackStateTypeInfo() { return &CudaCallbackState::kTypeInfo; }
 
 std::optional<std::pair<uintptr_t, int32_t>> CurrentCudaCall() {
   if (current_call == nullptr) return std::nullopt;
@@ -75,10 +111,25 @@ std::optional<std::pair<uintptr_t, int32_t>> CurrentCudaCall() {
 
 }  // namespace xlabind
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallback, xlabind::CallOnCuda,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackInstantiate,
+                              xlabind::InstantiateCallback<xlabind::Cuda>,
+                              xla::ffi::Ffi::BindInstantiate().Attr<uint64_t>("callback_key"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallback, xlabind::Execute,
                               xla::ffi::Ffi::Bind()
                                   .Ctx<xla::ffi::PlatformStream<void*>>()
                                   .Ctx<xla::ffi::DeviceOrdinal>()
+                                  .Ctx<xla::ffi::State<xlabind::CudaCallbackState>>()
+                                  .Attr<uint64_t>("callback_key")
+                                  .RemainingArgs()
+                                  .RemainingRets());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackReportingStatus,
+                              xlabind::ExecuteReportingStatus,
+                              xla::ffi::Ffi::Bind()
+                                  .Ctx<xla::ffi::PlatformStream<void*>>()
+                                  .Ctx<xla::ffi::DeviceOrdinal>()
+                                  .Ctx<xla::ffi::State<xlabind::CudaCallbackState>>()
                                   .Attr<uint64_t>("callback_key")
                                   .RemainingArgs()
                                   .RemainingRets());

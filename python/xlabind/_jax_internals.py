@@ -4,19 +4,94 @@ touches one file. Each is what jax's own callbacks and custom partitioning use.
 
 from __future__ import annotations
 
+import jax
+from jax.sharding import NamedSharding, PartitionSpec
+
+from jax._src import core as _core
 from jax._src import dispatch as _dispatch
 from jax._src import sharding_impls as _sharding_impls
+from jax._src import util as _util
 from jax._src.custom_partitioning import custom_partitioning
 from jax._src.custom_partitioning_sharding_rule import ArrayMapping, SdyShardingRule
 
 ShardingContext = _sharding_impls.ShardingContext
+_ManualAxisType = getattr(_core, "ManualAxisType", None)
 SPMDAxisContext = _sharding_impls.SPMDAxisContext
 
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
-           "custom_partitioning", "needs_devices_to_lower"]
+           "agree_on_varying_axes", "cached_weakly", "custom_partitioning", "manual_axes", "needs_devices_to_lower",
+           "vary_over", "varying_axes", "varying_like"]
+
+
+def cached_weakly(param_type: type) -> None:
+    """Makes jax's caches keyed on primitive parameters (e.g. the abstract
+    evaluation cache, 2048 entries) hold parameters of `param_type` weakly, as
+    they hold jaxprs: an entry then dies with the last equation that uses it,
+    instead of keeping what the parameter refers to alive until evicted."""
+    _util.weakref_cache_key_types.add(param_type)
 
 
 def needs_devices_to_lower(primitive) -> None:
     """Makes jax lower `primitive` with the device assignment known (custom
     partitioning and one-device placement need it)."""
     _dispatch.prim_requires_devices_during_lowering.add(primitive)
+
+
+# -- varying manual axes (jax.shard_map with check_vma) ------------------------
+# An aval records the manual mesh axes its value varies over: `vma` (a
+# frozenset) in jax 0.9, `manual_axis_type.varying` from jax 0.10.
+
+
+def varying_axes(aval) -> frozenset:
+    """The manual mesh axes `aval`'s value varies over (empty outside shard_map,
+    and inside it with check_vma=False)."""
+    mat = getattr(aval, "manual_axis_type", None)
+    if mat is not None:
+        return frozenset(mat.varying)
+    return frozenset(getattr(aval, "vma", ()))
+
+
+def agree_on_varying_axes(operands):
+    """The operands, each made to vary over every manual axis any of them varies
+    over (jax.lax.pcast to 'varying', whose transpose is a psum), as jax's own
+    primitives make their operands agree."""
+    varying = [varying_axes(jax.typeof(x)) for x in operands]
+    union = frozenset().union(*varying)
+    if not union:
+        return operands
+    return [x if axes == union else jax.lax.pcast(x, tuple(sorted(union - axes, key=str)),
+                                                  to="varying")
+            for x, axes in zip(operands, varying)]
+
+
+def varying_like(results, operand_avals) -> list:
+    """`results` (plain avals) varying over the manual axes the operands vary over."""
+    template = max(operand_avals, key=lambda a: len(varying_axes(a)), default=None)
+    if template is None or not varying_axes(template):
+        return list(results)
+    mesh = template.sharding.mesh
+    out = []
+    for aval in results:
+        sharding = NamedSharding(mesh, PartitionSpec(*([None] * len(aval.shape))))
+        if hasattr(template, "manual_axis_type"):
+            out.append(aval.update(sharding=sharding, manual_axis_type=_ManualAxisType(
+                varying=varying_axes(template))))
+        else:
+            out.append(aval.update(sharding=sharding, vma=varying_axes(template)))
+    return out
+
+
+def manual_axes(axis_context) -> tuple:
+    """The manual mesh axes (of size > 1) a lowering runs under: inside
+    jax.shard_map, or inside a custom partitioning's per-device lowering."""
+    if not isinstance(axis_context, SPMDAxisContext):
+        return ()
+    mesh = axis_context.mesh
+    return tuple(a for a in mesh.axis_names
+                 if a in axis_context.manual_axes and mesh.shape[a] > 1)
+
+
+def vary_over(x, axes: tuple):
+    """`x`, made to vary over every one of the manual `axes` (for a collective)."""
+    missing = tuple(a for a in axes if a not in varying_axes(jax.typeof(x)))
+    return jax.lax.pcast(x, missing, to="varying") if missing else x

@@ -1,14 +1,18 @@
 """What a bound function is: its name, its results' shapes, how it behaves
 under vmap, and (for the differentiable kinds) how it is linear.
 
-How it runs is a separate object, its *implementation* (python_implementation.py:
-a Python function per platform; lowering.py asks it for the custom call).
-Calling a :class:`BoundFunction` binds the `xlabind_call` primitive
-(primitive.py).
+Two objects: the :class:`Definition`, which the `xlabind_call` primitive's
+parameter holds (so every traced program that calls the function owns it),
+and the :class:`BoundFunction` users hold and call, a thin handle on it.
+How it runs is a separate object again, its *implementation*
+(python_implementation.py: a Python function per platform; lowering.py asks
+it for the custom call). Calling a :class:`BoundFunction` binds the
+`xlabind_call` primitive (primitive.py).
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, NamedTuple, Sequence
 
 import jax
@@ -16,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabind import sharding
-from xlabind.primitive import BatchAxes, Call, OpHandle, bind
+from xlabind.primitive import BatchAxes, Call, bind
 
 ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
 
@@ -49,11 +53,14 @@ class BatchedResult(NamedTuple):
     batch_axis: int | None = None
 
 
-class BoundFunction:
-    """A function bound as a JAX operation. Create one with :func:`xlabind.callback`
-    (no derivatives), :func:`xlabind.linear`, :func:`xlabind.multilinear` or
-    :func:`xlabind.nonlinear`; call it with arrays as positional arguments and
-    static Python values as keyword arguments."""
+class Definition:
+    """What a bound function is: everything the `xlabind_call` primitive's rules
+    need. Every traced program that calls the function holds its definition
+    (strongly), so a program can be lowered, transformed and compiled after the
+    user dropped the :class:`BoundFunction` (an op made inside a traced
+    function is the everyday case); nothing in it refers back to the
+    BoundFunction, so jax's caches, which key on the BoundFunction weakly,
+    never keep it alive."""
 
     def __init__(self, implementation: Any,
                  result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None, *,
@@ -64,7 +71,8 @@ class BoundFunction:
             raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, "
                              f"got {vmap_method!r}")
         self.name = name
-        #: How it runs (python_implementation.PythonImplementation).
+        #: How it runs (python_implementation.PythonImplementation or
+        #: native_implementation.NativeImplementation).
         self.implementation = implementation
         self.result_shape_dtypes = result_shape_dtypes
         self.vmap_method = vmap_method
@@ -76,12 +84,16 @@ class BoundFunction:
         self.aligned_pairs = tuple(aligned_pairs)
         #: How its dimensions may be split across devices (sharding.py), or None.
         self.sharding_rule = sharding_rule
-        #: What the primitive's parameters name this function by (weakly).
-        self.handle = OpHandle(self)
+        #: What the programs compiled for eager calls name it by (weakly).
+        self.weak = WeakDefinition(self)
         self._eager: dict[Call, Callable] = {}
 
     def __repr__(self) -> str:
-        return f"xlabind.BoundFunction({self.name})"
+        return self.name
+
+    def get(self) -> "Definition":
+        """Itself: a Call names its function by the definition or by a WeakDefinition."""
+        return self
 
     @property
     def fn(self) -> Callable:
@@ -99,8 +111,9 @@ class BoundFunction:
         return callable(spec) and not hasattr(spec, "shape")
 
     # -- calling -----------------------------------------------------------
-    def __call__(self, *args: Any, **static_kwargs: Any) -> Any:
-        """Calls the function on `args` (arrays); keyword arguments are static."""
+    def call(self, args: Sequence[Any], static_kwargs: dict) -> Any:
+        """The results (a pytree) of calling the function on `args` (arrays) with
+        `static_kwargs`: what calling the BoundFunction does."""
         kwargs = self.check_kwargs(static_kwargs)
         operands = [self._as_operand(i, x) for i, x in enumerate(args)]
         self._check_nondiff_argnums(len(operands))
@@ -117,7 +130,7 @@ class BoundFunction:
              batch_axes: BatchAxes | None = None, out_batch_axes: BatchAxes | None = None,
              factors=None, out_factors=None) -> list:
         """Binds the primitive on flat operands; returns the flat results."""
-        call = Call(self.handle, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
+        call = Call(self, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
                     factors, out_factors)
         return bind(call, operands)
 
@@ -147,11 +160,14 @@ class BoundFunction:
                              f"{n} positional arguments")
 
     def eager_executable(self, call: Call) -> Callable:
-        """A jitted function of the operands for an eager call; cached on this object,
-        so it (and the executables it holds) dies with it."""
+        """A jitted function of the operands for an eager call, cached here. Its
+        program names this definition weakly: jax's caches hold that program for
+        as long as the jitted function lives, which is as long as this
+        definition, so a strong name there would keep both alive for good."""
         jitted = self._eager.get(call)
         if jitted is None:
-            jitted = jax.jit(lambda *operands: bind(call, operands))
+            weak_call = call.replace(op=self.weak)
+            jitted = jax.jit(lambda *operands: bind(weak_call, operands))
             self._eager[call] = jitted
         return jitted
 
@@ -188,7 +204,77 @@ class BoundFunction:
         return tuple(avals), out_tree, tuple(axes)
 
 
-def derived_vmap_method(parent: BoundFunction, shape_function) -> str:
+
+
+class WeakDefinition:
+    """Names a Definition without keeping it alive (for eager calls' programs)."""
+
+    __slots__ = ("_ref", "name", "__weakref__")
+
+    def __init__(self, definition: Definition):
+        self._ref = weakref.ref(definition)
+        self.name = definition.name
+
+    def get(self) -> Definition:
+        definition = self._ref()
+        if definition is None:  # pragma: no cover - its program dies with it
+            raise ReferenceError(f"xlabind: '{self.name}' is gone")
+        return definition
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class BoundFunction:
+    """A function bound as a JAX operation. Create one with :func:`xlabind.callback`
+    (no derivatives), :func:`xlabind.linear`, :func:`xlabind.multilinear` or
+    :func:`xlabind.nonlinear`; call it with arrays as positional arguments and
+    static Python values as keyword arguments.
+
+    It may be created anywhere, also inside a function being traced or
+    jitted, and dropped at any time: the programs that call it keep what they
+    need (its :class:`Definition`) themselves."""
+
+    __slots__ = ("definition", "__weakref__")
+
+    def __init__(self, definition: Definition):
+        #: What it is (shapes, vmap method, derivative rules, how it runs).
+        self.definition = definition
+
+    def __call__(self, *args: Any, **static_kwargs: Any) -> Any:
+        """Calls the function on `args` (arrays); keyword arguments are static."""
+        return self.definition.call(args, static_kwargs)
+
+    def __repr__(self) -> str:
+        return f"xlabind.BoundFunction({self.definition.name})"
+
+    @property
+    def name(self) -> str:
+        """The name used in error messages."""
+        return self.definition.name
+
+    @property
+    def fn(self) -> Callable:
+        """The Python function (the CPU one when there are several), or the FfiTarget."""
+        return self.definition.fn
+
+    @property
+    def in_place(self) -> bool:
+        """Whether the function writes its results into ``out``."""
+        return self.definition.in_place
+
+    @property
+    def vmap_method(self) -> str:
+        """How it is batched under ``jax.vmap`` (one of :data:`VMAP_METHODS`)."""
+        return self.definition.vmap_method
+
+    @property
+    def nondiff_argnums(self) -> tuple[int, ...]:
+        """The positions of the arguments that are never differentiated."""
+        return self.definition.nondiff_argnums
+
+
+def derived_vmap_method(parent: Definition, shape_function) -> str:
     """The vmap method of a function derived from `parent` (a transpose, a JVP):
     the parent's, except that native batching needs a result-shape function."""
     if parent.vmap_method == "native" and not callable(shape_function):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping, Sequence
 
-from xlabind.bound_function import BoundFunction, ResultSpec, derived_vmap_method
+from xlabind.bound_function import BoundFunction, Definition, ResultSpec, derived_vmap_method
 from xlabind.native_implementation import (FfiTarget, NativeImplementation, is_native,
                                            targets_by_platform)
 from xlabind.python_implementation import (PythonImplementation, function_name,
@@ -18,14 +18,14 @@ Function = Callable | Mapping[str, Callable] | FfiTarget | Mapping[str, FfiTarge
 
 
 
-def make_bound_function(fn: Function, result_shape_dtypes, *, in_place: bool,
-                          platforms: Sequence[str], vmap_method: str, name: str | None,
-                          nondiff_argnums: Sequence[int] = (), rules=None,
-                          aligned_pairs: Sequence[tuple[int, int]] = (),
-                          unwrap_one_tuple: bool = False, sharding_rule=None,
-                          synchronize: bool = False) -> BoundFunction:
-    """A BoundFunction that runs `fn`: Python functions (one, or one per
-    platform), or native FFI targets."""
+def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
+                    platforms: Sequence[str], vmap_method: str, name: str | None,
+                    nondiff_argnums: Sequence[int] = (), rules=None,
+                    aligned_pairs: Sequence[tuple[int, int]] = (),
+                    unwrap_one_tuple: bool = False, sharding_rule=None,
+                    synchronize: bool = False) -> Definition:
+    """The Definition of a bound function that runs `fn`: Python functions (one,
+    or one per platform), or native FFI targets."""
     name = name or function_name(fn)
     if is_native(fn):
         implementation = NativeImplementation(targets_by_platform(fn))
@@ -33,18 +33,18 @@ def make_bound_function(fn: Function, result_shape_dtypes, *, in_place: bool,
         implementation = PythonImplementation(
             functions_by_platform(name, fn, platforms), in_place=in_place,
             unwrap_one_tuple=unwrap_one_tuple, synchronize=synchronize)
-    return BoundFunction(
+    return Definition(
         implementation, result_shape_dtypes, name=name, vmap_method=vmap_method,
         nondiff_argnums=nondiff_argnums, rules=rules, aligned_pairs=aligned_pairs,
         sharding_rule=sharding_rule)
 
 
-def derived_function(parent: BoundFunction, platforms: Sequence[str], fn: Function,
-                     result_shape_dtypes, suffix: str, **options) -> BoundFunction:
+def derived_function(parent: Definition, platforms: Sequence[str], fn: Function,
+                     result_shape_dtypes, suffix: str, **options) -> Definition:
     """A function derived from `parent` (a transpose, a JVP, a VJP): it runs like
     its parent (in place or not, on the same platforms, synchronized or not)
     and is batched natively when its parent is and it has a shape function."""
-    return make_bound_function(
+    return make_definition(
         fn, result_shape_dtypes, in_place=options.pop("in_place", parent.in_place),
         platforms=platforms, vmap_method=derived_vmap_method(parent, result_shape_dtypes),
         name=f"{parent.name} ({suffix})", unwrap_one_tuple=True,
@@ -107,6 +107,6 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
       >>> jax.jit(cumsum)(jnp.arange(4.0))
       Array([0., 1., 3., 6.], dtype=float32)
     """
-    return make_bound_function(fn, result_shape_dtypes, in_place=in_place, platforms=platforms,
-                                 vmap_method=vmap_method, name=name, sharding_rule=sharding_rule,
-                                 synchronize=synchronize)
+    return BoundFunction(make_definition(
+        fn, result_shape_dtypes, in_place=in_place, platforms=platforms, vmap_method=vmap_method,
+        name=name, sharding_rule=sharding_rule, synchronize=synchronize))

@@ -33,7 +33,7 @@ Entry = tuple[str, int]
 def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Sequence[Entry],
                  out_tree, result_avals: Sequence[jax.core.ShapedArray],
                  result_entries: Sequence[Entry]) -> list:
-    """Calls `op` (a BoundFunction) on `operands` and returns results with
+    """Calls `op` (a Definition) on `operands` and returns results with
     `result_avals`, laid out as `parent` lays out the arrays named by the entries."""
     factors = out_factors = None
     if parent.factors is not None:  # the derived arrays keep the factors of what they stand for

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree, interleave
-from xlabind.bound_function import BoundFunction, ResultSpec
-from xlabind.callback import Function, derived_function, make_bound_function
+from xlabind.bound_function import BoundFunction, Definition, ResultSpec
+from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 
@@ -24,10 +24,10 @@ def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
 
 
 class _LinearPair:
-    """f and its transpose, each a BoundFunction whose transpose calls the other."""
+    """f and its transpose, each a Definition whose transpose calls the other."""
 
     def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, options):
-        self.forward = make_bound_function(
+        self.forward = make_definition(
             fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=lambda n: [_diff_positions(n, self.nondiff)],
                                  transposes=[self._call_transpose] if transpose is not None else [],
@@ -36,9 +36,9 @@ class _LinearPair:
         self.transpose_fn = transpose
         self.transpose_shape_dtypes = transpose_shape_dtypes
         self.platforms = options["platforms"]
-        self._transposes: dict[Any, BoundFunction] = {}  # by the forward call's result tree
+        self._transposes: dict[Any, Definition] = {}  # by the forward call's result tree
 
-    def transposed(self, forward_out_tree) -> BoundFunction:
+    def transposed(self, forward_out_tree) -> Definition:
         """The transpose: (nondiff args..., cotangents...) -> one cotangent per diff arg."""
         op = self._transposes.get(forward_out_tree)
         if op is None:
@@ -110,7 +110,7 @@ def linear(fn: Function, transpose: Function | None,
       >>> jax.grad(lambda x: matvec(x).sum())(jnp.ones(2))
       Array([4., 6.], dtype=float32)
     """
-    return _LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes, dict(
+    return BoundFunction(_LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes, dict(
         nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
         platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
-        name=name)).forward
+        name=name)).forward)

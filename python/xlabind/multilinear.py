@@ -18,21 +18,21 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from xlabind._trees import flat_results_tree
-from xlabind.bound_function import BoundFunction, ResultSpec
-from xlabind.callback import Function, derived_function, make_bound_function
+from xlabind.bound_function import BoundFunction, Definition, ResultSpec
+from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 
 
 class _Multilinear:
     def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes, options):
-        self.forward = make_bound_function(
+        self.forward = make_definition(
             fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=self._groups, transposes=self._transpose_for_group))
         self.user_transposes = tuple(transposes)
         self.transpose_shape_dtypes = tuple(transpose_shape_dtypes or ())
         self.platforms = options["platforms"]
-        self._derived: dict[Any, BoundFunction] = {}
+        self._derived: dict[Any, Definition] = {}
 
     def _diff(self, n):
         return [i for i in range(n) if i not in self.forward.nondiff_argnums]
@@ -51,11 +51,11 @@ class _Multilinear:
         return lambda op, outside, cts, group_avals, call: self._call_transpose(
             i, outside, cts, group_avals, call)
 
-    def transposed(self, i: int, n: int, forward_out_tree) -> BoundFunction:
+    def transposed(self, i: int, n: int, forward_out_tree) -> Definition:
         """T_i: (args without i..., cotangents...) -> cotangent of arg i."""
         user = self.user_transposes[i]
         if isinstance(user, BoundFunction):
-            return user
+            return user.definition
         key = (i, n, forward_out_tree)
         op = self._derived.get(key)
         if op is None:
@@ -161,7 +161,8 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
       >>> jax.grad(lambda x, y: mul(x, y).sum(), argnums=(0, 1))(jnp.ones(2), 3 * jnp.ones(2))
       (Array([3., 3.], dtype=float32), Array([1., 1.], dtype=float32))
     """
-    return _Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes, dict(
-        nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
-        platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
-        name=name)).forward
+    return BoundFunction(_Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
+                                      dict(nondiff_argnums=nondiff_argnums, in_place=in_place,
+                                           vmap_method=vmap_method, platforms=platforms,
+                                           sharding_rule=sharding_rule, synchronize=synchronize,
+                                           name=name)).forward)

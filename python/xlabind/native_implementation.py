@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 from jax.ffi import build_ffi_lowering_function
+from jax.interpreters import mlir
 
 from xlabind import _extension
 from xlabind._extension import register_ffi_targets  # noqa: F401  (public, from here)
@@ -112,7 +113,7 @@ class NativeImplementation:
         del name, what, dtype  # the handler decides what it accepts
 
     def emitter(self, platform: str, op, call):
-        """(emit(ctx, *operands) -> custom call op, keepalive or None)."""
+        """(emit(ctx, *operands) -> the call's results, keepalive or None)."""
         target = self.targets.get(platform)
         if target is None:
             raise NotImplementedError(
@@ -129,5 +130,21 @@ class NativeImplementation:
         if op.vmap_method == "native" and call.batch_axes is not None:
             attributes["batch_axes"] = np.asarray(
                 [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64)
+        if not call.reports_status:
+            lowering = build_ffi_lowering_function(target.name)
+            return (lambda ctx, *operands: lowering(ctx, *operands, **attributes).results), None
+        if (platform, target.name) in _extension.STATUS_VARIANTS:
+            # Built with xlabind_extension: a variant that reports its error as the
+            # status instead of failing (ffi/native/call_status.h).
+            lowering = build_ffi_lowering_function(target.name + _extension.STATUS_TARGET_SUFFIX)
+            return (lambda ctx, *operands: lowering(ctx, *operands, **attributes).results), None
+        # Registered some other way: its errors stop only the device it fails on
+        # (README, "Errors"); the status says success.
         lowering = build_ffi_lowering_function(target.name)
-        return (lambda ctx, *operands: lowering(ctx, *operands, **attributes)), None
+
+        def emit_without_status(ctx, *operands):
+            results = lowering(ctx.replace(avals_out=ctx.avals_out[:-1]), *operands,
+                               **attributes).results
+            return [*results, mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8))]
+
+        return emit_without_status, None

@@ -17,8 +17,8 @@ from typing import Any, Callable, Sequence
 import jax
 
 from xlabind._trees import flat_results_tree
-from xlabind.bound_function import BoundFunction, ResultSpec
-from xlabind.callback import Function, derived_function, make_bound_function
+from xlabind.bound_function import BoundFunction, Definition, ResultSpec
+from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules, instantiate, is_zero, output_tangents
 from xlabind.derived_calls import bind_derived, call_under_levels
 
@@ -57,18 +57,20 @@ def traceable(fn: Callable) -> Traceable:
 class _Nonlinear:
     def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, options):
         tangent = self._traced_tangent if isinstance(jvp, Traceable) else self._tangent
-        self.forward = make_bound_function(
+        self.forward = make_definition(
             fn, result_shape_dtypes, **options,
             rules=LinearityRules(groups=lambda n: [], params_tangent=tangent))
-        self.jvp, self.vjp = jvp, vjp
+        # A user's bound jvp / vjp stands for its definition (its rules, its functions).
+        self.jvp, self.vjp = (f.definition if isinstance(f, BoundFunction) else f
+                              for f in (jvp, vjp))
         self.vjp_shape_dtypes = vjp_shape_dtypes
         self.platforms = options["platforms"]
-        self._derived: dict[Any, tuple[BoundFunction, BoundFunction | None]] = {}
+        self._derived: dict[Any, tuple[Definition, Definition | None]] = {}
 
     def _diff(self, n):
         return [i for i in range(n) if i not in self.forward.nondiff_argnums]
 
-    def derived(self, n: int, out_tree) -> tuple[BoundFunction, BoundFunction | None]:
+    def derived(self, n: int, out_tree) -> tuple[Definition, Definition | None]:
         """(jvp op, vjp op) for calls of f with n arguments and this result tree.
 
         jvp op: (*args, *tangents of diff args) -> tangents of f's results.
@@ -82,14 +84,14 @@ class _Nonlinear:
         diff = self._diff(n)
 
         def user_rules(user):
-            if isinstance(user, BoundFunction) and user.rules is not None:
+            if isinstance(user, Definition) and user.rules is not None:
                 # Derivatives in the primals come from the user's own xlabind function.
                 return lambda op, primals, tangents, call: output_tangents(
                     user, primals, tangents, call)
             return None
 
         def derived_op(user, shapes, suffix, **rules):
-            function = user.implementation.functions if isinstance(user, BoundFunction) else user
+            function = user.implementation.functions if isinstance(user, Definition) else user
             return derived_function(
                 fwd, self.platforms, function, shapes, suffix,
                 in_place=getattr(user, "in_place", fwd.in_place),
@@ -213,7 +215,7 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
       >>> float(jax.grad(lambda x: sin(x).sum())(jnp.zeros(3))[0])
       1.0
     """
-    return _Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, dict(
+    return BoundFunction(_Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, dict(
         nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
         platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
-        name=name)).forward
+        name=name)).forward)

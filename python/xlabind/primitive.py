@@ -1,32 +1,41 @@
 """The `xlabind_call` primitive: one JAX primitive for every bound function.
 
 Its one parameter, a :class:`Call`, says everything its rules need: which
-bound function (through a weak :class:`OpHandle`), the static keyword
-arguments, the result tree and avals, and under native vmap the batch axes of
-operands and results. This module is a leaf: the rules (derivative_rules.py,
-batching_rules.py) and the per-platform lowering (lowering.py) import it and
-register themselves.
+bound function (its Definition, bound_function.py), the static keyword
+arguments, the result tree and avals, under native vmap the batch axes of
+operands and results, and with a sharding rule the factors. This module is a
+leaf: the rules (derivative_rules.py, batching_rules.py) and the per-platform
+lowering (lowering.py) import it and register themselves.
 
-Lifetime: a jaxpr, and so every cache of jax's that holds one, refers to the
-bound function only weakly. What must live as long as an executable (the
-user's Python function, through its registry entry) is kept by the
-executable itself, so dropping the bound function and the executables that
-use it frees everything, without ``jax.clear_caches()``.
+Lifetime: a Call holds the definition strongly, so any traced program (a
+jaxpr, in jax's caches or the user's hands) can still be lowered, transformed
+and compiled whatever the user dropped; the definition refers to nothing
+that jax's caches key on, so dropping the BoundFunction and the jitted
+functions that use it frees everything, without ``jax.clear_caches()``.
+Compiled executables keep their Python functions alive on the C++ side
+(ffi/common/callback_state.h).
+
+Inside ``jax.shard_map`` results vary over the manual axes that any operand
+varies over (operands are first made to agree), as for jax's own primitives,
+so that transposes and ``psum`` of results are those of the same function
+written in jnp.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
+import numpy as np
 from jax.extend.core import Primitive
 
+from xlabind import _jax_internals as internals
+from xlabind._extension import STATUS_BYTES
 from xlabind._static_kwargs import StaticKwargs
 
 if TYPE_CHECKING:  # pragma: no cover
-    from xlabind.bound_function import BoundFunction
+    from xlabind.bound_function import Definition
 
 xlabind_call_p = Primitive("xlabind_call")
 xlabind_call_p.multiple_results = True
@@ -36,37 +45,12 @@ xlabind_call_p.multiple_results = True
 BatchAxes = tuple[tuple["int | None", ...], ...]
 
 
-class OpHandle:
-    """A weak, hashable handle on a bound function, for the primitive's parameters.
-
-    Each bound function owns exactly one; handles compare by identity.
-    """
-
-    __slots__ = ("_ref", "name", "__weakref__")
-
-    def __init__(self, op: "BoundFunction"):
-        self._ref = weakref.ref(op)
-        self.name = op.name
-
-    def get(self) -> "BoundFunction":
-        op = self._ref()
-        if op is None:
-            raise ReferenceError(
-                f"xlabind: the bound function '{self.name}' was garbage-collected while a "
-                f"traced program still refers to it. Keep a reference to it for as long as "
-                f"you trace, lower or transform programs that use it (compiled executables "
-                f"keep what they need themselves).")
-        return op
-
-    def __repr__(self) -> str:
-        return self.name
-
-
 @dataclasses.dataclass(frozen=True)
 class Call:
     """The parameters of one `xlabind_call` equation."""
 
-    op: OpHandle
+    #: The Definition, or a WeakDefinition (eager calls' own programs); both .get() it.
+    op: Any
     kwargs: StaticKwargs
     out_tree: Any  # a PyTreeDef
     result_avals: tuple[jax.core.ShapedArray, ...]
@@ -78,9 +62,12 @@ class Call:
     factors: tuple[tuple[str, ...], ...] | None = None
     #: With a sharding rule: each result's factor per dimension.
     out_factors: tuple[tuple[str, ...], ...] | None = None
+    #: One more result, the call's status (call_status.py), instead of failing:
+    #: for the per-device calls of a sharded program, which check it on every device.
+    reports_status: bool = False
 
     @property
-    def fn(self) -> "BoundFunction":
+    def fn(self) -> "Definition":
         return self.op.get()
 
     def replace(self, **changes) -> "Call":
@@ -95,24 +82,34 @@ class Call:
         if self.factors is not None:
             parts.append("sharding=" + ", ".join(" ".join(f) for f in self.factors) + " -> "
                          + ", ".join(" ".join(f) for f in self.out_factors))
+        if self.reports_status:
+            parts.append("reports_status")
         return "Call(" + ", ".join(parts) + ")"
+
+
+internals.cached_weakly(Call)
 
 
 def bind(call: Call, operands: Sequence[Any]) -> list:
     """Binds the primitive; returns the flat results."""
-    return xlabind_call_p.bind(*operands, call=call)
+    return xlabind_call_p.bind(*internals.agree_on_varying_axes(operands), call=call)
+
+
+def status_aval() -> jax.core.ShapedArray:
+    """The aval of a call's status result (ffi/native/call_status.h)."""
+    return jax.core.ShapedArray((STATUS_BYTES,), np.uint8)
 
 
 @xlabind_call_p.def_abstract_eval
 def _abstract_eval(*operand_avals, call: Call):
-    del operand_avals
-    return list(call.result_avals)
+    results = list(call.result_avals) + ([status_aval()] if call.reports_status else [])
+    return internals.varying_like(results, operand_avals)
 
 
 @xlabind_call_p.def_impl
 def _eager(*operands, call: Call):
-    # Eager calls compile once per call signature, into a cache the bound
-    # function owns (not jax's global primitive cache, which would keep the
-    # user's function alive for good).
+    # Eager calls compile once per call signature, into a cache the definition
+    # owns (not jax's global primitive cache, which would keep the user's
+    # function alive for good).
     with jax.disable_jit(False):
         return call.fn.eager_executable(call)(*operands)

@@ -4,15 +4,16 @@ called by xlabind's FFI handler on XLA's own buffers.
 For each call signature (platform, static kwargs, result tree, batch axes) a
 registry entry (`_extension.CallbackEntry`) holds what the handler calls: the
 user's in-place function itself (called straight from C++), or an adapter
-that calls it and stores what it returns. Entries are held by the
-executables lowered with them, and only weakly here, so they die with the
-last executable that can call them.
+that calls it and stores what it returns. The implementation holds its
+entries (so one signature always lowers to the same key, and programs made
+from it compile to the same executable), and so does each lowered program
+until it is compiled; a compiled executable holds what its calls need on the
+C++ side (ffi/common/callback_state.h), however long it runs.
 """
 
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -67,7 +68,7 @@ class PythonImplementation:
         #: A derived function (transpose, VJP) with one result may return it as a
         #: 1-tuple, the habit jax.custom_vjp teaches.
         self.unwrap_one_tuple = unwrap_one_tuple
-        self._entries: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._entries: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
     @property
@@ -100,17 +101,18 @@ class PythonImplementation:
                             f"Python; supported dtypes: {supported}")
 
     def emitter(self, platform: str, op, call):
-        """(emit(ctx, *operands) -> custom call op, what the executable must keep alive)."""
+        """(emit(ctx, *operands) -> the call's results, what the lowered program must
+        keep alive until it is compiled)."""
+        _extension.register_callback_handlers(platform)
         entry = self.registry_entry(platform, op.name, call)
         key = np.uint64(entry.key)
+        lowering = _STATUS_OP if call.reports_status else _CALL_OP
 
         def emit(ctx, *operands):
             if platform == "cuda":
                 _check_cuda_dtypes(op.name, ctx)
-            return _python_callback_op(ctx, *operands, callback_key=key)
+            return lowering(ctx, *operands, callback_key=key).results
 
-        # The executable keeps the entry (and so the Python function) alive for as
-        # long as it can run, even after the user dropped every reference.
         return emit, entry
 
     def registry_entry(self, platform: str, name: str, call) -> Any:
@@ -148,7 +150,8 @@ class PythonImplementation:
         return _extension.CallbackEntry(adapter, name)
 
 
-_python_callback_op = build_ffi_lowering_function(_extension.PYTHON_CALLBACK_TARGET)
+_CALL_OP = build_ffi_lowering_function(_extension.PYTHON_CALLBACK_TARGET)
+_STATUS_OP = build_ffi_lowering_function(_extension.PYTHON_CALLBACK_STATUS_TARGET)
 
 # XLA packs these several to a byte; neither the CUDA array interface nor
 # DLPack can describe that.

@@ -15,7 +15,9 @@ factor, and transposes, JVPs and VJPs inherit the factors of the arrays they
 stand for, so grad and vmap of a sharded function stay sharded.
 
 The per-device split goes through jax's custom partitioning (a Shardy
-sharding rule, or GSPMD propagation callbacks without Shardy).
+sharding rule, or GSPMD propagation callbacks without Shardy). Whichever way
+it runs, a call that fails on one device stops every device at that call
+(call_status.py).
 """
 
 from __future__ import annotations
@@ -27,7 +29,11 @@ from typing import Any, Callable, Sequence
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jax.interpreters import mlir
+
 from xlabind import _jax_internals as internals
+from xlabind import call_status
+from xlabind.primitive import bind
 
 # Per operand (or result): one factor name per dimension.
 Factors = tuple[tuple[str, ...], ...]
@@ -96,22 +102,26 @@ def independent(call) -> set[str]:
 
 
 def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
-    """Lowers a call with `emit(ctx, *operands) -> custom call op`, placed so that
-    it runs once per program, or once per device on its shard."""
+    """Lowers a call with `emit(ctx, *operands) -> results`, placed so that it runs
+    once per program, or once per device on its shard; in a program over
+    several devices a failure stops every device at this call (call_status.py)."""
+    if call.reports_status:
+        # One of the per-device calls below: their caller checks the status.
+        return emit(ctx, *operands)
     axis_context = ctx.module_context.axis_context
-    if not isinstance(axis_context, internals.ShardingContext) or axis_context.num_devices <= 1:
-        # One device, or inside shard_map (per-device semantics): a plain call.
-        return emit(ctx, *operands).results
-    return _lower_partitioned(ctx, call, operands)
+    if isinstance(axis_context, internals.ShardingContext) and axis_context.num_devices > 1:
+        return _lower_partitioned(ctx, call, operands)
+    axes = internals.manual_axes(axis_context)
+    if axes:
+        # Inside shard_map (per-device semantics): once per device.
+        return mlir.lower_fun(lambda *xs: call_status.call_on_every_device(call, xs, axes),
+                              multiple_results=True)(ctx, *operands)
+    return emit(ctx, *operands)
 
 
 def _lower_partitioned(ctx, call, operands):
     """Custom partitioning: XLA asks, once it knows how the operands are
     sharded, for the per-device computation."""
-    from jax.interpreters import mlir
-
-    from xlabind.primitive import bind  # the primitive module imports nothing of ours
-
     factors, out_factors = call.factors, call.out_factors
     if factors is None:  # undeclared: every dimension stays whole
         factors = tuple(tuple(f"w{i}_{d}" for d in range(len(x.shape)))
@@ -145,19 +155,19 @@ def _lower_partitioned(ctx, call, operands):
 
     def partition(mesh, arg_shapes, result_shape):
         chosen = assignment(mesh, arg_shapes)
+        axes = tuple(mesh.axis_names)
         if not chosen:
             # Nothing to split: one call, on the first device, broadcast to the others.
-            lower_fn = _once_per_program(mesh, call)
+            lower_fn = _per_device(mesh, lambda xs: call_status.call_on_first_device(call, xs,
+                                                                                     axes))
         else:
             local = tuple(
                 jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
                                            for d, f in zip(aval.shape, array)), aval.dtype)
                 for aval, array in zip(call.result_avals, out_factors))
             local_call = call.replace(result_avals=local)
-
-            def lower_fn(*xs):
-                return tuple(bind(local_call, xs))
-
+            lower_fn = _per_device(mesh, lambda xs: call_status.call_on_every_device(local_call,
+                                                                                     xs, axes))
         return (mesh, lower_fn, shardings(mesh, chosen, out_factors),
                 shardings(mesh, chosen, factors))
 
@@ -176,47 +186,20 @@ def _lower_partitioned(ctx, call, operands):
     return mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(ctx, *operands)
 
 
-def _once_per_program(mesh, call):
-    """A per-device computation that calls on the first device only and
-    broadcasts its results to the others."""
-    import jax.numpy as jnp
-
-    from xlabind.primitive import bind
-
+def _per_device(mesh, body):
+    """The per-device computation of a custom partitioning: `body(operands)`,
+    told that it runs per device (Manual axes), which keeps jax from annotating
+    the arrays made there with the mesh's shardings: from jax 0.11 it does so
+    under Explicit axes, and XLA cannot compile that in this body."""
     axes = tuple(mesh.axis_names)
-    # The body runs per device. Telling jax so (Manual axes) keeps it from
-    # annotating the arrays made here with the mesh's shardings, which from jax
-    # 0.11 it does under Explicit axes and XLA cannot compile in this body.
     manual = jax.sharding.AbstractMesh(tuple(mesh.shape.values()), axes,
                                        axis_types=(jax.sharding.AxisType.Manual,) * len(axes))
 
     def lower_fn(*xs):
         with jax.sharding.use_abstract_mesh(manual):
-            first = jax.lax.axis_index(axes) == 0
-            results = jax.lax.cond(
-                first, lambda: tuple(bind(call, xs)),
-                lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in call.result_avals))
-            return tuple(_from_first(r, axes) for r in results)
+            return tuple(body(xs))
 
     return lower_fn
-
-
-def _from_first(x, axes):
-    """`x` of the first device on every device, given zeros on the others: a sum
-    (exact: one term is not zero) over the bits, which works for every dtype."""
-    import jax.numpy as jnp
-    import numpy as np
-
-    dtype = np.dtype(x.dtype)
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        return jax.lax.psum(x, axes)
-    if dtype == np.bool_:
-        return jax.lax.psum(x.astype(np.uint8), axes).astype(np.bool_)
-    if dtype.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"):  # packed by XLA
-        return jax.lax.psum(x.astype(np.float32), axes).astype(dtype)
-    bits = np.dtype(f"uint{dtype.itemsize * 8}")
-    summed = jax.lax.psum(jax.lax.bitcast_convert_type(x, bits), axes)
-    return jax.lax.bitcast_convert_type(summed, dtype)
 
 
 def _spec(axes):
