@@ -11,6 +11,7 @@ import pytest
 from jax.scipy.ndimage import map_coordinates as reference
 
 from gpu_devices import on_cpu, on_gpu, requires_gpu
+import map_coordinates_table as table
 from xlabind import _extension
 from xlabind.ops import map_coordinates
 
@@ -108,3 +109,39 @@ def test_calls_inside_a_loop_repeat_exactly():
         expected = jax.jit(step)(expected)
     # (float atomics add in any order: close, not bit-equal)
     np.testing.assert_allclose(loop(g), expected, rtol=1e-5, atol=1e-6)
+
+
+# -- every input (the CPU's tests/test_map_coordinates_domain.py, on the GPU) --
+
+@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("mode", MODES)
+def test_every_input_follows_the_table_on_the_gpu(mode, order):
+    grid = on_gpu(np.asarray(table.GRID))
+    got = map_coordinates(grid, [on_gpu(np.asarray(table.EXTREME))], order, mode, cval=table.CVAL)
+    np.testing.assert_array_equal(np.asarray(got),
+                                  [table.expected(mode, c) for c in table.EXTREME])
+    finite = on_gpu(np.asarray(table.FINITE))
+    np.testing.assert_allclose(map_coordinates(grid, [finite], order, mode, cval=table.CVAL),
+                               reference(grid, [finite], order, mode, cval=table.CVAL),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_nan_and_infinite_coordinates_in_gradients_on_the_gpu(mode):
+    grid = on_gpu(np.asarray(table.GRID))
+    coords = on_gpu(np.asarray([np.nan, np.inf, -np.inf, 1.5]))
+    f = lambda g, c: map_coordinates(g, [c], 1, mode, table.CVAL).sum()
+    g_gpu = jax.grad(f, argnums=(0, 1))(grid, coords)
+    g_cpu = jax.grad(f, argnums=(0, 1))(on_cpu(np.asarray(table.GRID)),
+                                        on_cpu(np.asarray(coords)))
+    for a, b in zip(g_gpu, g_cpu):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_zero_points_and_zero_batches_on_the_gpu():
+    grid = on_gpu(np.asarray(table.GRID))
+    assert map_coordinates(grid, [on_gpu(np.zeros(0))], 1).shape == (0,)
+    assert jax.vmap(lambda c: map_coordinates(grid, [c], 1))(on_gpu(np.zeros((0, 4)))).shape == (
+        0, 4)
+    np.testing.assert_array_equal(
+        jax.grad(lambda g: map_coordinates(g, [on_gpu(np.zeros(0))], 1).sum())(grid), np.zeros(5))

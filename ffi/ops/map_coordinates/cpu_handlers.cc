@@ -42,8 +42,13 @@ struct Cell {
     for (int a = 0; a < kNdim; ++a) {
       const T c = coords.axis[a][at];
       const T lower = FloorOf(c);
+      // Compared as floats first: NaN, infinities and huge values fail here.
+      if (!(lower >= T(0) && lower + T(1) < static_cast<T>(g.grid_shape[a])) ||
+          g.derivative[a] > 1) {
+        return false;
+      }
       const int64_t low = static_cast<int64_t>(lower);
-      if (!(low >= 0 && low + 1 < g.grid_shape[a]) || g.derivative[a] > 1) return false;
+      if (low + 1 >= g.grid_shape[a]) return false;  // rounding in float32 near 2^24
       first += low * g.grid_strides[a];
       const T t = c - lower;
       weight[a][0] = g.derivative[a] ? T(-1) : T(1) - t;
@@ -81,6 +86,7 @@ struct Cell {
 // that cover values [begin, end).
 template <typename Run>
 void ForRuns(const Geometry& g, int64_t begin, int64_t end, Run&& run) {
+  if (begin >= end) return;  // also: no points at all (g.points may be 0)
   int64_t b = begin / g.points, p = begin % g.points;
   for (int64_t i = begin; i < end; ++b, p = 0) {
     int64_t grid_offset, coord_offset;
@@ -154,7 +160,8 @@ void Gather(const Geometry& geometry, const T* grid, const Coordinates<T>& coord
 template <typename T, int kOrder, int kNdim, bool kFast>
 XLABIND_HOST_DEVICE void ScatterPoint(const Geometry& g, T* grid, const Coordinates<T>& coords,
                                       int64_t at, T ct) {
-  if (ct == T(0)) return;
+  // No shortcut for a zero cotangent: a NaN weight (a NaN coordinate) makes it
+  // NaN, as in jax.
   if constexpr (kFast) {
     Cell<T, kNdim> cell;
     if (cell.Load(g, coords, at)) {

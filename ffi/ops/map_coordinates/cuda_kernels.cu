@@ -33,8 +33,7 @@ __global__ void ScatterKernel(Geometry g, Coordinates<T> coords, const T* cotang
   const int64_t total = g.batch * g.points;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T ct = cotangents[i];
-    if (ct == T(0)) continue;
+    const T ct = cotangents[i];  // even zero: a NaN weight makes it NaN, as in jax
     const int64_t b = i / g.points, p = i % g.points;
     int64_t grid_offset, coord_offset;
     BatchOffsets(g, b, &grid_offset, &coord_offset);

@@ -3,11 +3,12 @@
 // how each boundary mode maps an index into the grid. It follows
 // jax.scipy.ndimage.map_coordinates exactly (orders 0 and 1; modes constant,
 // nearest, wrap, mirror, reflect), with the interpolation weights optionally
-// differentiated along each axis. Plain C++ with no library calls, so nvcc and
-// the C++ toolchain compile it alike.
+// differentiated along each axis. Plain C++ whose one library call (fmod)
+// nvcc and the C++ toolchain both provide, so they compile it alike.
 #ifndef XLABIND_FFI_OPS_MAP_COORDINATES_INTERPOLATION_H_
 #define XLABIND_FFI_OPS_MAP_COORDINATES_INTERPOLATION_H_
 
+#include <cmath>
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -68,52 +69,121 @@ XLABIND_HOST_DEVICE int64_t Reflect(int64_t index, int64_t size) {
   return FloorDiv(Mirror(2 * index + 1, 2 * size + 1) - 1, 2);
 }
 
-// Maps `index` into [0, size) by `mode`; false when constant mode leaves it out.
-XLABIND_HOST_DEVICE bool FixIndex(int64_t& index, int64_t size, int32_t mode) {
-  switch (mode) {
-    case kConstant:
-      return index >= 0 && index < size;
-    case kNearest:
-      index = index < 0 ? 0 : (index >= size ? size - 1 : index);
-      return true;
-    case kWrap:
-      index = FloorMod(index, size);
-      return true;
-    case kMirror:
-      index = Mirror(index, size);
-      return true;
-    default:
-      index = Reflect(index, size);
-      return true;
-  }
+// Every coordinate takes the same path, whatever its magnitude (README,
+// "map_coordinates on every input"):
+//   NaN                      the point's value is NaN;
+//   +-inf                    nearest: the edge; constant: outside (cval);
+//                            wrap, mirror, reflect: NaN;
+//   finite                   jax's nodes (floor(c) and floor(c) + 1 for
+//                            order 1, c rounded half away from zero for order
+//                            0) through the boundary mode, computed exactly
+//                            at any magnitude: where jax's int32 indices are
+//                            exact (|c| < 2^31 - 1) this is jax's arithmetic.
+// Node indices are integral doubles until the mode has brought them into the
+// grid: a double holds every integer up to 2^53 exactly, and past that every
+// double is an integer.
+
+// Below this magnitude a double's integer part fits an int64.
+constexpr double kInt64Exact = 4.0e18;
+
+// floor(x), exact for any double; NaN and +-inf pass through.
+XLABIND_HOST_DEVICE double FloorOf(double x) {
+  if (!(x > -kInt64Exact && x < kInt64Exact)) return x;  // integral already, or not finite
+  const double truncated = static_cast<double>(static_cast<int64_t>(x));
+  return truncated > x ? truncated - 1.0 : truncated;
 }
 
+// floor(x) in x's own type (exact: a float's floor is a float).
 template <typename T>
 XLABIND_HOST_DEVICE T FloorOf(T x) {
-  const T truncated = static_cast<T>(static_cast<int64_t>(x));
-  return truncated > x ? truncated - T(1) : truncated;
+  return static_cast<T>(FloorOf(static_cast<double>(x)));
+}
+
+// x rounded half away from zero (lax.round), exact for any double.
+XLABIND_HOST_DEVICE double RoundHalfAwayFromZero(double x) {
+  if (!(x > -kInt64Exact && x < kInt64Exact)) return x;
+  const double truncated = static_cast<double>(static_cast<int64_t>(x));
+  const double fraction = x - truncated;  // exact
+  return fraction >= 0.5 ? truncated + 1.0 : (fraction <= -0.5 ? truncated - 1.0 : truncated);
+}
+
+// `index` (an integral double) modulo `period` > 0, in [0, period).
+XLABIND_HOST_DEVICE int64_t IndexModulo(double index, int64_t period) {
+  if (index > -kInt64Exact && index < kInt64Exact) {
+    return FloorMod(static_cast<int64_t>(index), period);
+  }
+  // fmod is exact; its result is smaller than the period.
+  const int64_t r = static_cast<int64_t>(fmod(index, static_cast<double>(period)));
+  return r < 0 ? r + period : r;
+}
+
+// Maps node `index` (an integral double, finite) into [0, size) by `mode`;
+// false when constant mode leaves it outside the grid.
+XLABIND_HOST_DEVICE bool FixIndex(double index, int64_t size, int32_t mode, int64_t* fixed) {
+  switch (mode) {
+    case kConstant: {
+      const bool inside = index >= 0.0 && index < static_cast<double>(size);
+      *fixed = inside ? static_cast<int64_t>(index) : 0;
+      return inside;
+    }
+    case kNearest:
+      *fixed = index <= 0.0 ? 0
+               : index >= static_cast<double>(size - 1) ? size - 1
+                                                        : static_cast<int64_t>(index);
+      return true;
+    case kWrap:
+      *fixed = IndexModulo(index, size);
+      return true;
+    case kMirror:  // periodic with period 2 (size - 1)
+      *fixed = size <= 1 ? 0 : Mirror(IndexModulo(index, 2 * (size - 1)), size);
+      return true;
+    default:  // reflect: periodic with period 2 size
+      *fixed = Reflect(IndexModulo(index, 2 * size), size);
+      return true;
+  }
 }
 
 // The grid nodes coordinate `c` touches along one axis (1 for order 0, 2 for
 // order 1): their offsets (index * stride), their weights differentiated
 // `derivative` times, and whether they lie inside the grid (constant mode).
+// False when the point's value is NaN (see above); weight[0] is then a NaN.
 template <typename T, int kOrder>
-XLABIND_HOST_DEVICE void AxisNodes(T c, int64_t size, int64_t stride, int32_t mode,
+XLABIND_HOST_DEVICE bool AxisNodes(T c, int64_t size, int64_t stride, int32_t mode,
                                    int32_t derivative, int64_t* offset, T* weight, bool* valid) {
+  constexpr int kNodes = kOrder + 1;
+  if (!(c - c == T(0))) {  // NaN or +-inf
+    const bool nan = c != c;
+    if (nan || (mode != kConstant && mode != kNearest)) {
+      weight[0] = c - c;  // NaN
+      return false;
+    }
+    // The edge (nearest) or outside the grid (constant), every node alike.
+    const int64_t edge = c > T(0) ? size - 1 : 0;
+    for (int k = 0; k < kNodes; ++k) {
+      offset[k] = edge * stride;
+      valid[k] = mode == kNearest;
+    }
+    if (kOrder == 0) {
+      weight[0] = derivative == 0 ? T(1) : T(0);
+    } else {
+      weight[0] = derivative == 0 ? T(1) : derivative == 1 ? T(-1) : T(0);
+      weight[1] = derivative == 0 ? T(0) : derivative == 1 ? T(1) : T(0);
+    }
+    return true;
+  }
   if (kOrder == 0) {
-    // Round half away from zero, as lax.round does.
-    const T rounded = c >= T(0) ? FloorOf(c + T(0.5)) : -FloorOf(-c + T(0.5));
-    int64_t index = static_cast<int64_t>(rounded);
-    valid[0] = FixIndex(index, size, mode);
+    int64_t index;
+    valid[0] = FixIndex(RoundHalfAwayFromZero(static_cast<double>(c)), size, mode, &index);
     offset[0] = index * stride;
     weight[0] = derivative == 0 ? T(1) : T(0);
-    return;
+    return true;
   }
-  const T lower = FloorOf(c);
-  const T upper_weight = c - lower;
-  int64_t low = static_cast<int64_t>(lower), high = low + 1;
-  valid[0] = FixIndex(low, size, mode);
-  valid[1] = FixIndex(high, size, mode);
+  const double lower = FloorOf(static_cast<double>(c));
+  const T upper_weight = c - static_cast<T>(lower);  // exact
+  int64_t low, high;
+  valid[0] = FixIndex(lower, size, mode, &low);
+  // Past 2^53, lower + 1 may round to lower; its weight is zero there.
+  valid[1] = FixIndex(lower + 1.0, size, mode, &high);
   offset[0] = low * stride;
   offset[1] = high * stride;
   if (derivative == 0) {
@@ -125,13 +195,15 @@ XLABIND_HOST_DEVICE void AxisNodes(T c, int64_t size, int64_t stride, int32_t mo
   } else {  // piecewise linear: no curvature
     weight[0] = weight[1] = T(0);
   }
+  return true;
 }
 
 // Calls visit(grid offset, weight) for every grid node the point at `at` of
-// the coordinate arrays touches with a nonzero weight; nodes outside the grid
-// (constant mode) contribute zero and are skipped. kNdim > 0 fixes the grid's
-// rank at compile time (the common 1-, 2- and 3-D cases unroll); 0 reads it
-// from the geometry.
+// the coordinate arrays reads, zero weights included (as jax, whose 0 * inf
+// is NaN); nodes outside the grid (constant mode) are skipped: the caller
+// adds cval for them. A point whose value is NaN reads node 0 with a NaN
+// weight. kNdim > 0 fixes the grid's rank at compile time (the common 1-, 2-
+// and 3-D cases unroll); 0 reads it from the geometry.
 template <typename T, int kOrder, int kNdim, typename Visit>
 XLABIND_HOST_DEVICE void ForEachNode(const Geometry& g, const Coordinates<T>& coords, int64_t at,
                                      Visit&& visit) {
@@ -141,8 +213,11 @@ XLABIND_HOST_DEVICE void ForEachNode(const Geometry& g, const Coordinates<T>& co
   T weight[kMaxDims][kNodes];
   bool valid[kMaxDims][kNodes];
   for (int a = 0; a < ndim; ++a) {
-    AxisNodes<T, kOrder>(coords.axis[a][at], g.grid_shape[a], g.grid_strides[a], g.mode,
-                         g.derivative[a], offset[a], weight[a], valid[a]);
+    if (!AxisNodes<T, kOrder>(coords.axis[a][at], g.grid_shape[a], g.grid_strides[a], g.mode,
+                              g.derivative[a], offset[a], weight[a], valid[a])) {
+      visit(int64_t{0}, weight[a][0]);
+      return;
+    }
   }
   const int corners = kOrder == 0 ? 1 : 1 << ndim;
   for (int corner = 0; corner < corners; ++corner) {
@@ -155,7 +230,7 @@ XLABIND_HOST_DEVICE void ForEachNode(const Geometry& g, const Coordinates<T>& co
       w *= weight[a][k];
       inside = inside && valid[a][k];
     }
-    if (inside && w != T(0)) visit(node, w);
+    if (inside) visit(node, w);
   }
 }
 

@@ -13,6 +13,7 @@ with xlabind's API for native targets:
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Sequence
 
 import jax
@@ -62,6 +63,23 @@ def _bound(ndim: int):
     return interpolate, interpolated
 
 
+def _checked_order(order) -> int:
+    """`order` as the int jax takes it for: integer-valued numbers (1, 1.0, True,
+    numpy integers) compare equal to 0 or 1 in jax's own check."""
+    try:
+        value = operator.index(order)
+    except TypeError:
+        integral = isinstance(order, (float, np.floating)) and float(order).is_integer()
+        value = int(order) if integral else None
+    if value is None:
+        raise ValueError(f"xlabind.ops.map_coordinates: order must be an integer (0 or 1), got "
+                         f"{order!r} of type {type(order).__name__}")
+    if value not in (0, 1):
+        raise NotImplementedError(f"xlabind.ops.map_coordinates: order must be 0 or 1, got "
+                                  f"{order!r}")
+    return value
+
+
 def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "constant",
                     cval=0.0) -> jax.Array:
     """Interpolates ``input`` at ``coordinates``, like
@@ -71,7 +89,8 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
       input: the N-dimensional grid (1 to 8 dimensions; float32 or float64).
       coordinates: N arrays (broadcast together), the fractional grid indices
         of the points, one array per grid dimension.
-      order: 0 (nearest) or 1 (linear).
+      order: 0 (nearest) or 1 (linear); an integer-valued number, as jax
+        accepts it (``1.0`` and ``True`` are 1).
       mode: ``"constant"``, ``"nearest"``, ``"wrap"``, ``"mirror"`` or
         ``"reflect"``, as in JAX.
       cval: the value outside the grid in ``"constant"`` mode.
@@ -79,9 +98,13 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
     Returns:
       The interpolated values, shaped like the (broadcast) coordinates, of
       ``input``'s dtype. Differentiable in ``input`` and ``coordinates``;
-      vmap runs the kernel once on the whole batch. Other dtypes (integers,
-      complex) and grids beyond 8 dimensions are handed to jax's own
-      implementation.
+      vmap runs the kernel once on the whole batch. Every coordinate has a
+      value: NaN gives NaN, infinities and coordinates too large for jax's
+      int32 indices follow the table in the README ("map_coordinates on every
+      input"). A grid with an empty dimension gives ``cval`` in constant mode
+      and is an error in the others (there is nothing to read). Other dtypes
+      (integers, complex) and grids beyond 8 dimensions are handed to jax's
+      own implementation.
 
     Example:
       >>> import jax.numpy as jnp
@@ -95,9 +118,7 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
     if len(coordinates) != grid.ndim:
         raise ValueError(f"xlabind.ops.map_coordinates: coordinates must be a sequence of "
                          f"length input.ndim, but {len(coordinates)} != {grid.ndim}")
-    if order not in (0, 1):
-        raise NotImplementedError(f"xlabind.ops.map_coordinates: order must be 0 or 1, got "
-                                  f"{order!r}")
+    order = _checked_order(order)
     if mode not in _MODES:
         raise NotImplementedError(f"xlabind.ops.map_coordinates: mode must be one of "
                                   f"{sorted(_MODES)}, got {mode!r}")
@@ -105,13 +126,23 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
         return jax.scipy.ndimage.map_coordinates(grid, coordinates, order, mode, cval)
     coordinates = jnp.broadcast_arrays(*coordinates)
     shape = coordinates[0].shape
-    coords = [c.astype(grid.dtype).reshape(-1) for c in coordinates]
+    if grid.size == 0:
+        if mode != "constant":
+            raise ValueError(f"xlabind.ops.map_coordinates: mode {mode!r} has nothing to read "
+                             f"in a grid with an empty dimension (shape {grid.shape}); only "
+                             f"mode='constant' (every point is outside: cval) has values")
+        return jnp.full(shape, cval, grid.dtype)
+    # jax computes the weights in the coordinates' precision: float64
+    # coordinates on a float32 grid run in float64, cast back at the end.
+    dtype = jnp.result_type(grid.dtype, *(c.dtype for c in coordinates
+                                          if jnp.issubdtype(c.dtype, jnp.floating)))
+    coords = [c.astype(dtype).reshape(-1) for c in coordinates]
     _, interpolated = _bound(grid.ndim)
     flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * grid.ndim)
-    values = interpolated(grid, *coords, **flat)
+    values = interpolated(grid.astype(dtype), *coords, **flat)
     if mode == "constant" and not (isinstance(cval, (int, float)) and cval == 0):
         # Points outside the grid take cval: their weights are what the grid's
         # inside leaves of 1.
-        outside = 1 - interpolated(jnp.ones_like(grid), *coords, **flat)
-        values = values + jnp.asarray(cval, grid.dtype) * outside
-    return values.reshape(shape)
+        outside = 1 - interpolated(jnp.ones(grid.shape, dtype), *coords, **flat)
+        values = values + jnp.asarray(cval, dtype) * outside
+    return values.astype(grid.dtype).reshape(shape)
