@@ -179,9 +179,16 @@ NB_MODULE(_xlabind, m) {
       .def(
           "__init__",
           [](xlabind::CallbackEntry* self, nb::callable callable, std::string name,
-             bool in_place, bool single_result, nb::object kwargs, nb::object out_builder) {
+             bool in_place, bool single_result, nb::object kwargs, nb::object out_builder,
+             nb::object jaxbind_kwargs_dump) {
             if (!kwargs.is_none() && !nb::isinstance<nb::dict>(kwargs)) {
               throw nb::type_error("CallbackEntry: kwargs must be a dict or None");
+            }
+            if (!jaxbind_kwargs_dump.is_none()) {
+              new (self) xlabind::CallbackEntry(callable.ptr(), std::move(name),
+                                                xlabind::CallStyle::kJaxbind, false, nullptr,
+                                                jaxbind_kwargs_dump.ptr());
+              return;
             }
             new (self) xlabind::CallbackEntry(
                 callable.ptr(), std::move(name),
@@ -190,11 +197,13 @@ NB_MODULE(_xlabind, m) {
           },
           nb::arg("callable"), nb::arg("name"), nb::kw_only(), nb::arg("in_place") = false,
           nb::arg("single_result") = false, nb::arg("kwargs") = nb::none(),
-          nb::arg("out_builder") = nb::none(),
+          nb::arg("out_builder") = nb::none(), nb::arg("jaxbind_kwargs_dump") = nb::none(),
           "in_place=False: callable(operands, results). in_place=True: "
           "callable(*operands, out=..., **kwargs) returning None, where `out` is the one "
           "result array when single_result, else out_builder(results) when given, else "
-          "the tuple of results.")
+          "the tuple of results. jaxbind_kwargs_dump given: callable(out list, operands "
+          "tuple, jaxbind_kwargs_dump), jaxbind's convention, returning None, every result "
+          "written.")
       .def_prop_ro("key", &xlabind::CallbackEntry::key)
       .def_prop_ro("name", [](const xlabind::CallbackEntry& e) { return e.name(); })
       .def("__reduce__",

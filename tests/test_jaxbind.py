@@ -180,3 +180,87 @@ def test_rebinding_an_output_instead_of_writing_into_it_is_an_error():
     with pytest.raises(Exception, match=r"rebinds replaced out\[0\] instead of writing into it.*"
                                         r"out\[0\]\[\(\)\] = value"):
         jax.jit(op)(jnp.ones(3))[0].block_until_ready()
+
+
+# -- mistakes a jaxbind user makes get errors, never uninitialised memory ------
+def _double(out, args, kwargs_dump):
+    out[0][...] = 2 * args[0]
+
+
+def _abstract_like(*args, **kwargs):
+    return ((args[0].shape, args[0].dtype),)
+
+
+def test_a_callback_that_returns_its_result_is_an_error():
+    def returns(out, args, kwargs_dump):
+        return 2 * args[0]
+
+    op = jaxbind.get_linear_call(returns, _double, _abstract_like, _abstract_like)
+    with pytest.raises(Exception, match=r"returns is a jaxbind callback: it must write its "
+                                        r"results into `out` .* but it returned numpy.ndarray"):
+        jax.jit(op)(jnp.ones(3))[0].block_until_ready()
+
+
+@pytest.mark.parametrize("shape", [(3,), (1,), (2, 50), ()])
+def test_a_vjp_that_writes_nothing_is_an_error(shape):
+    def writes_nothing(out, args, kwargs_dump):
+        pass
+
+    op = jaxbind.get_linear_call(_double, writes_nothing, _abstract_like, _abstract_like)
+    x = jnp.ones(shape)
+    np.testing.assert_array_equal(op(x)[0], 2 * np.ones(shape))
+    with pytest.raises(Exception, match=r"writes_nothing \(_double \(transpose\)\) wrote nothing "
+                                        r"into out\[0\]"):
+        jax.grad(lambda x: op(x)[0].sum())(x).block_until_ready()
+
+
+def test_a_callback_that_writes_the_sentinel_value_itself_is_not_mistaken():
+    # A result that legitimately holds NaNs, zeros, or extreme values passes.
+    for value in (np.nan, 0.0, -np.inf, np.finfo(np.float64).max):
+        op = jaxbind.get_linear_call(
+            lambda out, args, kd, v=value: out[0].__setitem__(..., v), _double,
+            _abstract_like, _abstract_like)
+        np.testing.assert_array_equal(jax.jit(op)(jnp.ones(4))[0], np.full(4, value))
+
+
+def test_changing_the_out_list_is_an_error():
+    def appends(out, args, kwargs_dump):
+        out[0][...] = args[0]
+        out.append(None)
+
+    op = jaxbind.get_linear_call(appends, _double, _abstract_like, _abstract_like)
+    with pytest.raises(Exception, match=r"appends changed the length of `out`"):
+        jax.jit(op)(jnp.ones(3))[0].block_until_ready()
+
+
+def test_an_abstract_returning_one_pair_instead_of_a_tuple_of_them_says_so():
+    op = jaxbind.get_linear_call(_double, _double, lambda x: (x.shape, x.dtype), _abstract_like)
+    with pytest.raises(TypeError, match=r"returned one \(shape, dtype\) pair, .*wrap it in a "
+                                        r"tuple"):
+        op(jnp.ones(3))
+    op = jaxbind.get_linear_call(_double, _double, lambda x: 3, _abstract_like)
+    with pytest.raises(TypeError, match=r"returned int; expected one \(shape, dtype\)"):
+        op(jnp.ones(3))
+
+
+def test_a_batch_axes_keyword_without_func_can_batch_is_the_callers_own():
+    seen = []
+
+    def records(out, args, kwargs_dump):
+        seen.append(jaxbind.load_kwargs(kwargs_dump))
+        out[0][...] = args[0]
+
+    op = jaxbind.get_linear_call(records, _double, _abstract_like, _abstract_like)
+    op(jnp.ones(3), batch_axes=1)
+    assert seen[-1] == {"batch_axes": 1}
+
+
+def test_first_n_args_fixed_is_checked_and_named():
+    with pytest.raises(ValueError, match=r"first_n_args_fixed must be 0 or more, got -1"):
+        jaxbind.get_linear_call(_double, _double, _abstract_like, _abstract_like,
+                                first_n_args_fixed=-1)
+    op = jaxbind.get_linear_call(_double, _double, _abstract_like, _abstract_like,
+                                 first_n_args_fixed=2)
+    with pytest.raises(ValueError, match=r"first_n_args_fixed=2, but the call has only 1 "
+                                         r"positional arguments"):
+        op(jnp.ones(3))

@@ -168,6 +168,23 @@ def xlabind_linear(n: int) -> Case:
                 _vector(n))
 
 
+def _jaxbind_copy(out, args, kwargs_dump):
+    del kwargs_dump
+    out[0][...] = args[0]  # jaxbind callbacks must write their results (one element here)
+
+
+def jaxbind_noop(n: int) -> Case:
+    from xlabind import jaxbind
+
+    def abstract(x):
+        return ((x.shape, x.dtype),)
+
+    op = jaxbind.get_linear_call(_jaxbind_copy, _jaxbind_copy, abstract, abstract)
+    x = _vector(n)
+    return Case(f"jaxbind_{n}", "xlabind.jaxbind get_linear_call, (out, args, kwargs)",
+                jax.jit(lambda x: op(x)[0]), x, np.asarray(x))
+
+
 def _sin_native(x, *, out, batch_axes):
     del batch_axes  # elementwise: the layout of x is the layout of out
     np.sin(x, out=out)
@@ -282,6 +299,7 @@ def all_cases() -> tuple[list[Case], list[str]]:
         lambda: xlabind_in_place(LARGE),
         lambda: xlabind_returning(LARGE),
         lambda: xlabind_linear(SMALL),
+        lambda: jaxbind_noop(SMALL),
         vmap_native,
         vmap_sequential,
     ]
@@ -360,7 +378,8 @@ def summarize(case: Case) -> dict:
 
 TARGETS = [
     # (name, numerator key, denominator key, target maximum or None)
-    ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.15),
+    ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.10),
+    ("jaxbind drop-in / native no-op", f"jaxbind_{SMALL}", f"native_noop_{SMALL}", 1.15),
     ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
 ]

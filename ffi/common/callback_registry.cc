@@ -86,6 +86,11 @@ CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style
     : callable(callable), name(std::move(name)), style(style), single_result(single_result) {
   live_data.fetch_add(1);
   Py_INCREF(callable);
+  if (style == CallStyle::kJaxbind) {
+    kwargs_dump = out_builder != nullptr ? out_builder : Py_None;
+    Py_INCREF(kwargs_dump);
+    return;
+  }
   if (style != CallStyle::kInPlace) return;
   if (out_builder != nullptr && out_builder != Py_None) {
     Py_INCREF(out_builder);
@@ -107,6 +112,7 @@ CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style
 
 CallbackData::~CallbackData() {
   for (PyObject* value : kwvalues) Py_DECREF(value);
+  Py_XDECREF(kwargs_dump);
   Py_XDECREF(kwnames);
   Py_XDECREF(out_builder);
   Py_DECREF(callable);

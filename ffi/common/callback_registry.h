@@ -47,6 +47,11 @@ enum class CallStyle {
   // out_builder(results tuple) when there is an out_builder (a nested result
   // tree), else the tuple of result views.
   kInPlace,
+  // callable(out: list, args: tuple, kwargs_dump), which must return None and
+  // leave the list's entries in place: jaxbind's convention, for
+  // xlabind.jaxbind's drop-in, with no adapter frame in between. Each result
+  // must be written (the platform checks what it can: CheckWritten below).
+  kJaxbind,
 };
 
 // What a call needs; owns one reference to each Python object. Created with
@@ -65,6 +70,8 @@ struct CallbackData {
   bool single_result;
   // kInPlace only, or null: turns the tuple of result views into `out`.
   PyObject* out_builder = nullptr;
+  // kJaxbind only: the third argument of every call.
+  PyObject* kwargs_dump = nullptr;
   // ("out", *kwargs names) for kInPlace, as vectorcall's kwnames; else null.
   PyObject* kwnames = nullptr;
   // The kwargs values, in kwnames order after "out".
@@ -80,7 +87,8 @@ class CallbackEntry {
  public:
   // Registers `callable` (new references are taken) under a fresh key.
   // `kwargs` (a dict, or nullptr) is passed as keyword arguments in kInPlace;
-  // `out_builder` (or nullptr) builds `out` there. Requires the GIL.
+  // `out_builder` (or nullptr) builds `out` there; in kJaxbind, `out_builder`
+  // is the kwargs_dump. Requires the GIL.
   CallbackEntry(PyObject* callable, std::string name, CallStyle style, bool single_result,
                 PyObject* kwargs, PyObject* out_builder);
   // Unregisters the key; executables built from it keep their reference.

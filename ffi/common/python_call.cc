@@ -35,6 +35,18 @@ PyObject* TupleOf(const ViewList& views, size_t first, size_t count) {
 PyObject* Invoke(const CallbackData& data, const ViewList& views, size_t num_operands,
                  Ref& operands_tuple, Ref& out_container) {
   const size_t num_results = views.size() - num_operands;
+  if (data.style == CallStyle::kJaxbind) {
+    // callable(out, args, kwargs_dump), `out` a list as jaxbind passes it.
+    out_container.reset(PyList_New(static_cast<Py_ssize_t>(num_results)));
+    operands_tuple.reset(TupleOf(views, 0, num_operands));
+    if (!operands_tuple || !out_container) return nullptr;
+    for (size_t i = 0; i < num_results; ++i) {
+      Py_INCREF(views[num_operands + i]);
+      PyList_SET_ITEM(out_container.get(), i, views[num_operands + i]);
+    }
+    PyObject* call_args[] = {out_container.get(), operands_tuple.get(), data.kwargs_dump};
+    return PyObject_Vectorcall(data.callable, call_args, 3, nullptr);
+  }
   if (data.style == CallStyle::kAdapter) {
     operands_tuple.reset(TupleOf(views, 0, num_operands));
     out_container.reset(TupleOf(views, num_operands, num_results));
@@ -81,6 +93,32 @@ std::vector<size_t> EscapedAfterCollecting(const ViewList& views) {
   return escaped;
 }
 
+// What a jaxbind callback must have done: returned None, and left each entry
+// of `out` (the list it was given) the result view it was.
+std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObject* out,
+                             const ViewList& views, size_t num_operands) {
+  if (returned != Py_None) {
+    return "raised TypeError: " + data.name +
+           " is a jaxbind callback: it must write its results into `out` (out[i][...] = "
+           "value) and return None, but it returned " + Py_TYPE(returned)->tp_name;
+  }
+  const size_t num_results = views.size() - num_operands;
+  const size_t now = static_cast<size_t>(PyList_GET_SIZE(out));
+  for (size_t i = 0; i < num_results; ++i) {
+    if (i >= now || PyList_GET_ITEM(out, i) != views[num_operands + i]) {
+      return "raised TypeError: " + data.name + " replaced out[" + std::to_string(i) +
+             "] instead of writing into it: the result arrays are XLA's own memory, so write "
+             "with out[" + std::to_string(i) + "][()] = value (or out[" + std::to_string(i) +
+             "][...] = value).";
+    }
+  }
+  if (now != num_results) {
+    return "raised TypeError: " + data.name + " changed the length of `out` (" +
+           std::to_string(num_results) + " results, now " + std::to_string(now) + ")";
+  }
+  return "";
+}
+
 }  // namespace
 
 ffi::Error CallbackError(const std::string& name, const std::string& what) {
@@ -110,6 +148,8 @@ std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num
       error = "raised TypeError: " + data.name +
               " is an in_place function: it must write into `out` and return None, but it "
               "returned " + Py_TYPE(returned.get())->tp_name;
+    } else if (data.style == CallStyle::kJaxbind) {
+      error = CheckJaxbindCall(data, returned.get(), out_container.get(), views, num_operands);
     }
   }  // the handler's own containers are released here
   const std::vector<size_t> escaped = EscapedAfterCollecting(views);

@@ -14,6 +14,10 @@
 //   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands);
 //   // The call's status (native/call_status.h) into `status`; without the GIL.
 //   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message);
+//   // Before and after a jaxbind-style call: mark a result, and whether it is
+//   // still as marked (nothing was written). A platform that cannot tell says no.
+//   void MarkUnwritten(const ffi::AnyBuffer& result);
+//   bool Unwritten(const ffi::AnyBuffer& result);
 //
 // All but WriteStatus run with the GIL held. Detach must leave every escaped view (and
 // whatever was made from it) unable to reach XLA's memory, and says what it
@@ -181,12 +185,25 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
     ViewList views(args.size() + num_results, args.size(), Platform::kReleaseView);
     std::string error = AddViews(platform, args, rets, num_results, views);
     if (!error.empty()) return CallbackError(data.name, "failed: " + error);
+    // jaxbind callbacks must write every result; what the platform can check.
+    const bool check_written = data.style == CallStyle::kJaxbind;
+    if (check_written) {
+      for (size_t i = 0; i < num_results; ++i) platform.MarkUnwritten(**rets.get<ffi::AnyBuffer>(i));
+    }
     error = InvokeAndCheck(
         data, views, args.size(),
         [](void* p, ViewList& v, const std::vector<size_t>& escaped) {
           return static_cast<Platform*>(p)->Detach(v, escaped);
         },
         &platform);
+    for (size_t i = 0; check_written && error.empty() && i < num_results; ++i) {
+      if (platform.Unwritten(**rets.get<ffi::AnyBuffer>(i))) {
+        error = "raised TypeError: " + data.name + " wrote nothing into out[" +
+                std::to_string(i) + "] (its first and last elements are still as xlabind left "
+                "them): a jaxbind callback must fill every result, e.g. out[" +
+                std::to_string(i) + "][...] = value";
+      }
+    }
     if (!error.empty()) {
       return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
                         "xlabind callback '" + data.name + "' " + error);

@@ -9,6 +9,7 @@
 #include "ffi/common/callback_state.h"
 #include "ffi/common/python_call.h"
 #include "ffi/cpu/numpy_views.h"
+#include "ffi/cpu/result_sentinels.h"
 #include "ffi/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -39,6 +40,9 @@ struct CpuBuffers {
     }
     return ffi::Error::Success();
   }
+
+  void MarkUnwritten(const ffi::AnyBuffer& result) { xlabind::MarkUnwritten(result); }
+  bool Unwritten(const ffi::AnyBuffer& result) { return StillUnwritten(result); }
 
   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message) {
     native::EncodeStatus(failed, message, static_cast<uint8_t*>(status.untyped_data()));

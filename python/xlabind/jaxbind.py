@@ -73,52 +73,129 @@ def _jaxbind_batch_axes(batch_axes):
     return tuple(tuple(a for a in entry if a is not None) for entry in batch_axes)
 
 
-def _jaxbind_kwargs(kwargs: dict) -> dict:
-    if "batch_axes" in kwargs:
+def _jaxbind_kwargs(kwargs: dict, batched: bool) -> dict:
+    """The keyword arguments as jaxbind passes them; with func_can_batch,
+    xlabind's ``batch_axes`` in jaxbind's form (without it, a ``batch_axes`` is
+    the caller's own and passes unchanged)."""
+    if batched and "batch_axes" in kwargs:
         kwargs = {**kwargs, "batch_axes": _jaxbind_batch_axes(kwargs["batch_axes"])}
     return kwargs
 
 
-def _callback(f: Callable | None) -> Callable | None:
-    """A jaxbind callback (out, args, kwargs_dump) as an xlabind in-place function."""
-    if f is None:
-        return None
-    name = getattr(f, "__qualname__", repr(f))
+class _JaxbindCallback:
+    """A jaxbind callback ``f(out, args, kwargs_dump)``, bound in place.
 
-    def in_place(*args, out, **kwargs):
-        results = list(out) if isinstance(out, (tuple, list)) else [out]
-        given = list(results)
-        f(results, args, _KwargsDump(_jaxbind_kwargs(kwargs)))
-        for i, (now, then) in enumerate(zip(results, given)):
-            if now is not then or len(results) != len(given):
-                raise TypeError(
-                    f"{name} replaced out[{i}] instead of writing into it: the result "
-                    f"arrays are XLA's own memory, so write with out[{i}][()] = value "
-                    f"(or out[{i}][...] = value).")
+    On the CPU xlabind's handler calls it directly in jaxbind's convention
+    (ffi/common/callback_registry.h, kJaxbind: no Python frame in between),
+    checking that it returns None, keeps each entry of ``out`` and writes
+    every result; elsewhere ``in_place_function`` adapts it."""
 
-    in_place.__qualname__ = name
-    return in_place
+    #: How python_implementation.py knows to call it the jaxbind way.
+    xlabind_convention = "jaxbind"
+
+    def __init__(self, f: Callable, batched: bool):
+        if not callable(f):
+            raise TypeError(f"xlabind.jaxbind: callbacks must be callable, got "
+                            f"{type(f).__name__}")
+        self.callback = f
+        self.batched = batched
+        self.__qualname__ = getattr(f, "__qualname__", repr(f))
+
+    def __call__(self, *args, **kwargs):
+        raise TypeError(f"{self.__qualname__} is a jaxbind callback: call it as "
+                        f"f(out, args, kwargs_dump)")
+
+    def kwargs_dump(self, kwargs: dict) -> _KwargsDump:
+        return _KwargsDump(_jaxbind_kwargs(kwargs, self.batched))
+
+    def in_place_function(self) -> Callable:
+        """The callback as an xlabind in-place function ``fn(*args, out, **kwargs)``."""
+        f, name, dump = self.callback, self.__qualname__, self.kwargs_dump
+
+        def in_place(*args, out, **kwargs):
+            results = list(out) if isinstance(out, (tuple, list)) else [out]
+            given = list(results)
+            returned = f(results, args, dump(kwargs))
+            if returned is not None:
+                raise TypeError(f"{name} is a jaxbind callback: it must write its results into "
+                                f"`out` (out[i][...] = value) and return None, but it returned "
+                                f"{type(returned).__name__}")
+            for i, (now, then) in enumerate(zip(results, given)):
+                if now is not then or len(results) != len(given):
+                    raise TypeError(
+                        f"{name} replaced out[{i}] instead of writing into it: the result "
+                        f"arrays are XLA's own memory, so write with out[{i}][()] = value "
+                        f"(or out[{i}][...] = value).")
+
+        in_place.__qualname__ = name
+        return in_place
 
 
-def _abstract(abstract: Callable | None) -> Callable | None:
+def _callback(f: Callable | None, batched: bool) -> _JaxbindCallback | None:
+    """A jaxbind callback (out, args, kwargs_dump) for xlabind's in-place binding."""
+    return None if f is None else _JaxbindCallback(f, batched)
+
+
+def _abstract(abstract: Callable | None, batched: bool) -> Callable | None:
     """A jaxbind abstract function as an xlabind result-shape function."""
     if abstract is None:
         return None
+    name = getattr(abstract, "__qualname__", repr(abstract))
 
     def result_shape_dtypes(*args, **kwargs):
-        results = abstract(*args, **_jaxbind_kwargs(kwargs))
-        return tuple(BatchedResult(tuple(r[0]), np.dtype(r[1]),
-                                   r[2] if len(r) > 2 and isinstance(r[2], int) else None)
-                     for r in results)
+        results = abstract(*args, **_jaxbind_kwargs(kwargs, batched))
+        return tuple(_result(name, i, r) for i, r in enumerate(_results(name, results)))
 
     return result_shape_dtypes
 
 
-def _as_list_call(op) -> Callable:
+def _results(name: str, results) -> list:
+    """What an abstract function returned, as its list of per-result tuples."""
+    expected = ("one (shape, dtype) or (shape, dtype, batch_axis) tuple per result, e.g. "
+                "((x.shape, x.dtype),)")
+    if not isinstance(results, (tuple, list)):
+        raise TypeError(f"xlabind.jaxbind: abstract function {name} returned "
+                        f"{type(results).__name__}; expected {expected}")
+    first = results[0] if results else None
+    if len(results) in (2, 3) and isinstance(first, (tuple, list)) and all(
+            isinstance(d, (int, np.integer)) for d in first) and (
+            isinstance(results[1], (type, np.dtype, str)) or hasattr(results[1], "dtype")):
+        raise TypeError(f"xlabind.jaxbind: abstract function {name} returned one (shape, "
+                        f"dtype) pair, {results!r}; expected {expected} (wrap it in a tuple)")
+    return list(results)
+
+
+def _result(name: str, index: int, r) -> BatchedResult:
+    try:
+        shape = tuple(int(d) for d in r[0])
+        dtype = np.dtype(r[1])
+    except (TypeError, IndexError, ValueError) as e:
+        raise TypeError(f"xlabind.jaxbind: abstract function {name} returned {r!r} for result "
+                        f"{index}; expected (shape, dtype) or (shape, dtype, batch_axis) ({e})"
+                        ) from None
+    axis = r[2] if len(r) > 2 and isinstance(r[2], int) else None
+    return BatchedResult(shape, dtype, axis)
+
+
+def _checked_fixed(first_n_args_fixed) -> int:
+    if isinstance(first_n_args_fixed, bool) or not isinstance(first_n_args_fixed,
+                                                               (int, np.integer)):
+        raise TypeError(f"xlabind.jaxbind: first_n_args_fixed must be an int, got "
+                        f"{first_n_args_fixed!r}")
+    if first_n_args_fixed < 0:
+        raise ValueError(f"xlabind.jaxbind: first_n_args_fixed must be 0 or more, got "
+                         f"{first_n_args_fixed}")
+    return int(first_n_args_fixed)
+
+
+def _as_list_call(op, first_n_args_fixed: int) -> Callable:
     def call(*args, **kwargs) -> list:
+        if first_n_args_fixed > len(args):
+            raise ValueError(f"{op.name}: first_n_args_fixed={first_n_args_fixed}, but the call "
+                             f"has only {len(args)} positional arguments")
         return list(op(*args, **kwargs))
 
-    call.__doc__ = op.fn.__doc__
+    call.__doc__ = getattr(op.fn, "callback", op.fn).__doc__
     call.xlabind_op = op  # the underlying xlabind.BoundFunction
     return call
 
@@ -134,16 +211,18 @@ def get_linear_call(f: Callable, f_T: Callable | Sequence[Callable | None] | Non
     multilinear form, transpose i as ``T_i(out, (*args_without_i,
     *cotangents), kwargs_dump)``. See the module docstring for conventions.
     """
-    common = dict(nondiff_argnums=range(first_n_args_fixed), in_place=True,
-                  vmap_method="native" if func_can_batch else "sequential", platforms=_PLATFORMS)
+    fixed = _checked_fixed(first_n_args_fixed)
+    b = bool(func_can_batch)
+    common = dict(nondiff_argnums=range(fixed), in_place=True,
+                  vmap_method="native" if b else "sequential", platforms=_PLATFORMS)
     if isinstance(f_T, (tuple, list)):
         abstracts = tuple(abstract_T) if isinstance(abstract_T, (tuple, list)) else ()
-        op = multilinear(_callback(f), [_callback(t) for t in f_T], _abstract(abstract),
-                         transpose_shape_dtypes=[_abstract(a) for a in abstracts], **common)
+        op = multilinear(_callback(f, b), [_callback(t, b) for t in f_T], _abstract(abstract, b),
+                         transpose_shape_dtypes=[_abstract(a, b) for a in abstracts], **common)
     else:
-        op = linear(_callback(f), _callback(f_T), _abstract(abstract),
-                    transpose_shape_dtypes=_abstract(abstract_T), **common)
-    return _as_list_call(op)
+        op = linear(_callback(f, b), _callback(f_T, b), _abstract(abstract, b),
+                    transpose_shape_dtypes=_abstract(abstract_T, b), **common)
+    return _as_list_call(op, fixed)
 
 
 def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
@@ -156,8 +235,10 @@ def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
     cotangent per non-fixed argument.
     """
     jvp, vjp = f_derivative
-    op = nonlinear(_callback(f), _abstract(abstract), jvp=_callback(jvp), vjp=_callback(vjp),
-                   vjp_shape_dtypes=_abstract(abstract_reverse),
-                   nondiff_argnums=range(first_n_args_fixed), in_place=True,
-                   vmap_method="native" if func_can_batch else "sequential", platforms=_PLATFORMS)
-    return _as_list_call(op)
+    fixed = _checked_fixed(first_n_args_fixed)
+    b = bool(func_can_batch)
+    op = nonlinear(_callback(f, b), _abstract(abstract, b), jvp=_callback(jvp, b),
+                   vjp=_callback(vjp, b), vjp_shape_dtypes=_abstract(abstract_reverse, b),
+                   nondiff_argnums=range(fixed), in_place=True,
+                   vmap_method="native" if b else "sequential", platforms=_PLATFORMS)
+    return _as_list_call(op, fixed)

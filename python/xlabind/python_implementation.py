@@ -130,6 +130,13 @@ class PythonImplementation:
             return entry
 
     def _make_entry(self, platform, fn, name, kwargs, out_tree):
+        if getattr(fn, "xlabind_convention", None) == "jaxbind":  # xlabind.jaxbind's callbacks
+            if fn.__qualname__ not in name:  # a transpose, JVP or VJP: name the callback too
+                name = f"{fn.__qualname__} ({name})"
+            if platform == "cpu":
+                return _extension.CallbackEntry(fn.callback, name,
+                                                jaxbind_kwargs_dump=fn.kwargs_dump(kwargs))
+            fn = fn.in_place_function()
         if self.in_place:
             # The handler calls fn(*operands, out=..., **kwargs) itself and checks
             # that it returns None: on the CPU with no adapter frame at all.
