@@ -88,7 +88,10 @@ def test_register_ffi_targets_takes_an_extension_modules_table():
     from xlabind import _xlabind_ops
 
     table = _xlabind_ops.registrations()
-    assert set(table["cpu"]) == {"xlabind_map_coordinates", "xlabind_map_coordinates_transpose"}
+    # Each CPU handler also has its status-reporting variant (ffi/native/call_status.h).
+    assert set(table["cpu"]) == {"xlabind_map_coordinates", "xlabind_map_coordinates_transpose",
+                                 "xlabind_map_coordinates.xlabind_status",
+                                 "xlabind_map_coordinates_transpose.xlabind_status"}
     xlabind.register_ffi_targets(table)  # registering again is harmless
 
 
@@ -110,3 +113,42 @@ def test_the_cuda_kernels_load_the_pinned_cuda_runtime():
     assert len(loaded) == 1, loaded
     (path,) = loaded
     assert "xlabind_cuda/site/nvidia/cu13/lib/libcudart.so.13" in path, path
+
+
+def test_attributes_are_typed_as_jax_ffi_types_them():
+    op = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x, **_: x)
+    text = jax.jit(lambda x: op(x, a=np.uint64(2**64 - 1), b=np.float32(0.5), c=np.int32(-3),
+                                d=3, e=2.5, f=True)).lower(jnp.ones(2)).as_text()
+    for attribute in ("a = 18446744073709551615 : ui64", "b = 5.000000e-01 : f32",
+                      "c = -3 : i32", "d = 3 : i64", "e = 2.500000e+00 : f64", "f = true"):
+        assert attribute in text, (attribute, text)
+
+
+@pytest.mark.parametrize("value", [2**63, -(2**63) - 1])
+def test_an_int_beyond_i64_names_the_target_and_argument(value):
+    with pytest.raises(TypeError, match=r"xlabind.ffi_target\('xlabind_noop'\): keyword argument "
+                                        r"'big' is -?\d+, which does not fit an i64 FFI "
+                                        r"attribute; pass np.uint64"):
+        xlabind.ffi_target("xlabind_noop", big=value)
+    op = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x, **_: x, name="noop")
+    with pytest.raises(TypeError, match=r"noop: keyword argument 'big' is -?\d+, which does not "
+                                        r"fit an i64"):
+        jax.jit(lambda x: op(x, big=value)).lower(jnp.ones(2))
+
+
+def test_object_arrays_and_bad_names_are_refused_at_once():
+    with pytest.raises(TypeError, match=r"keyword argument 'table' is an array of object, which "
+                                        r"cannot be an FFI attribute"):
+        xlabind.ffi_target("xlabind_noop", table=np.array([object()]))
+    for name in (None, "", 3):
+        with pytest.raises(TypeError, match=r"xlabind.ffi_target: name must be the registered "
+                                            r"target's name \(a non-empty str\)"):
+            xlabind.ffi_target(name)
+
+
+def test_a_static_batch_axes_attribute_is_refused_under_native_vmap():
+    target = xlabind.ffi_target("xlabind_noop", batch_axes=(1,))
+    with pytest.raises(TypeError, match=r"noop: the FFI target 'xlabind_noop' has a static "
+                                        r"attribute 'batch_axes', which xlabind passes itself"):
+        xlabind.callback(target, lambda x, **_: x, vmap_method="native", name="noop")
+    xlabind.callback(target, lambda x, **_: x)  # fine where xlabind passes none

@@ -150,3 +150,21 @@ def test_meshes_with_explicit_axes(rule, expected):
     with jax.set_mesh(mesh):
         np.testing.assert_array_equal(jax.jit(op)(x), np.ones((8, 4)))
     assert calls.take() == expected
+
+
+def test_a_rule_can_describe_arrays_with_no_dimensions(mesh):
+    calls = Calls()
+
+    def scale(s, x):
+        calls.record(s, x)
+        return np.asarray(s) * np.asarray(x)
+
+    op = xlabind.callback(scale, lambda s, x: x, sharding_rule="(), b -> b")
+    x = rows(mesh, jnp.arange(8.0))
+    np.testing.assert_array_equal(jax.jit(op)(jnp.asarray(3.0), x), 3 * np.arange(8.0))
+    assert sorted(calls.take()) == [((), (1,))] * 8
+    only = xlabind.callback(lambda s: 2 * np.asarray(s), lambda s: s, sharding_rule="() -> ()")
+    assert float(jax.jit(only)(jnp.asarray(4.0))) == 8.0
+    with pytest.raises(ValueError, match=r"describes 0 operands, the call has 1 \(write '\(\)' "
+                                         r"for one with no dimensions\)"):
+        xlabind.callback(lambda s: s, lambda s: s, sharding_rule=" -> ()")(jnp.asarray(1.0))

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Callable, Mapping, Sequence
 
 from xlabind.bound_function import BoundFunction, Definition, ResultSpec, derived_vmap_method
-from xlabind.native_implementation import (FfiTarget, NativeImplementation, is_native,
+from xlabind.native_implementation import (FfiTarget, NativeImplementation,
+                                           check_reserved_attributes, is_native,
                                            targets_by_platform)
 from xlabind.python_implementation import (PythonImplementation, function_name,
                                            functions_by_platform)
@@ -28,7 +29,9 @@ def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
     or one per platform), or native FFI targets."""
     name = name or function_name(fn)
     if is_native(fn):
-        implementation = NativeImplementation(targets_by_platform(fn))
+        targets = targets_by_platform(fn)
+        check_reserved_attributes(name, targets, vmap_method)
+        implementation = NativeImplementation(targets)
     else:
         implementation = PythonImplementation(
             functions_by_platform(name, fn, platforms), in_place=in_place,

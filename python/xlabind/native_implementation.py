@@ -38,12 +38,14 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
     or :func:`xlabind.nonlinear` in place of a Python function.
 
     The target receives the operands as buffers and writes the results; static
-    ``attributes`` and the call's keyword arguments arrive as FFI attributes
-    (ints as i64, floats as f64, bools, strings, NumPy arrays, and tuples of
-    numbers as arrays). Under ``vmap_method="native"`` it also receives
-    ``batch_axes``: an i64 array of operands × vmap levels, -1 where a level
-    does not batch an operand. Register targets first, e.g. with
-    :func:`xlabind.register_ffi_targets`.
+    ``attributes`` and the call's keyword arguments arrive as FFI attributes,
+    typed as jax.ffi types them: Python ints as i64, floats as f64, bools,
+    strings; NumPy scalars keep their type (``np.float32(x)`` for an
+    ``Attr<float>``, ``np.uint64(x)`` for an ``Attr<uint64_t>``); NumPy arrays
+    of numbers, and tuples of numbers as i64 or f64 arrays. Under
+    ``vmap_method="native"`` it also receives ``batch_axes``: an i64 array of
+    operands × vmap levels, -1 where a level does not batch an operand.
+    Register targets first, e.g. with :func:`xlabind.register_ffi_targets`.
 
     Example:
       >>> import jax.numpy as jnp, xlabind
@@ -51,10 +53,15 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
       >>> noop(jnp.ones(2)).shape
       (2,)
     """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"xlabind.ffi_target: name must be the registered target's name (a "
+                        f"non-empty str), got {name!r}")
     for platform in platforms:
         if platform not in ("cpu", "cuda"):
             raise ValueError(f"xlabind.ffi_target({name!r}): unknown platform {platform!r}; "
                              f"use 'cpu' and/or 'cuda'")
+    for key, value in attributes.items():  # refused here, not at the first lowering
+        ffi_attribute(key, f"xlabind.ffi_target({name!r})", value)
     return FfiTarget(name, tuple(platforms), tuple(sorted(attributes.items())))
 
 
@@ -71,23 +78,65 @@ def targets_by_platform(fn: FfiTarget | Mapping[str, FfiTarget]) -> dict[str, Ff
     return dict(fn)
 
 
+_INT64 = np.iinfo(np.int64)
+# Element types an FFI array attribute can have.
+_ARRAY_KINDS = "biuf"
+
+
 def ffi_attribute(name: str, owner: str, value: Any) -> Any:
-    """A Python value as something jax turns into an FFI attribute."""
+    """A Python value as something jax turns into an FFI attribute (jax.ffi's
+    typing: NumPy scalars keep their type)."""
     if isinstance(value, (bool, np.bool_)):
         return np.bool_(value)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, np.number):
+        return value
+    if isinstance(value, int):
+        if not _INT64.min <= value <= _INT64.max:
+            raise TypeError(f"{owner}: keyword argument '{name}' is {value}, which does not fit "
+                            f"an i64 FFI attribute; pass np.uint64({value}) for an unsigned "
+                            f"attribute (Attr<uint64_t>)")
         return np.int64(value)
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, float):
         return np.float64(value)
-    if isinstance(value, (str, np.ndarray)):
+    if isinstance(value, str):
+        return value
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in _ARRAY_KINDS or value.dtype.itemsize > 8:
+            raise TypeError(f"{owner}: keyword argument '{name}' is an array of {value.dtype}, "
+                            f"which cannot be an FFI attribute; arrays of bools, integers or "
+                            f"floats (up to 64 bits) can")
         return value
     if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value):
         return np.asarray(value, dtype=np.int64)
     if isinstance(value, tuple) and all(isinstance(v, (int, float, np.number)) for v in value):
         return np.asarray(value, dtype=np.float64)
     raise TypeError(f"{owner}: keyword argument '{name}' is a {type(value).__name__}, which "
-                    f"cannot be an FFI attribute; pass a bool, int, float, str, NumPy array "
-                    f"or tuple of numbers")
+                    f"cannot be an FFI attribute; pass a bool, int, float, str, NumPy scalar, "
+                    f"NumPy array or tuple of numbers")
+
+
+def _ir_values(attributes: dict) -> dict:
+    """The attributes as jax lowers them, except u64 values past i64's range,
+    which jax's own conversion cannot build (MLIR takes a signed 64-bit
+    integer): their bits, typed ui64. Called where an MLIR context exists."""
+    from jax._src.lib.mlir import ir
+
+    out = dict(attributes)
+    for key, value in attributes.items():
+        if isinstance(value, np.uint64) and value > _INT64.max:
+            out[key] = ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), int(value) - 2**64)
+    return out
+
+
+def check_reserved_attributes(name: str, targets: Mapping[str, FfiTarget], vmap_method: str):
+    """A static attribute xlabind would overwrite is an error, not a surprise."""
+    if vmap_method != "native":
+        return
+    for target in targets.values():
+        if "batch_axes" in dict(target.attributes):
+            raise TypeError(f"{name}: the FFI target {target.name!r} has a static attribute "
+                            f"'batch_axes', which xlabind passes itself under "
+                            f"vmap_method='native' (the batch layout); rename it")
 
 
 class NativeImplementation:
@@ -132,19 +181,21 @@ class NativeImplementation:
                 [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64)
         if not call.reports_status:
             lowering = build_ffi_lowering_function(target.name)
-            return (lambda ctx, *operands: lowering(ctx, *operands, **attributes).results), None
+            return (lambda ctx, *operands: lowering(ctx, *operands,
+                                                    **_ir_values(attributes)).results), None
         if (platform, target.name) in _extension.STATUS_VARIANTS:
             # Built with xlabind_extension: a variant that reports its error as the
             # status instead of failing (ffi/native/call_status.h).
             lowering = build_ffi_lowering_function(target.name + _extension.STATUS_TARGET_SUFFIX)
-            return (lambda ctx, *operands: lowering(ctx, *operands, **attributes).results), None
+            return (lambda ctx, *operands: lowering(ctx, *operands,
+                                                    **_ir_values(attributes)).results), None
         # Registered some other way: its errors stop only the device it fails on
         # (README, "Errors"); the status says success.
         lowering = build_ffi_lowering_function(target.name)
 
         def emit_without_status(ctx, *operands):
             results = lowering(ctx.replace(avals_out=ctx.avals_out[:-1]), *operands,
-                               **attributes).results
+                               **_ir_values(attributes)).results
             return [*results, mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8))]
 
         return emit_without_status, None

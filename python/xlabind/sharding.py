@@ -48,14 +48,18 @@ def parse_rule(name: str, rule: str | Callable[..., str], operands, kwargs,
         rule = rule(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands], **kwargs)
     if not isinstance(rule, str) or rule.count("->") != 1:
         raise ValueError(f"{name}: sharding_rule must be a string like 'b n, b -> b n' "
-                         f"(operands, '->', results), got {rule!r}")
+                         f"(operands, '->', results; '()' for an array with no dimensions), "
+                         f"got {rule!r}")
     lhs, rhs = rule.split("->")
 
     def arrays(side: str, what: str, shapes) -> Factors:
-        parts = [p.split() for p in side.split(",")] if side.strip() else []
+        # "()" is an array with no dimensions (a side with nothing is no arrays).
+        parts = [[] if p.strip() == "()" else p.split() for p in side.split(",")] \
+            if side.strip() else []
         if len(parts) != len(shapes):
             raise ValueError(f"{name}: sharding_rule {rule!r} describes {len(parts)} {what}s, "
-                             f"the call has {len(shapes)}")
+                             f"the call has {len(shapes)} (write '()' for one with no "
+                             f"dimensions)")
         for k, (factors, shape) in enumerate(zip(parts, shapes)):
             if len(factors) != len(shape):
                 raise ValueError(f"{name}: sharding_rule {rule!r} gives {what} {k} "
