@@ -1,0 +1,182 @@
+"""The programs users write, all of them: every public constructor × every way
+of running (eager, jit, grad, vmap, shard_map, 8-device jit without and with
+a sharding rule) × the op made outside or inside the traced function × the
+garbage collector running between trace, compile, dispatch and read. Each
+gives jnp's value (and gradient), on 8 virtual CPU devices."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8")
+
+import gc  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+import xlabind  # noqa: E402
+from xlabind import jaxbind  # noqa: E402
+from xlabind.ops import map_coordinates  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+N = 16
+WEIGHTS = np.linspace(0.5, 2.0, N)
+
+
+def _abstract(x):
+    return ((x.shape, x.dtype),)
+
+
+def _jaxbind_scale(out, args, kwargs_dump):
+    out[0][...] = 3.0 * args[0]
+
+
+_GRID = np.sin(np.arange(N + 4.0))
+_COORDS = np.linspace(-1.0, N + 0.5, N)
+
+
+# Each maker: (rule or None) -> (op: x -> y, the same in jnp). Every op is
+# differentiable but "callback", elementwise (so "n -> n" is a valid rule).
+MAKERS = {
+    "callback": lambda rule: (
+        xlabind.callback(lambda x: 2.0 * np.asarray(x), lambda x: x, sharding_rule=rule),
+        lambda x: 2.0 * x),
+    "linear": lambda rule: (
+        xlabind.linear(lambda x: 2.0 * np.asarray(x), lambda ct: 2.0 * np.asarray(ct),
+                       lambda x: x, sharding_rule=rule),
+        lambda x: 2.0 * x),
+    "multilinear": lambda rule: (
+        (lambda op: lambda x: op(x, x))(xlabind.multilinear(
+            lambda x, y: np.asarray(x) * np.asarray(y),
+            (lambda y, ct: np.asarray(y) * np.asarray(ct),
+             lambda x, ct: np.asarray(x) * np.asarray(ct)),
+            lambda x, y: x, sharding_rule=None if rule is None else "n, n -> n")),
+        lambda x: x * x),
+    "nonlinear": lambda rule: (
+        xlabind.nonlinear(lambda x: np.sin(x), lambda x: x,
+                          jvp=lambda x, t: np.cos(x) * t, vjp=lambda x, ct: np.cos(x) * ct,
+                          sharding_rule=rule),
+        jnp.sin),
+    "traceable": lambda rule: (
+        xlabind.nonlinear(lambda x: np.sin(x), lambda x: x, vjp=None,
+                          jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t),
+                          sharding_rule=rule),
+        jnp.sin),
+    "jaxbind": lambda rule: (
+        (lambda call: lambda x: call(x)[0])(
+            jaxbind.get_linear_call(_jaxbind_scale, _jaxbind_scale, _abstract, _abstract)),
+        lambda x: 3.0 * x),
+    "ffi_target": lambda rule: (
+        (lambda op: lambda x: op(x, jnp.asarray(_COORDS), order=1, mode=1, derivative=(0,)))(
+            xlabind.linear(xlabind.ffi_target("xlabind_map_coordinates"),
+                           xlabind.ffi_target("xlabind_map_coordinates_transpose"),
+                           lambda g, c, **_: c, nondiff_argnums=(1,),
+                           sharding_rule=None if rule is None else "g, p -> p")),
+        lambda x: jax.scipy.ndimage.map_coordinates(x, [jnp.asarray(_COORDS)], 1, "nearest")),
+    "map_coordinates": lambda rule: (
+        lambda x: map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1, "mirror"),
+        lambda x: jax.scipy.ndimage.map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1,
+                                                    "mirror")),
+}
+
+DIFFERENTIABLE = set(MAKERS) - {"callback"}
+
+MODES = ["eager", "jit", "grad", "vmap", "shard_map", "shard_map_grad", "jit8", "jit8_rule"]
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    assert len(jax.devices()) == 8, "XLA_FLAGS must be set before jax is imported"
+    return Mesh(np.array(jax.devices()), ("d",))
+
+
+def _x():
+    return jnp.linspace(0.1, 1.7, N)
+
+
+def _program(mode, make, inside, mesh):
+    """(the program as a function of x, its input, the same program in jnp)."""
+    rule = "n -> n" if mode == "jit8_rule" else None
+    held = None if inside else make(rule)
+
+    def op():
+        return make(rule) if inside else held
+
+    def body(x):
+        return op()[0](x)
+
+    def reference(x):
+        return held[1](x) if held else make(rule)[1](x)
+
+    x = _x()
+    if mode == "eager":
+        return body, x, reference
+    if mode == "jit":
+        return jax.jit(body), x, reference
+    if mode == "grad":
+        return (jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(body(x))))), x,
+                jax.grad(lambda x: jnp.sum(jnp.sin(reference(x)))))
+    if mode == "vmap":
+        xs = jnp.stack([x, 2 * x])
+        return jax.jit(jax.vmap(body)), xs, jax.vmap(reference)
+    sharded = jax.device_put(x, NamedSharding(mesh, P("d")))
+
+    def blockwise(x):  # shard_map's meaning: the function on each device's block
+        return jnp.concatenate([reference(block) for block in jnp.split(x, 8)])
+
+    if mode == "shard_map":
+        f = jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+        return jax.jit(f), sharded, blockwise
+    if mode == "shard_map_grad":
+        f = jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+        return (jax.jit(jax.grad(lambda x: jnp.sum(f(x) ** 2))), sharded,
+                jax.grad(lambda x: jnp.sum(blockwise(x) ** 2)))
+    return jax.jit(body), sharded, reference  # jit8, jit8_rule
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["made_outside", "made_inside"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_every_constructor_every_way(kind, mode, inside, mesh):
+    make = MAKERS[kind]
+    program, x, reference = _program(mode, make, inside, mesh)
+    if kind not in DIFFERENTIABLE and "grad" in mode:
+        with pytest.raises(TypeError, match=r"has no derivative rules"):
+            program.trace(x)
+        return
+    want = np.asarray(reference(np.asarray(x) if mode != "vmap" else x))
+    if mode == "eager":
+        got = program(x)
+        gc.collect()
+    else:
+        # The garbage collector between every stage, and nothing of the op kept
+        # but what the program itself holds.
+        traced = program.trace(x)
+        del program
+        gc.collect()
+        lowered = traced.lower()
+        del traced
+        gc.collect()
+        compiled = lowered.compile()
+        del lowered
+        gc.collect()
+        got = compiled(x)
+        del compiled
+        gc.collect()
+    got = np.asarray(got)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", sorted(MAKERS))
+def test_the_plain_jit_path_with_collections_between_dispatch_and_read(kind, mesh):
+    make = MAKERS[kind]
+    for x in (_x(), jax.device_put(_x(), NamedSharding(mesh, P("d")))):
+        y = jax.jit(lambda x: make(None)[0](x) + 1)(x)  # jitted lambda and op dropped at once
+        gc.collect()
+        np.testing.assert_allclose(np.asarray(y), np.asarray(make(None)[1](np.asarray(x))) + 1,
+                                   rtol=1e-10, atol=1e-12)
