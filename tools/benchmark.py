@@ -27,6 +27,17 @@ timed on the CPU:
     gradient churns through hundreds of megabytes, which would evict the
     coordinates between two calls of the values and time the refill instead.
 
+Two more measurements run in processes of their own (each needs a fresh jax):
+
+  * ``sharded``: on 8 virtual CPU devices (and on as many as there are
+    cores, where no device waits for a core), a no-op ``xlabind.callback`` once
+    per device (with a sharding rule) and once per program, each with and
+    without the exchange of the calls' status that stops every device when
+    one fails (python/xlabind/call_status.py): what that collective costs;
+  * ``lifetime``: how much the process grows over a loop that creates, jits,
+    calls and drops bound functions closing over 1 MB each, next to the same
+    loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
+
 ``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
 on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
 outgrows one core's L2 cache (2 MiB on the benchmark's machines, exactly a
@@ -309,6 +320,105 @@ def all_cases() -> tuple[list[Case], list[str]]:
     return cases, notes
 
 
+# -- in processes of their own ----------------------------------------------
+# 8 devices on this machine's cores (the tests' setting), and as many as it has
+# cores (no device waits for a core in a collective).
+SHARDED_DEVICES = (8, min(os.cpu_count() or 1, 8))
+
+
+def sharded_worker(rounds: int, calls: int) -> dict:
+    """Medians (µs) of the sharded cases, in this process (on all its devices)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    from xlabind import call_status
+
+    devices = len(jax.devices())
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    x = jax.device_put(_vector(devices * 4).reshape(devices, 4),
+                       NamedSharding(mesh, PartitionSpec("d")))
+    cases = [Case("sharded_jnp", "jnp (x + 1)", jax.jit(lambda x: x + 1), x)]
+    for exchange in (True, False):
+        call_status._EXCHANGE_STATUS = exchange  # read when lowering: compile now
+        tag = "" if exchange else "_unchecked"
+        label = "" if exchange else ", without the status exchange"
+        for key, rule in (("per_device", "r c -> r c"), ("once", None)):
+            op = xlabind.callback(_noop_into, lambda x: x, in_place=True, sharding_rule=rule)
+            f = jax.jit(op)
+            f.lower(x).compile()
+            cases.append(Case(f"sharded_{key}{tag}", f"no-op callback, {key.replace('_', ' ')}"
+                              f"{label}", f, x))
+        warm_up(cases[-2:])
+    call_status._EXCHANGE_STATUS = True
+    warm_up(cases[:1])
+    measure(cases, rounds, calls)
+    return {"devices": devices,
+            "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
+
+
+def lifetime_worker(kind: str, loops: int) -> dict:
+    """RSS growth (MiB) over `loops` bound functions made, jitted, called and
+    dropped, each closing over 1 MiB, in this process."""
+    x = jnp.ones(4)
+
+    def rss_mib() -> float:
+        gc.collect()
+        _extension.collect_released_callbacks()
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def one(i):
+        payload = np.full(1 << 17, float(i))  # 1 MiB the function keeps
+
+        def fn(a):
+            return np.asarray(a) + payload[0]
+
+        if kind == "xlabind":
+            op = xlabind.callback(fn, lambda a: a)
+            return jax.jit(lambda a: op(a) + 1)(x)
+        return jax.jit(lambda a: jax.pure_callback(fn, jax.ShapeDtypeStruct(a.shape, a.dtype),
+                                                   a) + 1)(x)
+
+    for i in range(20):  # jax's own caches and allocator warmed up first
+        one(i).block_until_ready()
+    before = rss_mib()
+    for i in range(loops):
+        np.testing.assert_allclose(np.asarray(one(i)), i + 2.0)
+    after = rss_mib()
+    return {"kind": kind, "loops": loops, "growth_mib": after - before, "rss_mib": after,
+            "live_callbacks": _extension.live_callback_data_count()}
+
+
+def run_worker(args: list[str], env: dict | None = None) -> dict:
+    """Runs this file as a worker in a fresh process; returns what it prints."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), *args], check=True,
+                         capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def print_sharded(report: dict) -> None:
+    results = report["results"]
+    print(f"\nOn {report['devices']} CPU devices, {os.cpu_count()} cores (median µs):")
+    for key, row in results.items():
+        print(f"  {row['label']:<58} {row['median_us']:>8.1f}")
+    for key in ("per_device", "once"):
+        ratio = (results[f"sharded_{key}"]["median_us"]
+                 / results[f"sharded_{key}_unchecked"]["median_us"])
+        print(f"  status exchange, {key.replace('_', ' ')}: {ratio:.3f}x the call without it")
+
+
+def print_lifetime(rows: list[dict]) -> None:
+    print("\nProcess growth over a loop of bound functions (1 MiB closures) made, jitted, "
+          "called, dropped:")
+    for row in rows:
+        print(f"  {row['kind']:<14} {row['loops']:>5} loops: {row['growth_mib']:+8.1f} MiB "
+              f"(RSS {row['rss_mib']:.0f} MiB)")
+
+
 # -- timing ------------------------------------------------------------------
 def pin_malloc() -> bool:
     """Stops glibc malloc from handing freed memory back to the kernel.
@@ -466,6 +576,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="a few rounds only: a smoke test, not a measurement")
     parser.add_argument("--json", metavar="PATH", help="also write every result to PATH as JSON")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
     parser.add_argument("--grid-sweep", action="store_true",
                         help="only map_coordinates' values against jax's, on grids from 32^3 "
                              "to 96^3 (where the grid outgrows a core's L2)")
@@ -481,6 +592,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     malloc_pinned = pin_malloc()
     start = time.perf_counter()
+    if args.worker:
+        kind, *rest = args.worker
+        report = (sharded_worker(args.rounds, args.calls_per_round) if kind == "sharded"
+                  else lifetime_worker(rest[0], int(rest[1])))
+        print(json.dumps(report))
+        return 0
     if args.grid_sweep:
         return sweep_main(args, malloc_pinned, start)
     cases, notes = all_cases()
@@ -492,13 +609,25 @@ def main(argv: list[str] | None = None) -> int:
         warm_up(group)
         measure(group, max(5, args.rounds // 20), 1)
         cases += group
+    sharded = [run_worker(["--worker", "sharded", "--rounds", str(max(5, args.rounds // 10)),
+                           "--calls-per-round", str(args.calls_per_round)],
+                          {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                           f" --xla_force_host_platform_device_count={devices}"})
+               for devices in dict.fromkeys(SHARDED_DEVICES)]
+    loops = 50 if args.quick else 1000
+    lifetime = [run_worker(["--worker", "lifetime", kind, str(loops)])
+                for kind in ("xlabind", "pure_callback")]
     elapsed = time.perf_counter() - start
 
     results = {case.key: summarize(case) for case in cases}
     ratio_rows = ratios(results)
     print_report(cases, results, ratio_rows, notes, elapsed)
+    for report in sharded:
+        print_sharded(report)
+    print_lifetime(lifetime)
     if args.json:
         report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
+                  "sharded": sharded, "lifetime": lifetime,
                   "rounds": args.rounds, "calls_per_round": args.calls_per_round,
                   "quick": args.quick, "seconds": elapsed,
                   "environment": environment(malloc_pinned)}

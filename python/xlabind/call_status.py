@@ -61,37 +61,97 @@ def checked(statuses, values: Sequence) -> list:
     return xlabind_check_p.bind(statuses, *values)
 
 
+#: Whether per-device calls exchange their status (always, but for
+#: tools/benchmark.py, which measures what the exchange costs).
+_EXCHANGE_STATUS = True
+
+
 def call_on_every_device(call: Call, operands: Sequence, axes: tuple) -> list:
     """The call on each device's operands (inside a computation that is manual
     over `axes`, the program's mesh axes): if it fails on any device, every
-    device fails at this point with its message."""
+    device fails at this point with its message. What travels when all went
+    well is one byte per device; the messages only when one failed."""
     *results, status = bind(call.replace(reports_status=True), operands)
+    if not _EXCHANGE_STATUS:
+        return results
     status = internals.vary_over(status, axes)
-    return checked(jax.lax.all_gather(status, axes), results)
+    failed = jnp.any(jax.lax.all_gather(status[:1], axes) != 0)
+    # Every device takes the same branch: `failed` is the same everywhere.
+    return list(jax.lax.cond(
+        failed, lambda: tuple(checked(jax.lax.all_gather(status, axes), results)),
+        lambda: tuple(results)))
 
 
 def call_on_first_device(call: Call, operands: Sequence, axes: tuple) -> list:
     """The call on the first device only (inside a computation that is manual
-    over `axes`), its results (and status) broadcast to every device; if it
-    fails, every device fails at this point with its message."""
+    over `axes`), its results and status broadcast to every device in one
+    collective; if it fails, every device fails at this point with its message."""
     first = jax.lax.axis_index(axes) == 0
     avals = (*call.result_avals, jax.core.ShapedArray((_extension.STATUS_BYTES,), np.uint8))
-    outs = jax.lax.cond(first, lambda: tuple(bind(call.replace(reports_status=True), operands)),
-                        lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals))
-    *results, status = [_from_first(x, axes) for x in outs]
-    return checked(status, results)
+    if not _EXCHANGE_STATUS:
+        avals = avals[:-1]
+    outs = jax.lax.cond(
+        first, lambda: tuple(bind(call.replace(reports_status=True), operands))[:len(avals)],
+        lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals))
+    outs = _from_first(outs, axes)
+    return checked(outs[-1], outs[:-1]) if _EXCHANGE_STATUS else outs
 
 
-def _from_first(x, axes):
-    """`x` of the first device on every device, given zeros on the others: a sum
-    (exact: one term is not zero) over the bits, which works for every dtype."""
+def _from_first(xs: Sequence, axes) -> list:
+    """`xs` of the first device on every device, given zeros on the others: the
+    bytes of all of them summed in one collective (exact: one term is not
+    zero), which works for every dtype."""
+    pieces = [_as_bytes(x) for x in xs]
+    if not pieces:
+        return []
+    summed = jax.lax.psum(jnp.concatenate(pieces) if len(pieces) > 1 else pieces[0], axes)
+    out, start = [], 0
+    for x, piece in zip(xs, pieces):
+        out.append(_from_bytes(summed[start:start + piece.size], x))
+        start += piece.size
+    return out
+
+
+# XLA packs these several to a byte: they travel as a wider type.
+_PACKED = {"int2": np.int8, "int4": np.int8, "uint2": np.uint8, "uint4": np.uint8,
+           "float4_e2m1fn": np.float32}
+
+
+def _wire_type(x):
+    """The dtype `x` travels as, and whether it is a complex split in two."""
     dtype = np.dtype(x.dtype)
-    if jnp.issubdtype(dtype, jnp.complexfloating):
-        return jax.lax.psum(x, axes)
     if dtype == np.bool_:
-        return jax.lax.psum(x.astype(np.uint8), axes).astype(np.bool_)
-    if dtype.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"):  # packed by XLA
-        return jax.lax.psum(x.astype(np.float32), axes).astype(dtype)
-    bits = np.dtype(f"uint{dtype.itemsize * 8}")
-    summed = jax.lax.psum(jax.lax.bitcast_convert_type(x, bits), axes)
-    return jax.lax.bitcast_convert_type(summed, dtype)
+        return np.dtype(np.uint8), False
+    if dtype.name in _PACKED:
+        return np.dtype(_PACKED[dtype.name]), False
+    if jnp.issubdtype(dtype, jnp.complexfloating):
+        return np.dtype(np.float32 if dtype == np.complex64 else np.float64), True
+    return dtype, False
+
+
+def _as_bytes(x):
+    wire, complex_ = _wire_type(x)
+    if complex_:
+        x = jnp.stack([jnp.real(x), jnp.imag(x)])
+    elif wire != x.dtype:
+        x = x.astype(wire)
+    if wire.itemsize > 1 or wire != np.uint8:
+        x = jax.lax.bitcast_convert_type(x, np.uint8)
+    return x.reshape(-1)
+
+
+def _from_bytes(raw, like):
+    dtype = np.dtype(like.dtype)
+    wire, complex_ = _wire_type(like)
+    shape = ((2,) if complex_ else ()) + tuple(like.shape)
+    if wire.itemsize > 1:
+        x = jax.lax.bitcast_convert_type(raw.reshape(*shape, wire.itemsize), wire)
+    elif wire != np.uint8:
+        x = jax.lax.bitcast_convert_type(raw.reshape(shape), wire)
+    else:
+        x = raw.reshape(shape)
+    if complex_:
+        return jax.lax.complex(x[0], x[1]).astype(dtype)
+    if dtype == np.bool_:
+        return x != 0
+    return x if x.dtype == dtype else x.astype(dtype)
