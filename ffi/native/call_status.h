@@ -22,7 +22,7 @@
 #include <cstring>
 #include <string>
 
-#include "xla/ffi/api/c_api.h"
+#include "xla/ffi/api/api.h"
 
 namespace xlabind::native {
 
@@ -76,20 +76,13 @@ inline std::string FirstFailure(const uint8_t* statuses, size_t rows) {
 
 namespace internal {
 
+// The error's message (XLA's own helpers: the C API behind them was renamed
+// in XLA FFI 0.5), and the error destroyed.
 inline std::string TakeErrorMessage(const XLA_FFI_Api* api, XLA_FFI_Error* error) {
-  XLA_FFI_Error_GetMessage_Args get;
-  get.struct_size = XLA_FFI_Error_GetMessage_Args_STRUCT_SIZE;
-  get.extension_start = nullptr;
-  get.error = error;
-  get.message = nullptr;
-  api->XLA_FFI_Error_GetMessage(&get);
-  std::string message = get.message ? get.message : "unknown error";
-  XLA_FFI_Error_Destroy_Args destroy;
-  destroy.struct_size = XLA_FFI_Error_Destroy_Args_STRUCT_SIZE;
-  destroy.extension_start = nullptr;
-  destroy.error = error;
-  api->XLA_FFI_Error_Destroy(&destroy);
-  return message;
+  const char* message = ::xla::ffi::internal::GetErrorMessage(api, error);
+  std::string text = message != nullptr ? message : "unknown error";
+  ::xla::ffi::internal::DestroyError(api, error);
+  return text;
 }
 
 }  // namespace internal
