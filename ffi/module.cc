@@ -64,6 +64,19 @@ nb::dict StateType(const char* name, const XLA_FFI_TypeId* id, const XLA_FFI_Typ
   return type;
 }
 
+// One platform's Python-callback handlers (see CallbackRegistrations).
+nb::dict PlatformCallbacks(const char* state_name, const XLA_FFI_TypeId* id,
+                           const XLA_FFI_TypeInfo* info, XLA_FFI_Handler* instantiate,
+                           XLA_FFI_Handler* execute, XLA_FFI_Handler* execute_reporting_status) {
+  nb::dict targets;
+  targets["xlabind_python_callback"] = Stages(instantiate, execute);
+  targets["xlabind_python_callback_status"] = Stages(instantiate, execute_reporting_status);
+  nb::dict platform;
+  platform["state_type"] = StateType(state_name, id, info);
+  platform["targets"] = targets;
+  return platform;
+}
+
 // {platform: {"state_type": {name, type_id, type_info}, "targets": {FFI target
 // name: {stage: handler}}}}: the Python-callback handlers, whose instantiate
 // stage keeps each callback alive for its executable. Their state type must be
@@ -71,28 +84,15 @@ nb::dict StateType(const char* name, const XLA_FFI_TypeId* id, const XLA_FFI_Typ
 // registers deferred handlers before deferred types), so xlabind registers
 // them when it first lowers a call for that platform.
 nb::dict CallbackRegistrations() {
-  nb::dict cpu_targets;
-  cpu_targets["xlabind_python_callback"] =
-      Stages(XlabindCpuPythonCallbackInstantiate, XlabindCpuPythonCallback);
-  cpu_targets["xlabind_python_callback_status"] =
-      Stages(XlabindCpuPythonCallbackInstantiate, XlabindCpuPythonCallbackReportingStatus);
-  nb::dict cpu;
-  cpu["state_type"] = StateType("xlabind_cpu_callback_state", xlabind::CpuCallbackStateTypeId(),
-                                xlabind::CpuCallbackStateTypeInfo());
-  cpu["targets"] = cpu_targets;
-  nb::dict cuda_targets;
-  cuda_targets["xlabind_python_callback"] =
-      Stages(XlabindCudaPythonCallbackInstantiate, XlabindCudaPythonCallback);
-  cuda_targets["xlabind_python_callback_status"] =
-      Stages(XlabindCudaPythonCallbackInstantiate, XlabindCudaPythonCallbackReportingStatus);
-  nb::dict cuda;
-  cuda["state_type"] = StateType("xlabind_cuda_callback_state",
-                                 xlabind::CudaCallbackStateTypeId(),
-                                 xlabind::CudaCallbackStateTypeInfo());
-  cuda["targets"] = cuda_targets;
   nb::dict platforms;
-  platforms["cpu"] = cpu;
-  platforms["CUDA"] = cuda;
+  platforms["cpu"] = PlatformCallbacks(
+      "xlabind_cpu_callback_state", xlabind::CpuCallbackStateTypeId(),
+      xlabind::CpuCallbackStateTypeInfo(), XlabindCpuPythonCallbackInstantiate,
+      XlabindCpuPythonCallback, XlabindCpuPythonCallbackReportingStatus);
+  platforms["CUDA"] = PlatformCallbacks(
+      "xlabind_cuda_callback_state", xlabind::CudaCallbackStateTypeId(),
+      xlabind::CudaCallbackStateTypeInfo(), XlabindCudaPythonCallbackInstantiate,
+      XlabindCudaPythonCallback, XlabindCudaPythonCallbackReportingStatus);
   return platforms;
 }
 

@@ -28,7 +28,8 @@ REPO = pathlib.Path(__file__).parent.parent
 # turn on float64 for their whole process).
 CORE_TESTS = ("test_callback.py", "test_linear.py", "test_nonlinear.py", "test_vmap.py",
               "test_dtypes.py", "test_errors.py", "test_map_coordinates.py",
-              "test_compatibility.py", "test_readme.py")
+              "test_compatibility.py", "test_readme.py", "test_lifetime.py",
+              "test_trust_sweep.py")
 
 
 def clean_environment(**extra) -> dict:

@@ -9,14 +9,6 @@
 namespace xlabind {
 namespace {
 
-bool InterpreterIsFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-  return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
-
 std::atomic<size_t> live_data{0};
 
 // CallbackData dropped on a thread without the GIL, waiting to be destroyed
@@ -39,7 +31,7 @@ int DrainReleased(void*) {
 
 // The deleter of every CallbackRef.
 void Release(const CallbackData* data) {
-  if (InterpreterIsFinalizing()) return;  // Python objects may be gone already
+  if (InterpreterIsGone()) return;  // Python objects may be gone already
   if (PyGILState_Check()) {
     delete data;
     return;
@@ -80,6 +72,14 @@ Registry& TheRegistry() {
 }
 
 }  // namespace
+
+bool InterpreterIsGone() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
 
 CallbackData::CallbackData(PyObject* callable, std::string name, CallStyle style,
                            bool single_result, PyObject* kwargs, PyObject* out_builder)

@@ -104,6 +104,10 @@ class CallbackEntry {
   uint64_t key_;
 };
 
+// Whether the interpreter is shutting down (or gone): no Python may run, and
+// no Python object may be touched.
+bool InterpreterIsGone();
+
 // The data registered under `key`, or null. Thread-safe; needs no GIL.
 CallbackRef FindCallback(uint64_t key);
 

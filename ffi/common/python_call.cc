@@ -125,14 +125,6 @@ ffi::Error CallbackError(const std::string& name, const std::string& what) {
   return ffi::Error(ffi::ErrorCode::kUnknown, "xlabind callback '" + name + "' " + what);
 }
 
-bool InterpreterIsGone() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-  return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
-
 std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num_operands,
                            std::string (*detach)(void*, ViewList&, const std::vector<size_t>&),
                            void* platform) {

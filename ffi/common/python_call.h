@@ -131,9 +131,6 @@ class ViewList {
 
 xla::ffi::Error CallbackError(const std::string& name, const std::string& what);
 
-// Whether the interpreter is shutting down (or gone): no Python may run.
-bool InterpreterIsGone();
-
 // Calls `data.callable` on `views` in its style and checks the outcome: a
 // Python exception, an in-place callable that returned something, views that
 // escaped (detached by `detach`, which receives the escaped indices). Returns

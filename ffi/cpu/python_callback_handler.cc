@@ -75,17 +75,23 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallbackInstantiate,
                               xlabind::InstantiateCallback<xlabind::Cpu>,
                               xla::ffi::Ffi::BindInstantiate().Attr<uint64_t>("callback_key"));
 
+namespace xlabind {
+namespace {
+
+// What both execute stages bind: the state, and the key.
+auto ExecuteBinding() {
+  return xla::ffi::Ffi::Bind()
+      .Ctx<xla::ffi::State<CpuCallbackState>>()
+      .Attr<uint64_t>("callback_key")
+      .RemainingArgs()
+      .RemainingRets();
+}
+
+}  // namespace
+}  // namespace xlabind
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallback, xlabind::Execute,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::State<xlabind::CpuCallbackState>>()
-                                  .Attr<uint64_t>("callback_key")
-                                  .RemainingArgs()
-                                  .RemainingRets());
+                              xlabind::ExecuteBinding());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuPythonCallbackReportingStatus,
-                              xlabind::ExecuteReportingStatus,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::State<xlabind::CpuCallbackState>>()
-                                  .Attr<uint64_t>("callback_key")
-                                  .RemainingArgs()
-                                  .RemainingRets());
+                              xlabind::ExecuteReportingStatus, xlabind::ExecuteBinding());

@@ -119,21 +119,25 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackInstantiate,
                               xlabind::InstantiateCallback<xlabind::Cuda>,
                               xla::ffi::Ffi::BindInstantiate().Attr<uint64_t>("callback_key"));
 
+namespace xlabind {
+namespace {
+
+// What both execute stages bind: XLA's stream and device, the state, the key.
+auto ExecuteBinding() {
+  return xla::ffi::Ffi::Bind()
+      .Ctx<xla::ffi::PlatformStream<void*>>()
+      .Ctx<xla::ffi::DeviceOrdinal>()
+      .Ctx<xla::ffi::State<CudaCallbackState>>()
+      .Attr<uint64_t>("callback_key")
+      .RemainingArgs()
+      .RemainingRets();
+}
+
+}  // namespace
+}  // namespace xlabind
+
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallback, xlabind::Execute,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<void*>>()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
-                                  .Ctx<xla::ffi::State<xlabind::CudaCallbackState>>()
-                                  .Attr<uint64_t>("callback_key")
-                                  .RemainingArgs()
-                                  .RemainingRets());
+                              xlabind::ExecuteBinding());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackReportingStatus,
-                              xlabind::ExecuteReportingStatus,
-                              xla::ffi::Ffi::Bind()
-                                  .Ctx<xla::ffi::PlatformStream<void*>>()
-                                  .Ctx<xla::ffi::DeviceOrdinal>()
-                                  .Ctx<xla::ffi::State<xlabind::CudaCallbackState>>()
-                                  .Attr<uint64_t>("callback_key")
-                                  .RemainingArgs()
-                                  .RemainingRets());
+                              xlabind::ExecuteReportingStatus, xlabind::ExecuteBinding());
