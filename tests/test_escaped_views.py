@@ -249,3 +249,42 @@ def test_views_are_fresh_in_every_call_even_after_shape_or_flag_changes():
     for _ in range(3):
         np.testing.assert_array_equal(op(jnp.ones((2, 2))), np.ones((2, 2)))
     assert seen == [((2, 2), False, True, np.float64)] * 3
+
+
+def test_garbage_that_mentions_a_view_is_not_a_kept_view():
+    # The retry pattern: the exception kept in a local refers to the frame,
+    # which refers to the view and to the local: an unreachable cycle once the
+    # function returns, which is not keeping the view.
+    def retrying(x):
+        last = None
+        for attempt in range(3):
+            try:
+                if attempt < 2:
+                    raise ValueError(f"attempt {attempt} on {x.shape}")
+                return 2 * np.asarray(x)
+            except ValueError as error:
+                last = error  # noqa: F841
+        return None
+
+    gc.disable()  # no automatic collection hides the cycle
+    try:
+        op = xlabind.callback(retrying, lambda x: x)
+        for _ in range(5):
+            np.testing.assert_array_equal(jax.jit(op)(jnp.ones(3)), [2.0, 2.0, 2.0])
+    finally:
+        gc.enable()
+
+
+def test_a_view_kept_through_a_reachable_cycle_is_still_kept():
+    kept = []
+
+    def keeps(x):
+        try:
+            raise ValueError("kept")
+        except ValueError as error:
+            kept.append(error)  # the traceback's frame holds x: reachable
+        return 2 * np.asarray(x)
+
+    with pytest.raises(Exception, match=KEPT):
+        jax.jit(xlabind.callback(keeps, lambda x: x))(jnp.ones(3)).block_until_ready()
+    kept.clear()

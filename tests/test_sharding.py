@@ -168,3 +168,128 @@ def test_a_rule_can_describe_arrays_with_no_dimensions(mesh):
     with pytest.raises(ValueError, match=r"describes 0 operands, the call has 1 \(write '\(\)' "
                                          r"for one with no dimensions\)"):
         xlabind.callback(lambda s: s, lambda s: s, sharding_rule=" -> ()")(jnp.asarray(1.0))
+
+
+# -- a failure on one device stops every device, promptly ----------------------
+# Without the status exchange these hang for 40 s and then abort the process
+# (XLA's collective timeout), so a regression fails the whole file.
+
+def _fails_on_row(row):
+    def fn(x):
+        x = np.asarray(x)
+        if row in x[:, 0]:
+            raise ValueError(f"bad row {row}")
+        return 2 * x
+    return fn
+
+
+def test_a_failure_once_per_program_stops_every_device(mesh):
+    op = xlabind.callback(_fails_on_row(8.0), lambda x: x)
+    x = rows(mesh, jnp.arange(32.0).reshape(8, 4))
+    with pytest.raises(Exception, match=r"(?s)ValueError: bad row 8.0.*ran once, on the program's "
+                                        r"first device; every device of the sharded program "
+                                        r"stopped at this call"):
+        jax.jit(lambda x: jnp.sin(op(x)) + x)(x).block_until_ready()
+    np.testing.assert_allclose(jax.jit(op)(x + 100), 2 * (np.arange(32.0).reshape(8, 4) + 100))
+
+
+def test_a_failure_on_one_device_of_a_sharded_call_stops_every_device(mesh):
+    op = xlabind.callback(_fails_on_row(12.0), lambda x: x, sharding_rule="r c -> r c")
+    x = rows(mesh, jnp.arange(32.0).reshape(8, 4))  # row 12 is on device 3
+    with pytest.raises(Exception, match=r"(?s)ValueError: bad row 12.0.*on device 3 of the 8 "
+                                        r"that ran the call; every device"):
+        # The sum after the call is a collective every device would wait in.
+        jax.jit(lambda x: jnp.sum(op(x)) + x)(x).block_until_ready()
+
+
+def test_a_failure_inside_shard_map_stops_every_device(mesh):
+    op = xlabind.callback(_fails_on_row(20.0), lambda x: x)
+    f = jax.jit(jax.shard_map(lambda x: jax.lax.psum(op(x), "d"), mesh=mesh, in_specs=P("d"),
+                              out_specs=P()))
+    with pytest.raises(Exception, match=r"(?s)bad row 20.0.*on device 5 of the 8"):
+        f(rows(mesh, jnp.arange(32.0).reshape(8, 4))).block_until_ready()
+    # Every device failing: the first one's message, and how many failed.
+    every = xlabind.callback(_fails_on_row_always, lambda x: x, sharding_rule="r c -> r c")
+    with pytest.raises(Exception, match=r"(?s)always.*on device 0 of the 8 that ran the call "
+                                        r"\(8 of them failed; this is the first\)"):
+        jax.jit(every)(rows(mesh, jnp.ones((8, 4)))).block_until_ready()
+
+
+def _fails_on_row_always(x):
+    raise RuntimeError("always")
+
+
+def test_a_native_target_error_stops_every_device(mesh):
+    gather = xlabind.callback(xlabind.ffi_target("xlabind_map_coordinates"),
+                              lambda g, c, **_: jax.ShapeDtypeStruct(c.shape, g.dtype))
+    grid = rows(mesh, jnp.arange(8.0))
+    with pytest.raises(Exception, match=r"(?s)native target 'xlabind_map_coordinates' failed: "
+                                        r"xlabind_map_coordinates: order must be 0 or 1, got 7.*"
+                                        r"every device of the sharded program stopped"):
+        jax.jit(lambda g: gather(g, jnp.ones(4), order=7, mode=0, derivative=(0,)) + 1)(
+            grid).block_until_ready()
+
+
+def test_every_result_dtype_travels_from_the_first_device(mesh):
+    # Once per program, results and status go to the other devices as bytes.
+    values = [np.array([True, False]), np.array([-3, 4], np.int8), np.array([1.5, -2], np.float16),
+              np.array([1 + 2j, -3j], np.complex64), np.array([2**40, -1], np.int64),
+              np.array([0.5, -0.0]), np.zeros((0, 3), np.float32)]
+    op = xlabind.callback(lambda x: tuple(values), tuple(jax.ShapeDtypeStruct(v.shape, v.dtype)
+                                                         for v in values))
+    for got, want in zip(jax.jit(op)(rows(mesh, jnp.ones(8))), values):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), want)
+        assert np.array_equal(np.signbit(np.asarray(got).real), np.signbit(want.real))
+
+
+@pytest.mark.parametrize("check_vma", [True, False])
+def test_gradients_and_transposes_inside_shard_map_are_jnps(mesh, check_vma):
+    scale = xlabind.linear(lambda x: 3 * np.asarray(x), lambda ct: 3 * np.asarray(ct),
+                           lambda x: x)
+    sin = xlabind.nonlinear(np.sin, lambda x: x, jvp=lambda x, t: np.cos(x) * t,
+                            vjp=lambda x, ct: np.cos(x) * ct)
+    x = rows(mesh, jnp.linspace(0.0, 1.0, 16))
+
+    def in_shard_map(f):
+        return jax.shard_map(f, mesh=mesh, in_specs=P("d"), out_specs=P("d"),
+                             check_vma=check_vma)
+
+    for ours, theirs in ((scale, lambda x: 3 * x), (sin, jnp.sin)):
+        g = jax.grad(lambda x: jnp.sum(in_shard_map(ours)(x) ** 2))(x)
+        want = jax.grad(lambda x: jnp.sum(in_shard_map(theirs)(x) ** 2))(x)
+        np.testing.assert_allclose(g, want, rtol=1e-12)
+    # A replicated operand mixed with a sharded one: its cotangent is the psum.
+    mul = xlabind.multilinear(lambda a, b: np.asarray(a) * np.asarray(b),
+                              (lambda b, ct: np.asarray(b) * np.asarray(ct),
+                               lambda a, ct: np.asarray(a) * np.asarray(ct)), lambda a, b: b)
+    w = jnp.full(2, 0.5)  # replicated, the same block on every device
+    f = jax.shard_map(lambda w, x: mul(w, x), mesh=mesh, in_specs=(P(), P("d")),
+                      out_specs=P("d"), check_vma=check_vma)
+    f_jnp = jax.shard_map(lambda w, x: w * x, mesh=mesh, in_specs=(P(), P("d")),
+                          out_specs=P("d"), check_vma=check_vma)
+    for argnums in (0, 1):
+        np.testing.assert_allclose(
+            jax.grad(lambda w, x: jnp.sum(jnp.sin(f(w, x))), argnums=argnums)(w, x),
+            jax.grad(lambda w, x: jnp.sum(jnp.sin(f_jnp(w, x))), argnums=argnums)(w, x),
+            rtol=1e-12)
+    (t,) = jax.linear_transpose(in_shard_map(scale), x)(jnp.ones(16))
+    np.testing.assert_allclose(t, 3 * np.ones(16))
+
+
+def test_map_coordinates_gradients_inside_shard_map(mesh):
+    from jax.scipy.ndimage import map_coordinates as reference
+
+    from xlabind.ops import map_coordinates
+
+    grid = jnp.arange(20.0).reshape(4, 5)
+    coords = rows(mesh, jnp.linspace(0.1, 3.3, 64).reshape(8, 8))
+    for check_vma in (True, False):
+        grads = []
+        for mc in (map_coordinates, reference):
+            f = jax.shard_map(lambda g, c, mc=mc: mc(g, [c, c], 1, "nearest"), mesh=mesh,
+                              in_specs=(P(), P("d")), out_specs=P("d"), check_vma=check_vma)
+            grads.append(jax.grad(lambda g, c: jnp.sum(f(g, c) ** 2), argnums=(0, 1))(grid,
+                                                                                    coords))
+        for ours, theirs in zip(*grads):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-12)
