@@ -179,6 +179,18 @@ def xlabind_linear(n: int) -> Case:
                 _vector(n))
 
 
+def _copy_into(x, *, out):
+    out[...] = x
+
+
+def xlabind_in_place_copy(n: int) -> Case:
+    # The jaxbind drop-in's like-for-like baseline: it must write its result.
+    op = xlabind.callback(_copy_into, lambda x: x, in_place=True)
+    x = _vector(n)
+    return Case(f"xlabind_in_place_copy_{n}", "xlabind.callback in place, out[...] = x",
+                jax.jit(op), x, np.asarray(x))
+
+
 def _jaxbind_copy(out, args, kwargs_dump):
     del kwargs_dump
     out[0][...] = args[0]  # jaxbind callbacks must write their results (one element here)
@@ -192,7 +204,7 @@ def jaxbind_noop(n: int) -> Case:
 
     op = jaxbind.get_linear_call(_jaxbind_copy, _jaxbind_copy, abstract, abstract)
     x = _vector(n)
-    return Case(f"jaxbind_{n}", "xlabind.jaxbind get_linear_call, (out, args, kwargs)",
+    return Case(f"jaxbind_{n}", "xlabind.jaxbind get_linear_call, out[0][...] = args[0]",
                 jax.jit(lambda x: op(x)[0]), x, np.asarray(x))
 
 
@@ -310,6 +322,7 @@ def all_cases() -> tuple[list[Case], list[str]]:
         lambda: xlabind_in_place(LARGE),
         lambda: xlabind_returning(LARGE),
         lambda: xlabind_linear(SMALL),
+        lambda: xlabind_in_place_copy(SMALL),
         lambda: jaxbind_noop(SMALL),
         vmap_native,
         vmap_sequential,
@@ -490,6 +503,8 @@ TARGETS = [
     # (name, numerator key, denominator key, target maximum or None)
     ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.10),
     ("jaxbind drop-in / native no-op", f"jaxbind_{SMALL}", f"native_noop_{SMALL}", 1.15),
+    ("jaxbind drop-in / in place, the same write", f"jaxbind_{SMALL}",
+     f"xlabind_in_place_copy_{SMALL}", None),
     ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
 ]

@@ -14,10 +14,11 @@
 //   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands);
 //   // The call's status (native/call_status.h) into `status`; without the GIL.
 //   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message);
-//   // Before and after a jaxbind-style call: mark a result, and whether it is
-//   // still as marked (nothing was written). A platform that cannot tell says no.
-//   void MarkUnwritten(const ffi::AnyBuffer& result);
-//   bool Unwritten(const ffi::AnyBuffer& result);
+//   // Before and after a jaxbind-style call: mark a result's view, and whether
+//   // it is still as marked (nothing was written). A platform that cannot tell
+//   // says no.
+//   void MarkUnwritten(PyObject* result_view);
+//   bool Unwritten(PyObject* result_view);
 //
 // All but WriteStatus run with the GIL held. Detach must leave every escaped view (and
 // whatever was made from it) unable to reach XLA's memory, and says what it
@@ -185,7 +186,7 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
     // jaxbind callbacks must write every result; what the platform can check.
     const bool check_written = data.style == CallStyle::kJaxbind;
     if (check_written) {
-      for (size_t i = 0; i < num_results; ++i) platform.MarkUnwritten(**rets.get<ffi::AnyBuffer>(i));
+      for (size_t i = 0; i < num_results; ++i) platform.MarkUnwritten(views[args.size() + i]);
     }
     error = InvokeAndCheck(
         data, views, args.size(),
@@ -194,7 +195,7 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
         },
         &platform);
     for (size_t i = 0; check_written && error.empty() && i < num_results; ++i) {
-      if (platform.Unwritten(**rets.get<ffi::AnyBuffer>(i))) {
+      if (platform.Unwritten(views[args.size() + i])) {
         error = "raised TypeError: " + data.name + " wrote nothing into out[" +
                 std::to_string(i) + "] (its first and last elements are still as xlabind left "
                 "them): a jaxbind callback must fill every result, e.g. out[" +

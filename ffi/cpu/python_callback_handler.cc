@@ -41,8 +41,8 @@ struct CpuBuffers {
     return ffi::Error::Success();
   }
 
-  void MarkUnwritten(const ffi::AnyBuffer& result) { xlabind::MarkUnwritten(result); }
-  bool Unwritten(const ffi::AnyBuffer& result) { return StillUnwritten(result); }
+  void MarkUnwritten(PyObject* view) { xlabind::MarkUnwritten(view); }
+  bool Unwritten(PyObject* view) { return StillUnwritten(view); }
 
   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message) {
     native::EncodeStatus(failed, message, static_cast<uint8_t*>(status.untyped_data()));

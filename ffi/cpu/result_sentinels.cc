@@ -4,12 +4,13 @@
 #include <cstdint>
 #include <cstring>
 
-#include "ffi/common/element_types.h"
+#define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL xlabind_numpy_api
+#include <numpy/arrayobject.h>
 
 namespace xlabind {
 namespace {
-
-namespace ffi = xla::ffi;
 
 // Elements marked at each end of a result.
 constexpr size_t kMarkedPerEnd = 4;
@@ -34,16 +35,15 @@ struct Layout {
   bool checked;
 };
 
-Layout LayoutOf(const ffi::AnyBuffer& result) {
-  Layout layout{static_cast<uint8_t*>(result.untyped_data()), 0, result.element_count(), false};
-  const auto type = result.element_type();
-  if (layout.data == nullptr || layout.count == 0 ||
-      PackedBits(static_cast<int>(type)) != 0) {
-    return layout;
-  }
-  layout.width = result.size_bytes() / layout.count;
-  const bool is_bool = type == ffi::DataType::PRED;
-  layout.checked = layout.width > 0 && (is_bool || result.size_bytes() >= 4);
+Layout LayoutOf(PyObject* view) {
+  auto* array = reinterpret_cast<PyArrayObject*>(view);
+  Layout layout{static_cast<uint8_t*>(PyArray_DATA(array)),
+                static_cast<size_t>(PyArray_ITEMSIZE(array)),
+                static_cast<size_t>(PyArray_SIZE(array)), false};
+  // Packed sub-byte types arrive as copies the view owns: not XLA's memory.
+  if (layout.count == 0 || PyArray_CHKFLAGS(array, NPY_ARRAY_OWNDATA)) return layout;
+  const bool is_bool = PyArray_TYPE(array) == NPY_BOOL;
+  layout.checked = layout.width > 0 && (is_bool || layout.width * layout.count >= 4);
   return layout;
 }
 
@@ -62,8 +62,8 @@ bool ForMarked(const Layout& layout, Visit&& visit) {
 
 }  // namespace
 
-void MarkUnwritten(const ffi::AnyBuffer& result) {
-  const Layout layout = LayoutOf(result);
+void MarkUnwritten(PyObject* view) {
+  const Layout layout = LayoutOf(view);
   if (!layout.checked) return;
   uint8_t sentinel[16];
   Sentinel(layout.width, sentinel);
@@ -73,8 +73,8 @@ void MarkUnwritten(const ffi::AnyBuffer& result) {
   });
 }
 
-bool StillUnwritten(const ffi::AnyBuffer& result) {
-  const Layout layout = LayoutOf(result);
+bool StillUnwritten(PyObject* view) {
+  const Layout layout = LayoutOf(view);
   if (!layout.checked) return false;
   uint8_t sentinel[16];
   Sentinel(layout.width, sentinel);

@@ -7,18 +7,20 @@
 // The sentinels are NaNs with an unusual payload for every float width (no
 // arithmetic produces them), and the same bits for integers of that width;
 // results smaller than 4 bytes (where a legitimate value could match) and
-// XLA's packed sub-byte types are not checked, except bool (0xA5 is no bool).
+// XLA's packed sub-byte types (whose views are copies) are not checked, except
+// bool (0xA5 is no bool). Works on the NumPy result views: no FFI decoding.
 #ifndef XLABIND_FFI_CPU_RESULT_SENTINELS_H_
 #define XLABIND_FFI_CPU_RESULT_SENTINELS_H_
 
-#include "xla/ffi/api/ffi.h"
+#include <Python.h>
 
 namespace xlabind {
 
-void MarkUnwritten(const xla::ffi::AnyBuffer& result);
+// `view` is a NumPy result view made by ViewBuffer (numpy_views.h).
+void MarkUnwritten(PyObject* view);
 
-// Whether `result`'s marked elements all still hold their sentinel.
-bool StillUnwritten(const xla::ffi::AnyBuffer& result);
+// Whether the view's marked elements all still hold their sentinel.
+bool StillUnwritten(PyObject* view);
 
 }  // namespace xlabind
 

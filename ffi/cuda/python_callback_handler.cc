@@ -64,8 +64,8 @@ struct CudaBuffers {
   ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t) { return ffi::Error::Success(); }
 
   // Device memory: checking a result costs a copy and a synchronization.
-  void MarkUnwritten(const ffi::AnyBuffer&) {}
-  bool Unwritten(const ffi::AnyBuffer&) { return false; }
+  void MarkUnwritten(PyObject*) {}
+  bool Unwritten(PyObject*) { return false; }
 
   // The status lives on the device: success is one byte set on XLA's stream;
   // a failure's message is copied there (the host already knows it).
