@@ -3,6 +3,8 @@ buffers and stream, every transformation, the escape and error rules of the
 CPU. Skipped without a CUDA device; tools/gpu_check.py runs this file on the
 GPU machine."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -185,3 +187,28 @@ def test_readme_gpu_examples():
     namespace = {}
     for block in blocks:
         exec(compile(block, "README.md (gpu)", "exec"), namespace)
+
+
+# -- lifetime on the GPU (tests/test_lifetime.py's twins) ------------------------
+def _doubled_with_cupy(x):
+    return cp.asarray(x) * 2
+
+
+def test_a_live_function_runs_under_asynchronous_dispatch_on_the_gpu():
+    op = xlabind.callback(_doubled_with_cupy, lambda x: x, platforms=GPU)
+    x = on_gpu(jnp.full((512, 512), 0.001))
+    heavy = lambda x: jnp.tanh(x @ x) @ x  # noqa: E731
+    y = jax.jit(lambda x: op(heavy(x)) + 1)(x)  # the jitted lambda is dropped at once
+    gc.collect()
+    np.testing.assert_allclose(np.asarray(y), 2 * np.asarray(jax.jit(heavy)(x)) + 1, rtol=1e-5)
+
+
+def test_a_function_made_inside_the_traced_function_runs_on_the_gpu():
+    f = jax.jit(lambda x: xlabind.callback(_doubled_with_cupy, lambda x: x, platforms=GPU)(x) + 1)
+    traced = f.trace(on_gpu(jnp.ones(4)))
+    del f
+    gc.collect()
+    compiled = traced.lower().compile()
+    del traced
+    gc.collect()
+    np.testing.assert_array_equal(np.asarray(compiled(on_gpu(jnp.ones(4)))), 3.0)
