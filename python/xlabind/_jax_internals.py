@@ -15,12 +15,13 @@ from jax._src.custom_partitioning import custom_partitioning
 from jax._src.custom_partitioning_sharding_rule import ArrayMapping, SdyShardingRule
 
 ShardingContext = _sharding_impls.ShardingContext
-_ManualAxisType = getattr(_core, "ManualAxisType", None)
 SPMDAxisContext = _sharding_impls.SPMDAxisContext
+# jax 0.10+ (0.9 records varying axes as a frozenset, `vma`).
+_ManualAxisType = getattr(_core, "ManualAxisType", None)
 
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
-           "agree_on_varying_axes", "cached_weakly", "custom_partitioning", "manual_axes", "needs_devices_to_lower",
-           "vary_over", "varying_axes", "varying_like"]
+           "agree_on_varying_axes", "cached_weakly", "custom_partitioning", "manual_axes",
+           "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]
 
 
 def cached_weakly(param_type: type) -> None:

@@ -32,7 +32,7 @@ from jax.interpreters import mlir
 
 from xlabind import _extension
 from xlabind import _jax_internals as internals
-from xlabind.primitive import Call, bind
+from xlabind.primitive import Call, bind, status_aval
 
 xlabind_check_p = Primitive("xlabind_check_status")
 xlabind_check_p.multiple_results = True
@@ -87,7 +87,7 @@ def call_on_first_device(call: Call, operands: Sequence, axes: tuple) -> list:
     over `axes`), its results and status broadcast to every device in one
     collective; if it fails, every device fails at this point with its message."""
     first = jax.lax.axis_index(axes) == 0
-    avals = (*call.result_avals, jax.core.ShapedArray((_extension.STATUS_BYTES,), np.uint8))
+    avals = (*call.result_avals, status_aval())
     if not _EXCHANGE_STATUS:
         avals = avals[:-1]
     outs = jax.lax.cond(

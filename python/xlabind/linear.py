@@ -110,7 +110,8 @@ def linear(fn: Function, transpose: Function | None,
       >>> jax.grad(lambda x: matvec(x).sum())(jnp.ones(2))
       Array([4., 6.], dtype=float32)
     """
-    return BoundFunction(_LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes, dict(
-        nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
-        platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
-        name=name)).forward)
+    options = dict(nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
+                   platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
+                   name=name)
+    return BoundFunction(_LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
+                                     options).forward)
