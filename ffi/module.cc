@@ -19,6 +19,7 @@
 #include "ffi/cuda/copy_handler.h"
 #include "ffi/cuda/cuda_driver.h"
 #include "ffi/cuda/device_array.h"
+#include "ffi/cuda/dlpack_source.h"
 #include "ffi/cuda/python_callback_handler.h"
 #include "ffi/cuda/status_check_handler.h"
 #include "ffi/native/call_status.h"
@@ -143,6 +144,7 @@ NB_MODULE(_xlabind, m) {
         "The name of the callback registered under `key`, or '' when none is.");
 
   xlabind::DefineDeviceArray(m);
+  xlabind::DefineDlpackSource(m);
 
   m.def("cuda_current_call", &xlabind::CurrentCudaCall,
         "(stream, device) of the CUDA callback running on this thread, or None.");

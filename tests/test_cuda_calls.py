@@ -4,6 +4,7 @@ are checked before any copy, synchronize=True waits where it says."""
 
 import contextlib
 import sys
+import textwrap
 import types
 
 import numpy as np
@@ -21,31 +22,45 @@ def device_array(dtype="float32", shape=(4,), readonly=False, data=0x20000):
 
 
 class FakeStream:
-    def __init__(self, ptr, log, device_id=-1):
-        self.ptr, self.log, self.device_id = ptr, log, device_id
+    def __init__(self, ptr, log, current, device_id=-1):
+        self.ptr, self.log, self.current, self.device_id = ptr, log, current, device_id
 
     def __enter__(self):
         self.log.append(("stream", self.ptr, self.device_id))
+        self.current.append(self.ptr)
 
     def __exit__(self, *exc):
         self.log.append(("stream done", self.ptr))
+        self.current.pop()
+
+
+# What blocks the host: the calls the common path must never make.
+BLOCKING = ("sync", "device sync")
+
+
+def blocking(log):
+    return [entry for entry in log if isinstance(entry, tuple) and entry[0] in BLOCKING]
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """A running CUDA call on XLA_STREAM, a fake CuPy, and a record of driver calls."""
     log = []
+    current = [0]  # CuPy's current stream (0: the legacy default stream)
     monkeypatch.setattr(_xlabind, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
     monkeypatch.setattr(_xlabind, "cuda_synchronize_stream", lambda s: log.append(("sync", s)))
-    monkeypatch.setattr(_xlabind, "cuda_synchronize_device", lambda s: log.append(("device", s)))
+    monkeypatch.setattr(_xlabind, "cuda_synchronize_device",
+                        lambda s: log.append(("device sync", s)))
     monkeypatch.setattr(_xlabind, "cuda_copy", lambda *a: log.append(("copy", *a)))
     cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
-        ExternalStream=lambda ptr, device_id: FakeStream(ptr, log, device_id),
-        Device=lambda d: contextlib.nullcontext(log.append(("device", d)))))
+        ExternalStream=lambda ptr, device_id: FakeStream(ptr, log, current, device_id),
+        Device=lambda d: contextlib.nullcontext(log.append(("device", d))),
+        get_current_stream=lambda device=None: types.SimpleNamespace(ptr=current[-1])))
     monkeypatch.setattr(cuda_calls, "_cupy_module", cupy)
     monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
     monkeypatch.setattr(cuda_calls, "_cupy_streams", {})
     monkeypatch.setattr(cuda_calls, "_torch_streams", {})
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     return log
 
@@ -78,9 +93,19 @@ def test_pytorch_is_set_up_only_when_already_imported(fake_gpu, monkeypatch):
 
 def test_synchronize_waits_for_xlas_stream_before_and_the_device_after(fake_gpu):
     cuda_calls.call_on_xla_stream(lambda: fake_gpu.append("call"), (), {}, synchronize=True)
-    order = [entry for entry in fake_gpu if entry == "call" or entry[0] in ("sync", "device")
-             and entry != ("device", DEVICE)]
-    assert order == [("sync", XLA_STREAM), "call", ("device", XLA_STREAM)]
+    order = [entry for entry in fake_gpu if entry == "call" or entry[0] in BLOCKING]
+    assert order == [("sync", XLA_STREAM), "call", ("device sync", XLA_STREAM)]
+
+
+def test_synchronize_waits_for_the_device_after_a_function_that_raised(fake_gpu):
+    def fails():
+        fake_gpu.append("call")
+        raise ValueError("failed after launching work")
+
+    with pytest.raises(ValueError, match="failed after launching work"):
+        cuda_calls.call_on_xla_stream(fails, (), {}, synchronize=True)
+    # Its work may still use XLA's buffers, which the failed run frees.
+    assert blocking(fake_gpu)[-1] == ("device sync", XLA_STREAM)
 
 
 class Returned:
@@ -109,7 +134,8 @@ def test_an_array_from_another_stream_is_waited_for(fake_gpu):
 @pytest.mark.parametrize("value, error", [
     (None, r"f returned None for result 0; expected a device array of dtype float32 and shape "
            r"\(4,\).*in_place=True"),
-    (np.zeros(4, np.float32), r"result 0 is a ndarray, not a device array"),
+    (np.zeros(4, np.float32), r"result 0 is a ndarray on DLPack device type 1, not a CUDA "
+                              r"device array"),
     (Returned(typestr="<f8"), r"result 0 has dtype float64, expected a device array of dtype "
                               r"float32"),
     (Returned(shape=(5,)), r"result 0 has shape \(5,\), expected"),
@@ -126,3 +152,136 @@ def test_ml_dtypes_results_travel_as_raw_bytes(fake_gpu):
     out = device_array("bfloat16")
     assert cuda_calls.store_result("f", 0, Returned(typestr="<V2"), out) is False
     assert fake_gpu[-1][:4] == ("copy", 0x20000, 0x90000, 8)
+
+
+# -- no host-blocking call on the common path; ordering from the stream alone --
+class CupyLike:
+    """A device array made on the current stream, as CuPy reports it: its CUDA
+    array interface names the stream current when it is read."""
+
+    def __init__(self, current, shape=(4,), typestr="<f4", ptr=0x90000):
+        self.current, self.shape, self.typestr, self.ptr = current, shape, typestr, ptr
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, False),
+                "version": 3, "strides": None, "stream": self.current()}
+
+
+def _current(fake_gpu):
+    return lambda: cuda_calls._cupy_module.cuda.get_current_stream().ptr
+
+
+def test_the_arguments_interface_exports_no_stream_while_xlas_stream_is_current(fake_gpu):
+    x = device_array(readonly=True)
+    assert x.__cuda_array_interface__["stream"] == XLA_STREAM  # outside the call's streams
+    seen = []
+    cuda_calls.call_on_xla_stream(lambda: seen.append(x.__cuda_array_interface__["stream"]),
+                                  (), {}, synchronize=False)
+    # Ordered for the current stream already: a consumer has nothing to wait for
+    # (CuPy would synchronize the host on a stream it was given).
+    assert seen == [None]
+    with cuda_calls.on_xla_stream(False):
+        with FakeStream(0x5555, fake_gpu, [0x5555]):  # code that switched streams
+            cuda_calls._cupy_module.cuda.get_current_stream = lambda d=None: types.SimpleNamespace(
+                ptr=0x5555)
+            assert x.__cuda_array_interface__["stream"] == XLA_STREAM
+
+
+def test_a_returned_array_made_on_xlas_stream_costs_no_host_sync(fake_gpu):
+    adapter = cuda_calls.returning_adapter(lambda x: CupyLike(_current(fake_gpu)), "f", {}, None,
+                                           False, False, lambda returned: [returned])
+    adapter((device_array(readonly=True),), (device_array(),))
+    copies = [entry for entry in fake_gpu if entry[0] == "copy"]
+    assert copies == [("copy", 0x20000, 0x90000, 16, XLA_STREAM, None)]
+    assert blocking(fake_gpu) == []
+
+
+def test_in_place_calls_cost_no_host_sync(fake_gpu):
+    run = cuda_calls.in_place_function(lambda x, *, out: None, synchronize=False)
+    for _ in range(3):
+        run(device_array(readonly=True), out=device_array())
+    assert blocking(fake_gpu) == []
+
+
+class DlpackLike:
+    """A returned device array offering DLPack (like PyTorch's), whose CUDA
+    array interface would mislabel bfloat16 as float16."""
+
+    def __init__(self, array):
+        self.array, self.asked = array, []
+        self.__cuda_array_interface__ = {"shape": array.shape, "typestr": "<f2",
+                                         "data": (array.ptr, False), "version": 2}
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, max_version=None):
+        self.asked.append(stream)
+        return self.array.__dlpack__(stream=stream, max_version=max_version)
+
+
+def test_results_are_read_through_dlpack_on_xlas_stream(fake_gpu):
+    source = DlpackLike(_xlabind.DeviceArray._for_testing(
+        0x90000, [4], CODES["bfloat16"], False, XLA_STREAM, DEVICE))
+    out = device_array("bfloat16")
+    adapter = cuda_calls.returning_adapter(lambda x: source, "f", {}, None, False, False,
+                                           lambda returned: [returned])
+    adapter((device_array(readonly=True),), (out,))
+    assert source.asked == [XLA_STREAM]  # the producer orders its work before XLA's stream
+    assert [entry for entry in fake_gpu if entry[0] == "copy"] == [
+        ("copy", 0x20000, 0x90000, 8, XLA_STREAM, None)]
+    assert blocking(fake_gpu) == []
+
+
+def test_a_dlpack_result_of_the_wrong_kind_is_refused_before_any_copy(fake_gpu):
+    source = DlpackLike(_xlabind.DeviceArray._for_testing(
+        0x90000, [4], CODES["float16"], False, XLA_STREAM, DEVICE))
+    with pytest.raises(TypeError, match=r"f: result 0 has dtype float16, expected a device array "
+                                        r"of dtype bfloat16"):
+        cuda_calls.store_result("f", 0, source, device_array("bfloat16"))
+    assert not any(entry[0] == "copy" for entry in fake_gpu if isinstance(entry, tuple))
+
+
+def test_dlpack_refuses_stream_zero():
+    with pytest.raises(BufferError, match=r"__dlpack__\(stream=0\) is not allowed for CUDA"):
+        device_array().__dlpack__(stream=0)
+
+
+def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatch, tmp_path):
+    entered = []
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text(textwrap.dedent("""
+        import contextlib
+        class _Stream:
+            def __init__(self, ptr, device=None):
+                self.ptr = ptr
+        def device(kind, index):
+            return (kind, index)
+        class cuda:
+            ExternalStream = _Stream
+            entered = []
+            @staticmethod
+            def is_available():
+                return True
+            @staticmethod
+            def stream(s):
+                cuda.entered.append(s.ptr)
+                return contextlib.nullcontext()
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    watcher = cuda_calls._TorchImport()
+    monkeypatch.setattr(sys, "meta_path", [watcher, *(finder for finder in sys.meta_path
+                                                      if type(finder) is not type(watcher))])
+
+    def uses_torch_first_time():
+        import torch  # noqa: F401  (the first import of the program)
+        entered.extend(sys.modules["torch"].cuda.entered)
+
+    try:
+        cuda_calls.call_on_xla_stream(uses_torch_first_time, (), {}, synchronize=False)
+    finally:
+        sys.modules.pop("torch", None)
+    assert entered == [XLA_STREAM]  # before the code after the import ran
+    assert watcher not in sys.meta_path

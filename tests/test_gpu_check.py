@@ -48,3 +48,20 @@ def test_the_gpu_check_makes_the_modules_bazel_makes():
     assert "PyInit__xlabind_ops" in source and "%{" not in source
     for target, symbol in modules["_xlabind_ops"]["cpu"].items():
         assert f'"cpu", "{target}", (void*)&{symbol}' in source
+
+
+def test_the_summary_comes_even_when_a_step_runs_out_of_time(tmp_path):
+    # --dry-run: stand-ins for the build and the GPU steps; the first GPU test
+    # file hangs and is stopped after --step-seconds, the rest still run.
+    done = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--quick", "--out",
+                           str(tmp_path), "--step-seconds", "3", "--deadline", "120"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr  # the timed-out step failed
+    lines = done.stdout.splitlines()
+    timed_out = next(line for line in lines if line.startswith("test_gpu.py"))
+    assert "timed out after" in timed_out and timed_out.split()[3] == "1"  # one failure
+    other = next(line for line in lines if line.startswith("test_gpu_map_coordinates.py"))
+    assert other.split()[2:5] == ["2", "0", "1"]  # passed, failed, skipped: reported
+    assert "benchmark:" in done.stdout and "xlabind no-op  1  61.0" in done.stdout
+    assert "partial output of a step that hangs" in (tmp_path / "logs" / "test_gpu.log").read_text()
+    assert (tmp_path / "gpu_check.json").exists()

@@ -2,19 +2,29 @@
 """The GPU check, for the device machine (no Bazel, no network there).
 
     python3 tools/gpu_check.py               # build, GPU tests, CPU tests, benchmark
+    python3 tools/gpu_check.py --quick       # build, GPU tests, benchmark: about 5 minutes
     python3 tools/gpu_check.py --build-only  # build the extension and import it (any machine)
 
 1. Builds xlabind's extension modules from this repository's sources with
    this machine's compiler ($CXX, else g++; nvcc for the CUDA kernels) against
    this interpreter's headers and the installed jax (XLA FFI headers), NumPy
    and nanobind: no Bazel. The package lands in <out>/package/xlabind.
-2. Runs the GPU test files (GPU_TESTS) on the GPU, and every other test file on the CPU
-   (JAX_PLATFORMS=cpu), each file in its own process, several at once.
-3. Runs tools/gpu_benchmark.py (the timing table of the GPU issue).
-4. Prints one summary; the logs and gpu_check.json go to <out> ($OUT when set).
+2. Runs the GPU test files (GPU_TESTS) on the GPU, one after the other (each
+   with XLA's preallocation capped, so CuPy and PyTorch get memory too), and,
+   without --quick, every other test file on the CPU (JAX_PLATFORMS=cpu),
+   several at once.
+3. Runs tools/gpu_benchmark.py (the timing tables of the GPU issues).
+4. Always prints one summary and the benchmark table, whatever failed or ran
+   out of time; the logs (partial ones too) and gpu_check.json go to <out>
+   ($OUT when set).
 
-Exits non-zero when the build fails, a test fails, or the GPU tests did not run
-on a GPU (unless --build-only).
+Every step is time-boxed, and the whole run keeps within --deadline (the
+device machine allows 10 minutes a command): a step that runs out of time is
+stopped, its output so far kept, and reported as failed; steps with no time
+left are reported as not run. Skipped tests are reported, not failed.
+
+Exits non-zero when the build fails, a test fails or times out, or the GPU
+tests did not run on a GPU (none passed), unless --build-only.
 """
 
 from __future__ import annotations
@@ -180,75 +190,197 @@ def smoke_test(package: pathlib.Path) -> str:
 
 COUNTS = re.compile(r"(\d+) (passed|failed|skipped|error|errors)")
 
+# The part of the GPU each GPU test file's jax may preallocate: the rest is
+# CuPy's and PyTorch's.
+GPU_MEMORY_FRACTION = "0.4"
+# Seconds reserved at the end of the run for the summary.
+SUMMARY_RESERVE = 10
 
-def run_tests(package: pathlib.Path, path: pathlib.Path, platforms: str | None,
-              logs: pathlib.Path) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(path)],
-        env=environment(package, platforms), capture_output=True, text=True, cwd=REPO,
-        timeout=1800)
-    (logs / (path.stem + ".log")).write_text(done.stdout + done.stderr)
+
+def _text(data) -> str:
+    if data is None:
+        return ""
+    return data.decode(errors="replace") if isinstance(data, bytes) else data
+
+
+def run_step(name: str, command: list[str], env: dict, timeout: float,
+             logs: pathlib.Path) -> dict:
+    """Runs one step, time-boxed; its output (partial, when it ran out of time)
+    goes to logs/<name>.log."""
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=REPO,
+                              timeout=max(1.0, timeout))
+        output, returncode, timed_out = done.stdout + done.stderr, done.returncode, False
+    except subprocess.TimeoutExpired as expired:
+        output = _text(expired.stdout) + _text(expired.stderr)
+        returncode, timed_out = None, True
+    (logs / f"{name}.log").write_text(output)
+    return {"name": name, "seconds": round(time.perf_counter() - start, 1),
+            "returncode": returncode, "timed_out": timed_out, "output": output}
+
+
+def test_result(step: dict, path: pathlib.Path, platforms: str | None) -> dict:
     counts = {"passed": 0, "failed": 0, "skipped": 0}
-    tail = done.stdout.strip().splitlines()[-1:] or [""]
-    for number, kind in COUNTS.findall(tail[0]):
+    lines = [line for line in step["output"].splitlines() if COUNTS.search(line)]
+    for number, kind in COUNTS.findall(lines[-1] if lines else ""):
         counts["failed" if kind.startswith("error") else kind] += int(number)
-    if done.returncode not in (0, 5) and counts["failed"] == 0:
+    note = ""
+    if step["timed_out"]:
+        counts["failed"] += 1
+        note = f"timed out after {step['seconds']} s"
+    elif step["returncode"] not in (0, 5) and counts["failed"] == 0:
         counts["failed"] = 1  # it crashed before pytest could count
-    return {"file": path.name, "platform": platforms or "gpu", **counts}
+        note = f"exit status {step['returncode']}"
+    return {"file": path.name, "platform": platforms or "gpu", "seconds": step["seconds"],
+            "note": note, **counts}
 
 
-def main() -> int:
+class Deadline:
+    """Seconds left of the run, for time-boxing each step."""
+
+    def __init__(self, seconds: float, step_cap: float | None = None):
+        self.end = time.perf_counter() + seconds
+        self.step_cap = step_cap
+
+    def left(self, cap: float) -> float:
+        if self.step_cap is not None:
+            cap = min(cap, self.step_cap)
+        return min(cap, self.end - time.perf_counter() - SUMMARY_RESERVE)
+
+
+def pytest_command(path: pathlib.Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(path)]
+
+
+def dry_run_command(kind: str, seconds: float) -> list[str]:
+    """--dry-run's stand-ins for the GPU steps: what they print, and a step
+    that never ends (the first GPU test file)."""
+    scripts = {
+        "hang": "import time; print('partial output of a step that hangs', flush=True); "
+                "time.sleep(3600)",
+        "tests": "print('..s'); print('2 passed, 1 skipped in 0.1s')",
+        "benchmark": "print('case  n  median'); print('xlabind no-op  1  61.0')",
+    }
+    return [sys.executable, "-c", scripts[kind]]
+
+
+def print_summary(summary: dict) -> None:
+    results = summary.get("tests", [])
+    print(f"\n{'test file':36} {'where':6} {'passed':>7} {'failed':>7} {'skipped':>8} "
+          f"{'seconds':>8}  note")
+    for r in results:
+        print(f"{r['file']:36} {r['platform']:6} {r['passed']:>7} {r['failed']:>7} "
+              f"{r['skipped']:>8} {r['seconds']:>8}  {r['note']}")
+    totals = {k: sum(r[k] for r in results) for k in ("passed", "failed", "skipped")}
+    print(f"{'total':36} {'':6} {totals['passed']:>7} {totals['failed']:>7} "
+          f"{totals['skipped']:>8}")
+    for line in summary.get("not_run", []):
+        print(f"not run (no time left): {line}")
+    print("\nbenchmark:")
+    print(summary.get("benchmark") or "(none: see logs/gpu_benchmark.log)")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(
         prefix="xlabind-gpu-check-"), help="where the build, logs and summary go")
     parser.add_argument("--build-only", action="store_true",
                         help="build and import the extension, then stop")
+    parser.add_argument("--quick", action="store_true",
+                        help="build, GPU tests and benchmark only (no CPU suite)")
     parser.add_argument("--no-benchmark", action="store_true")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds for the whole run (default 330 with --quick, else 540)")
+    parser.add_argument("--step-seconds", type=float, default=None,
+                        help="at most this long for any one step (default: each step's own cap)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="stand-ins for the build and the GPU steps (the first one hangs): "
+                             "checks this script's control flow on any machine")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    deadline = Deadline(args.deadline or (330 if args.quick else 540), args.step_seconds)
     out = pathlib.Path(args.out).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"python": sys.version.split()[0]}
+    summary: dict = {"python": sys.version.split()[0], "tests": [], "not_run": []}
+    failed = False
+    try:
+        start = time.perf_counter()
+        if args.dry_run:
+            package = out / "package"
+            summary["import"] = "dry run: nothing built"
+        else:
+            package = build(out / "build", args.jobs)
+            summary["import"] = smoke_test(package)
+        summary["build_seconds"] = round(time.perf_counter() - start, 1)
+        print(f"built {package} in {summary['build_seconds']} s: {summary['import']}", flush=True)
+        if args.build_only:
+            return 0
 
-    start = time.perf_counter()
-    package = build(out / "build", args.jobs)
-    summary["build_seconds"] = round(time.perf_counter() - start, 1)
-    summary["import"] = smoke_test(package)
-    print(f"built {package} in {summary['build_seconds']} s: {summary['import']}", flush=True)
-    if args.build_only:
-        return 0
+        files = sorted((REPO / "tests").glob("test_*.py"))
+        gpu_env = environment(package, None)
+        gpu_env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
+        for k, path in enumerate(f for f in files if f.name in GPU_TESTS):  # in turn
+            budget = deadline.left(240)
+            if budget <= 0:
+                summary["not_run"].append(path.name)
+                continue
+            command = (dry_run_command("hang" if k == 0 else "tests", budget) if args.dry_run
+                       else pytest_command(path))
+            step = run_step(path.stem, command, gpu_env, budget, logs)
+            result = test_result(step, path, None)
+            summary["tests"].append(result)
+            print(f"[gpu] {path.name}: {result['passed']} passed, {result['failed']} failed, "
+                  f"{result['skipped']} skipped {result['note']}", flush=True)
 
-    files = sorted((REPO / "tests").glob("test_*.py"))
-    jobs = [(f, None) for f in files if f.name in GPU_TESTS]
-    jobs += [(f, "cpu") for f in files if f.name not in GPU_TESTS | BAZEL_ONLY]
-    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs // 2)) as pool:
-        results = list(pool.map(lambda job: run_tests(package, job[0], job[1], logs), jobs))
-    summary["tests"] = results
+        if not args.quick and not args.dry_run:
+            cpu = [f for f in files if f.name not in GPU_TESTS | BAZEL_ONLY]
+            budget = deadline.left(420)
 
-    if not args.no_benchmark:
-        done = subprocess.run([sys.executable, str(REPO / "tools" / "gpu_benchmark.py"),
-                               "--json", str(out / "gpu_benchmark.json")],
-                              env=environment(package, None), capture_output=True, text=True,
-                              cwd=REPO, timeout=900)
-        (logs / "gpu_benchmark.log").write_text(done.stdout + done.stderr)
-        summary["benchmark"] = done.stdout if done.returncode == 0 else done.stderr[-3000:]
+            def one(path):
+                if deadline.left(budget) <= 0:
+                    return None
+                return test_result(run_step(path.stem, pytest_command(path),
+                                            environment(package, "cpu"), deadline.left(budget),
+                                            logs), path, "cpu")
 
-    print(f"\n{'test file':32} {'where':6} {'passed':>7} {'failed':>7} {'skipped':>8}")
-    for r in results:
-        print(f"{r['file']:32} {r['platform']:6} {r['passed']:>7} {r['failed']:>7} "
-              f"{r['skipped']:>8}")
-    totals = {k: sum(r[k] for r in results) for k in ("passed", "failed", "skipped")}
-    print(f"{'total':32} {'':6} {totals['passed']:>7} {totals['failed']:>7} "
-          f"{totals['skipped']:>8}")
-    if "benchmark" in summary:
-        print("\n" + summary["benchmark"])
-    (out / "gpu_check.json").write_text(json.dumps(summary, indent=1))
+            with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs // 2)) as pool:
+                for path, result in zip(cpu, pool.map(one, cpu)):
+                    if result is None:
+                        summary["not_run"].append(path.name)
+                    else:
+                        summary["tests"].append(result)
+
+        if not args.no_benchmark:
+            budget = deadline.left(180)
+            if budget <= 0:
+                summary["not_run"].append("gpu_benchmark.py")
+            else:
+                command = (dry_run_command("benchmark", budget) if args.dry_run else
+                           [sys.executable, str(REPO / "tools" / "gpu_benchmark.py"),
+                            "--json", str(out / "gpu_benchmark.json"),
+                            *(["--quick"] if args.quick else [])])
+                step = run_step("gpu_benchmark", command, environment(package, None), budget,
+                                logs)
+                summary["benchmark"] = (step["output"] if not step["timed_out"] else
+                                        f"timed out after {step['seconds']} s; so far:\n"
+                                        + step["output"])
+                failed |= step["timed_out"] or step["returncode"] != 0
+    except Exception as error:  # noqa: BLE001  (the summary below must still come)
+        summary["error"] = f"{type(error).__name__}: {error}"
+        print(f"gpu_check: {summary['error']}", flush=True)
+        failed = True
+    finally:
+        if not args.build_only or "error" in summary:
+            print_summary(summary)
+            (out / "gpu_check.json").write_text(json.dumps(summary, indent=1, default=str))
+    results = summary["tests"]
     gpu = [r for r in results if r["file"] in GPU_TESTS]
-    ran_on_gpu = all(r["passed"] > 0 and r["skipped"] == 0 for r in gpu)
+    ran_on_gpu = bool(gpu) and all(r["passed"] > 0 for r in gpu)
     if not ran_on_gpu:
         print("the GPU tests did not all run on a GPU (see logs/test_gpu*.log)")
-    return 0 if totals["failed"] == 0 and ran_on_gpu else 1
+    return 1 if failed or any(r["failed"] for r in results) or not ran_on_gpu else 0
 
 
 if __name__ == "__main__":

@@ -75,6 +75,25 @@ nb::tuple ShapeTuple(const DeviceArray& a) {
   return nb::tuple(dims);
 }
 
+// Says whether the libraries that may consume a device array now (CuPy,
+// PyTorch) have XLA's stream as their current stream (set by
+// python/xlabind/cuda_calls.py). None until then.
+nb::object& CurrentStreamProbe() {
+  static auto* probe = new nb::object();
+  return *probe;
+}
+
+bool ConsumersUseStream(const DeviceArray& a) {
+  nb::object& probe = CurrentStreamProbe();
+  if (!probe.is_valid() || probe.is_none()) return false;
+  try {
+    return nb::cast<bool>(probe(a.stream, a.device));
+  } catch (const std::exception&) {
+    PyErr_Clear();
+    return false;  // unknown: export the stream, the consumer then orders itself
+  }
+}
+
 nb::dict CudaArrayInterface(const DeviceArray& a) {
   a.CheckAlive();
   nb::dict interface;
@@ -84,8 +103,12 @@ nb::dict CudaArrayInterface(const DeviceArray& a) {
   interface["data"] = nb::make_tuple(a.size() == 0 ? uintptr_t{0} : a.data, a.readonly);
   interface["version"] = 3;
   interface["strides"] = nb::none();  // C-contiguous
-  // The stream the data is ready on; 0 is not allowed by the protocol.
-  if (a.stream != 0) {
+  // CAI v3: "stream" asks the consumer to order its use after that stream;
+  // CuPy, Numba (and PyTorch, for streams other than its own) do so by
+  // synchronizing the host on it. While XLA's stream is the consumers'
+  // current stream the data is ordered already: no stream, no host sync.
+  // Otherwise XLA's stream (never 0, which the protocol forbids).
+  if (a.stream != 0 && !ConsumersUseStream(a)) {
     interface["stream"] = a.stream;
   } else {
     interface["stream"] = nb::none();
@@ -147,10 +170,17 @@ nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::objec
     throw nb::buffer_error("xlabind device arrays live on their CUDA device; __dlpack__ "
                            "cannot move them (dl_device)");
   }
-  // The consumer will use the data on its stream: order it after XLA's work.
-  // None means the legacy default stream; -1 means "do not synchronize".
+  // The consumer will use the data on its stream: order it after XLA's work,
+  // on the device (no host sync). DLPack's CUDA values: None or 1 the legacy
+  // default stream, 2 the per-thread one, -1 "do not order", 0 forbidden
+  // (ambiguous), anything else a stream handle.
   int64_t consumer = cuda::kLegacyStream;
   if (stream && !stream->is_none()) consumer = nb::cast<int64_t>(*stream);
+  if (consumer == 0) {
+    throw nb::buffer_error("xlabind: __dlpack__(stream=0) is not allowed for CUDA (DLPack "
+                           "forbids it as ambiguous): pass None or 1 (the legacy default "
+                           "stream), 2 (the per-thread default stream) or a stream handle");
+  }
   if (consumer != -1 && a.stream != 0) {
     std::string error = cuda::StreamWaitsFor(static_cast<uintptr_t>(consumer), a.stream);
     if (!error.empty()) throw nb::buffer_error(error.c_str());
@@ -199,6 +229,11 @@ void DeviceArray::CheckAlive() const {
 }
 
 void DefineDeviceArray(nb::module_ module) {
+  module.def(
+      "cuda_set_stream_probe", [](nb::object probe) { CurrentStreamProbe() = std::move(probe); },
+      nb::arg("probe"),
+      "probe(stream, device) -> whether CuPy's and PyTorch's current stream is `stream`; "
+      "decides whether __cuda_array_interface__ exports the stream.");
   nb::class_<DeviceArray>(module, "DeviceArray",
                           "One of XLA's CUDA buffers, handed to a callback without copying. "
                           "Use it through __cuda_array_interface__ or DLPack (cupy.asarray, "
@@ -287,6 +322,14 @@ PyObject* NewDeviceArray(DeviceArray array) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
+}
+
+int ElementTypeOfDlpack(uint8_t code, uint8_t bits) {
+  for (const auto& [element_type, name] : ElementTypeNames()) {
+    auto info = InfoOf(element_type);
+    if (info && info->code == code && info->bits == bits) return element_type;
+  }
+  return -1;
 }
 
 void ReleaseDeviceArray(PyObject* object) {

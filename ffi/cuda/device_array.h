@@ -42,6 +42,9 @@ PyObject* NewDeviceArray(DeviceArray array);
 // Forgets the pointer of the DeviceArray `object` (borrowed). Requires the GIL.
 void ReleaseDeviceArray(PyObject* object);
 
+// The XLA element type DLPack's (code, bits) describes, or -1.
+int ElementTypeOfDlpack(uint8_t code, uint8_t bits);
+
 }  // namespace xlabind
 
 #endif  // XLABIND_FFI_CUDA_DEVICE_ARRAY_H_
