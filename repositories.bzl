@@ -13,13 +13,18 @@ consumer's own (`@pypi` of rules_python, say):
   @xlabind_pypi    the pinned Python packages (jax, jaxlib's XLA FFI headers,
                    NumPy, nanobind, ...), installed by pip with --require-hashes
   @xlabind_python  the host interpreter's headers, and the py_runtime toolchain
-  @xlabind_zig     the hermetic C/C++ compiler (select it in .bazelrc:
-                   build --crosstool_top=@xlabind_zig//:toolchain)
+  @xlabind_zig     the hermetic C/C++ compiler, which xlabind builds with; a
+                   workspace opts in with xlabind_register_zig_toolchain()
+                   (and, on Bazel 4-6 without toolchain resolution, the
+                   --crosstool_top lines of README's "Writing a native op").
+                   Without it, xlabind's targets build with the workspace's
+                   own C/C++ toolchain.
   @xlabind_cuda    nvcc, the CUDA runtime and CCCL from pinned NVIDIA wheels
 
 Bazel 4.2.3 also fetches four repositories of its own on the first build
-(rules_cc, rules_java, remote_coverage_tools, platforms); offline stand-ins
-are added for those the workspace has not defined itself.
+(rules_cc, rules_java, remote_coverage_tools, platforms), and xlabind's
+BUILD files load their Python rules from rules_python; offline stand-ins are
+added for those the workspace has not defined itself.
 """
 
 load("//third_party/cuda:cuda_repository.bzl", "cuda_repository")
@@ -28,7 +33,7 @@ load("//third_party/python:pip_repository.bzl", "pip_repository")
 load("//third_party/shims:shim_repository.bzl", "shim_repository")
 load("//third_party/toolchains/zig:zig_repository.bzl", "zig_toolchain")
 
-_BAZEL_SHIMS = ["rules_cc", "rules_java", "remote_coverage_tools", "platforms"]
+_BAZEL_SHIMS = ["rules_cc", "rules_java", "remote_coverage_tools", "platforms", "rules_python"]
 
 def xlabind_dependencies(register_python_toolchain = True):
     """Defines xlabind's external repositories (see the module docstring).
@@ -55,3 +60,13 @@ def xlabind_dependencies(register_python_toolchain = True):
         cuda_repository(name = "xlabind_cuda")
     if register_python_toolchain:
         native.register_toolchains("@xlabind_python//:toolchain")
+
+def xlabind_register_zig_toolchain():
+    """Makes xlabind's zig the C/C++ toolchain of the whole workspace, under
+    platform-based toolchain resolution (x86-64 Linux hosts and targets).
+
+    Call it after xlabind_dependencies() only to build everything with zig
+    (hermetic, glibc 2.17, libc++ linked in) instead of the workspace's own
+    toolchain; xlabind's macros work with either.
+    """
+    native.register_toolchains("@xlabind_zig//:cc_toolchain")

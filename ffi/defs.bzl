@@ -12,7 +12,7 @@ xlabind (see repositories.bzl):
 
     xlabind_extension(
         name = "my_ops",                    # import my_ops
-        handlers = {"cpu": {"my_op": "MyOpCpu"}, "CUDA": {"my_op": "MyOpCuda"}},
+        handlers = {"cpu": {"my_op": "MyOpCpu"}, "cuda": {"my_op": "MyOpCuda"}},
         deps = [":my_handlers"],
     )
 
@@ -23,9 +23,18 @@ Python then registers what the module hands out and binds it:
     op = xlabind.linear(xlabind.ffi_target("my_op", platforms=("cpu", "cuda")), ...)
 """
 
+load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
 load("//third_party/cuda:nvcc.bzl", "nvcc_objects")
 
-_COPTS = ["-fvisibility=hidden"]
+# What XLA's FFI headers and xlabind's need of any C++ compiler, whatever the
+# toolchain defaults to (Bazel 4's auto-configured gcc says -std=c++0x): C++17,
+# and symbols kept inside the module. A library's own `copts` come after these,
+# so `copts = ["-std=c++20"]` picks a newer standard.
+XLABIND_COPTS = ["-std=c++17", "-fvisibility=hidden"]
+
+# Platform keys of `handlers`, in any case, and the name each is registered
+# under (jax's platform names for XLA's FFI registry).
+_PLATFORMS = {"cpu": "cpu", "cuda": "CUDA"}
 
 def _with(deps, extra):
     """`deps` plus the labels in `extra` it does not name already."""
@@ -51,18 +60,18 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
             hdrs = hdrs,
             deps = _with(deps, [Label("//ffi:native_helpers")]),
         )
-        native.cc_library(
+        cc_library(
             name = name + "_cuda",
             srcs = [":" + name + "_cuda_objects"],
             deps = ["@xlabind_cuda//:cudart"],
             linkstatic = True,
         )
         cuda_deps = [":" + name + "_cuda"]
-    native.cc_library(
+    cc_library(
         name = name,
         srcs = srcs,
         hdrs = hdrs,
-        copts = _COPTS + copts,
+        copts = XLABIND_COPTS + copts,
         linkstatic = True,
         deps = _with(deps + cuda_deps, [
             Label("//ffi:native_helpers"),
@@ -108,7 +117,7 @@ def xlabind_extension(name, handlers, deps = [], load_from = None, extra_runpath
     Args:
       name: the module's name (`import name`).
       handlers: {platform: {FFI target name: C symbol of the handler}}, e.g.
-        {"cpu": {"my_op": "MyOpCpu"}}. Platforms as jax names them ("cpu", "CUDA").
+        {"cpu": {"my_op": "MyOpCpu"}}; platform "cpu" or "cuda", in any case.
       deps: the libraries that define the symbols (xlabind_ffi_library).
       load_from: the package-relative folder Python will load the module from,
         if it is copied elsewhere (default: this package). The module finds the
@@ -117,15 +126,20 @@ def xlabind_extension(name, handlers, deps = [], load_from = None, extra_runpath
     """
     specs = []
     for platform, targets in handlers.items():
+        registered = _PLATFORMS.get(platform.lower())
+        if registered == None:
+            fail("xlabind_extension(%s): unknown platform %r in handlers; use %s (any case)" %
+                 (name, platform, " or ".join(['"%s"' % p for p in _PLATFORMS])))
         for target, symbol in targets.items():
-            specs.append("%s %s %s" % (platform, target, symbol))
+            specs.append("%s %s %s" % (registered, target, symbol))
     _extension_source(name = name + "_source", module = name, handlers = specs,
                       out = name + "_module.cc")
     folder = native.package_name() if load_from == None else load_from
     depth = len([part for part in folder.split("/") if part]) + 1  # up to the runfiles root
     runpaths = ["$$ORIGIN/" + "../" * depth + "xlabind_cuda/site/nvidia/cu13/lib"] + extra_runpaths
-    native.cc_binary(
+    cc_binary(
         name = name + ".so",
+        copts = XLABIND_COPTS + kwargs.pop("copts", []),
         srcs = [name + "_module.cc"],
         deps = _with(deps, [Label("//ffi:native_helpers")]) + ["@xlabind_python//:headers"],
         linkshared = True,

@@ -1,7 +1,9 @@
 """pytest_test: one pytest file as a py_test against the built xlabind package."""
 
+load("@rules_python//python:defs.bzl", "py_test")
+
 def pytest_test(name, src, deps = [], data = [], **kwargs):
-    native.py_test(
+    py_test(
         name = name,
         srcs = [src, "//tests:run_pytest.py"],
         main = "//tests:run_pytest.py",

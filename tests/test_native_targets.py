@@ -152,3 +152,23 @@ def test_a_static_batch_axes_attribute_is_refused_under_native_vmap():
                                         r"attribute 'batch_axes', which xlabind passes itself"):
         xlabind.callback(target, lambda x, **_: x, vmap_method="native", name="noop")
     xlabind.callback(target, lambda x, **_: x)  # fine where xlabind passes none
+
+
+def test_platforms_in_any_case_and_a_clear_error_for_others():
+    assert xlabind.ffi_target("xlabind_noop", platforms=("CPU", "Cuda")).platforms == ("cpu", "cuda")
+    assert xlabind.ffi_target("xlabind_noop", platforms="cpu").platforms == ("cpu",)
+    double = xlabind.callback({"CPU": lambda x: 2 * x}, lambda x: x)
+    np.testing.assert_allclose(double(jnp.ones(2)), [2.0, 2.0])
+    np.testing.assert_allclose(xlabind.callback(lambda x: 2 * x, lambda x: x,
+                                                platforms=("Cpu",))(jnp.ones(1)), [2.0])
+    for bad in (("tpu",), ("cpu", "rocm"), ()):
+        with pytest.raises(ValueError, match=r"xlabind.ffi_target\('xlabind_noop'\): "
+                                             r"(unknown platform|platforms is empty)"):
+            xlabind.ffi_target("xlabind_noop", platforms=bad)
+    with pytest.raises(ValueError, match=r"unknown platform 'gpu'; use 'cpu' or 'cuda'"):
+        xlabind.callback({"gpu": np.sin}, lambda x: x)
+    # A module's registrations() table, keyed in any case.
+    from xlabind import _xlabind_ops
+    xlabind.register_ffi_targets({"CPU": _xlabind_ops.registrations()["cpu"]})
+    with pytest.raises(ValueError, match=r"register_ffi_targets: unknown platform 'METAL'"):
+        xlabind.register_ffi_targets({"METAL": {}})

@@ -115,6 +115,17 @@ def test_forward_only_when_vjp_is_none():
         jax.grad(lambda x: op(x).sum())(jnp.zeros(2))
 
 
+def test_vjp_may_be_left_out():
+    """vjp defaults to None: a traceable JVP is transposed by JAX; a plain one
+    gives forward mode, and jax.grad asks for vjp."""
+    traced = xlabind.nonlinear(np.exp, like, jvp=xlabind.traceable(lambda x, t: jnp.exp(x) * t))
+    np.testing.assert_allclose(jax.grad(lambda x: traced(x).sum())(jnp.zeros(2)), [1.0, 1.0])
+    plain = xlabind.nonlinear(np.exp, like, jvp=lambda x, t: np.exp(x) * t, name="exp")
+    np.testing.assert_allclose(jax.jacfwd(plain)(jnp.zeros(2)), np.eye(2))
+    with pytest.raises(TypeError, match=r"exp \(jvp\): no transpose is known.*vjp="):
+        jax.grad(lambda x: plain(x).sum())(jnp.zeros(2))
+
+
 def test_in_place_jvp_and_vjp():
     def square(x, *, out):
         np.square(x, out=out)

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+HEADERS = pathlib.Path(__file__).parent.parent / "ffi" / "native"
+
 
 def readme_blocks():
     text = pathlib.Path("README.md").read_text()
@@ -45,3 +47,35 @@ def test_readme_shell_commands_run():
             done = subprocess.run(command, shell=True, capture_output=True, text=True)
             assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
             assert done.stdout.strip(), command
+
+
+def public_names(header: pathlib.Path) -> set[str]:
+    """What a handler author may use from `header`: the declarations at the top
+    level of namespace xlabind::native (not in an *internal namespace), and
+    XLABIND_* macros other than the include guard."""
+    names, hidden = set(), False
+    for line in header.read_text().splitlines():
+        if re.match(r"namespace \w*internal \{", line):
+            hidden = True
+        elif re.match(r"\}  // namespace \w*internal", line):
+            hidden = False
+        elif not hidden:
+            found = (re.match(r"#define (XLABIND_\w+)\(", line)
+                     or re.match(r"class (\w+)", line)
+                     or re.match(r"inline constexpr [\w: *]+?\b(\w+)(\[\])? =", line)
+                     or re.match(r"(?:inline )?\w[\w:<>, *&]*?[ *&](\w+)\(", line))
+            if found and not line.startswith(("namespace", "template", "}")):
+                names.add(found.group(1))
+    return names
+
+
+def test_the_readme_lists_every_native_helper_and_no_other():
+    """README's "Helpers for handlers" table against ffi/native/*.h."""
+    text = pathlib.Path("README.md").read_text()
+    table = text[text.index("#### Helpers for handlers"):]
+    table = table[:table.index("\n\n`tests/test_readme.py`")]
+    rows = re.findall(r"^\| `(\w+\.h)` \| (.*?) \|", table, flags=re.M)
+    listed = {header: set(re.findall(r"`(\w+)`", names)) for header, names in rows}
+    actual = {path.name: public_names(path) for path in sorted(HEADERS.glob("*.h"))}
+    assert all(actual.values()), actual
+    assert listed == actual

@@ -129,3 +129,39 @@ def test_native_batching_needs_batched_results():
 def test_unknown_vmap_method():
     with pytest.raises(ValueError, match=r"vmap_method must be one of"):
         xlabind.callback(lambda x: x, lambda x: x, vmap_method="parallel")
+
+
+@pytest.mark.parametrize("method", METHODS + ["native"])
+def test_what_derivative_functions_see_under_jacfwd_and_jacrev(method):
+    """The contract README's "What to know" states for derivative functions
+    (Python or native targets alike): a JVP sees each primal laid out like its
+    tangent under every method; under expand_dims a VJP's primal that the vmap
+    does not batch has a size-1 leading axis beside the batched cotangent."""
+    seen = {"jvp": [], "vjp": []}
+
+    def record(kind):
+        def rule(x, t, **kwargs):
+            seen[kind].append((np.shape(x), np.shape(t)))
+            return 2 * x * t  # broadcasts x where it has size 1
+        return rule
+
+    def like(i):
+        def shape(*args, batch_axes=None):
+            if batch_axes is None:
+                return jax.ShapeDtypeStruct(args[i].shape, args[i].dtype)
+            return xlabind.BatchedResult(args[i].shape, args[i].dtype,
+                                         batch_axis=batch_axes[i][-1])
+        return shape
+
+    square = xlabind.nonlinear(lambda x, **_: x * x, like(0), jvp=record("jvp"),
+                               vjp=record("vjp"), vjp_shape_dtypes=like(1), vmap_method=method)
+    x = jnp.arange(1.0, 4.0)
+    for jacobian in (jax.jacfwd, jax.jacrev):
+        np.testing.assert_allclose(jacobian(square)(x), np.diag(2 * np.arange(1.0, 4.0)))
+    if method == "sequential":
+        assert set(seen["jvp"]) == set(seen["vjp"]) == {((3,), (3,))}
+    elif method == "expand_dims":
+        assert seen["jvp"] == [((3, 3), (3, 3))] and seen["vjp"] == [((1, 3), (3, 3))]
+    else:  # broadcast_all, and native (the primal aligned, or broadcast by the rule)
+        assert seen["jvp"] == [((3, 3), (3, 3))], seen
+        assert all(t == (3, 3) for _, t in seen["vjp"]), seen

@@ -2,6 +2,7 @@
 
 #include <array>
 
+#include "ffi/native/dtype_names.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {
@@ -14,37 +15,19 @@ std::array<PyObject*, 256> dtype_objects{};
 
 std::vector<std::pair<int, const char*>> ElementTypeNames() {
   using T = xla::ffi::DataType;
-  auto code = [](T t) { return static_cast<int>(t); };
-  return {
-      {code(T::PRED), "bool"},
-      {code(T::S2), "int2"},
-      {code(T::S4), "int4"},
-      {code(T::S8), "int8"},
-      {code(T::S16), "int16"},
-      {code(T::S32), "int32"},
-      {code(T::S64), "int64"},
-      {code(T::U2), "uint2"},
-      {code(T::U4), "uint4"},
-      {code(T::U8), "uint8"},
-      {code(T::U16), "uint16"},
-      {code(T::U32), "uint32"},
-      {code(T::U64), "uint64"},
-      {code(T::F16), "float16"},
-      {code(T::F32), "float32"},
-      {code(T::F64), "float64"},
-      {code(T::BF16), "bfloat16"},
-      {code(T::C64), "complex64"},
-      {code(T::C128), "complex128"},
-      {code(T::F8E5M2), "float8_e5m2"},
-      {code(T::F8E4M3), "float8_e4m3"},
-      {code(T::F8E4M3FN), "float8_e4m3fn"},
-      {code(T::F8E4M3B11FNUZ), "float8_e4m3b11fnuz"},
-      {code(T::F8E5M2FNUZ), "float8_e5m2fnuz"},
-      {code(T::F8E4M3FNUZ), "float8_e4m3fnuz"},
-      {code(T::F8E3M4), "float8_e3m4"},
-      {code(T::F4E2M1FN), "float4_e2m1fn"},
-      {code(T::F8E8M0FNU), "float8_e8m0fnu"},
+  // Every type NumPy or ml_dtypes has a dtype for (XLA's 1-bit integers and
+  // tokens have none).
+  constexpr T kTypes[] = {
+      T::PRED,          T::S2,         T::S4,         T::S8,           T::S16,
+      T::S32,           T::S64,        T::U2,         T::U4,           T::U8,
+      T::U16,           T::U32,        T::U64,        T::F16,          T::F32,
+      T::F64,           T::BF16,       T::C64,        T::C128,         T::F8E5M2,
+      T::F8E4M3,        T::F8E4M3FN,   T::F8E4M3B11FNUZ, T::F8E5M2FNUZ, T::F8E4M3FNUZ,
+      T::F8E3M4,        T::F4E2M1FN,   T::F8E8M0FNU,
   };
+  std::vector<std::pair<int, const char*>> names;
+  for (T type : kTypes) names.emplace_back(static_cast<int>(type), native::DtypeName(type));
+  return names;
 }
 
 bool SetDtypeObjects(PyObject* dtypes) {

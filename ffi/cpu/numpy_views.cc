@@ -1,6 +1,7 @@
 #include "ffi/cpu/numpy_views.h"
 
 #include "ffi/common/element_types.h"
+#include "ffi/native/dtype_names.h"
 
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL xlabind_numpy_api
@@ -109,10 +110,8 @@ PyObject* ViewBuffer(const ffi::AnyBuffer& buffer, bool writable) {
   const int code = static_cast<int>(buffer.element_type());
   PyArray_Descr* descr = dtype_by_code[code & 0xff];
   if (descr == nullptr) {
-    PyErr_Format(PyExc_TypeError,
-                 "xlabind: XLA element type %d has no NumPy dtype here "
-                 "(is ml_dtypes too old?)",
-                 code);
+    PyErr_Format(PyExc_TypeError, "xlabind: %s has no NumPy dtype here (is ml_dtypes too old?)",
+                 native::DtypeDescription(buffer.element_type()).c_str());
     return nullptr;
   }
   auto dims = buffer.dimensions();

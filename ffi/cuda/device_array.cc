@@ -14,6 +14,7 @@
 #include "ffi/common/element_types.h"
 #include "ffi/cuda/cuda_driver.h"
 #include "ffi/cuda/dlpack_abi.h"
+#include "ffi/native/dtype_names.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace nb = nanobind;
@@ -62,7 +63,9 @@ std::optional<TypeInfo> InfoOf(int element_type) {
 TypeInfo InfoOrThrow(int element_type) {
   auto info = InfoOf(element_type);
   if (!info) {
-    throw nb::type_error(("xlabind: XLA element type " + std::to_string(element_type) +
+    const std::string type =
+        native::DtypeDescription(static_cast<xla::ffi::DataType>(element_type));
+    throw nb::type_error(("xlabind: " + type +
                           " has no device-array form (sub-byte types are packed by XLA)")
                              .c_str());
   }

@@ -8,6 +8,7 @@
 #ifndef XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_
 #define XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_
 
+#include "ffi/native/dtype_names.h"
 #include "ffi/native/errors.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -22,8 +23,7 @@ xla::ffi::Error DispatchFloating(const char* op, xla::ffi::DataType type, Body&&
     case xla::ffi::DataType::F64:
       return body(double{});
     default:
-      return InvalidArgument(op, ": supports float32 and float64, got XLA element type ",
-                             static_cast<int>(type));
+      return InvalidArgument(op, ": supports float32 and float64, got ", DtypeDescription(type));
   }
 }
 

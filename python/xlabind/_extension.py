@@ -28,6 +28,8 @@ import jax
 import ml_dtypes
 import numpy as np
 
+from xlabind._platforms import REGISTRY_NAMES, platform_name
+
 try:
     from xlabind import _xlabind
 except ImportError as error:
@@ -91,7 +93,8 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]]) -> None
     """Registers ``{platform: {target name: handler capsule}}`` with jax (typed
     FFI, api_version=1): what an ``xlabind_extension`` module's
     ``registrations()`` returns, xlabind's own modules included."""
-    for platform, targets in registrations.items():
+    for given, targets in registrations.items():
+        platform = REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", given)]
         for name, capsule in targets.items():
             jax.ffi.register_ffi_target(name, capsule, platform=platform, api_version=1)
             if name.endswith(STATUS_TARGET_SUFFIX):

@@ -43,6 +43,9 @@ def _sequential(size, args, dims, op, call):
 
 
 def _leading_batch(size, args, dims, op, call, broadcast):
+    # A JVP's primal is laid out like its tangent (jax.jacfwd batches the
+    # tangent only), so a JVP sees the two with the same shape.
+    _align_pairs(size, args, dims, op)
     operands = []
     batch = sharding.new_factor(call.factors, call.out_factors)
     factors = []

@@ -15,6 +15,7 @@ from jax.ffi import build_ffi_lowering_function
 from jax.interpreters import mlir
 
 from xlabind import _extension
+from xlabind._platforms import platform_name, platform_names
 from xlabind._extension import register_ffi_targets  # noqa: F401  (public, from here)
 
 
@@ -56,13 +57,10 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
     if not isinstance(name, str) or not name:
         raise TypeError(f"xlabind.ffi_target: name must be the registered target's name (a "
                         f"non-empty str), got {name!r}")
-    for platform in platforms:
-        if platform not in ("cpu", "cuda"):
-            raise ValueError(f"xlabind.ffi_target({name!r}): unknown platform {platform!r}; "
-                             f"use 'cpu' and/or 'cuda'")
+    platforms = platform_names(f"xlabind.ffi_target({name!r})", platforms)
     for key, value in attributes.items():  # refused here, not at the first lowering
         ffi_attribute(key, f"xlabind.ffi_target({name!r})", value)
-    return FfiTarget(name, tuple(platforms), tuple(sorted(attributes.items())))
+    return FfiTarget(name, platforms, tuple(sorted(attributes.items())))
 
 
 def is_native(fn: Any) -> bool:
@@ -75,7 +73,7 @@ def is_native(fn: Any) -> bool:
 def targets_by_platform(fn: FfiTarget | Mapping[str, FfiTarget]) -> dict[str, FfiTarget]:
     if isinstance(fn, FfiTarget):
         return {platform: fn for platform in fn.platforms}
-    return dict(fn)
+    return {platform_name("xlabind: the targets by platform", p): t for p, t in fn.items()}
 
 
 _INT64 = np.iinfo(np.int64)

@@ -46,7 +46,7 @@ def traceable(fn: Callable) -> Traceable:
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
-      >>> sin = xlabind.nonlinear(np.sin, lambda x: x, vjp=None,
+      >>> sin = xlabind.nonlinear(np.sin, lambda x: x,
       ...                         jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t))
       >>> jax.grad(lambda x: sin(x).sum())(jnp.zeros(2)).tolist()
       [1.0, 1.0]
@@ -175,7 +175,7 @@ def _flat(out, call) -> list:
 
 
 def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-              jvp: Function | BoundFunction | Traceable, vjp: Function | BoundFunction | None,
+              jvp: Function | BoundFunction | Traceable, vjp: Function | BoundFunction | None = None,
               vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
               nondiff_argnums: Sequence[int] = (), in_place: bool = False,
               vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
@@ -197,7 +197,10 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
         differentiable argument (a bare array when there is one, else a
         tuple): the linear transpose of ``jvp`` in its tangents (no complex
         conjugation). An xlabind function with derivatives of its own makes
-        ``jax.hessian`` work. ``None``: forward mode only.
+        ``jax.hessian`` work. ``None`` (the default): reverse mode comes from
+        transposing ``jvp`` when it is :func:`xlabind.traceable`; otherwise
+        forward mode only, and ``jax.grad`` raises a TypeError asking for
+        ``vjp``.
       vjp_shape_dtypes: Result shapes of ``vjp``, only needed for
         ``vmap_method="native"`` batching of it (else it runs sequentially).
       nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in

@@ -22,23 +22,25 @@ import numpy as np
 from jax.ffi import build_ffi_lowering_function
 
 from xlabind import _extension, cuda_calls
+from xlabind._platforms import platform_name, platform_names
 
-#: Platforms a Python function can run on.
-PLATFORMS = ("cpu", "cuda")
 
 
 def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
                           platforms: Sequence[str]) -> dict[str, Callable]:
     """{platform: function} from what a user passed: a mapping, or one function
     for every platform in `platforms`."""
+    where = f"xlabind: {name}"
     if isinstance(fn, Mapping):
-        table = dict(fn)
+        table = {}
+        for platform, f in fn.items():
+            key = platform_name(where, platform)
+            if key in table:
+                raise ValueError(f"{where}: two functions for platform {key!r}")
+            table[key] = f
     else:
-        table = {p: fn for p in platforms}
+        table = {p: fn for p in platform_names(where, platforms)}
     for platform, f in table.items():
-        if platform not in PLATFORMS:
-            raise ValueError(f"xlabind: {name}: unknown platform {platform!r}; Python functions "
-                             f"run on {', '.join(PLATFORMS)}")
         if not callable(f):
             raise TypeError(f"xlabind: {name}: the function for {platform!r} must be callable, "
                             f"got {type(f).__name__}")

@@ -26,10 +26,11 @@ def same(x: Any) -> Any:
 linear_op: xlabind.BoundFunction = xlabind.linear(double, double, same, vmap_method="native")
 plain: xlabind.BoundFunction = xlabind.callback(np.sin, same, name="sin")
 sine: xlabind.BoundFunction = xlabind.nonlinear(
-    np.sin, same, jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t), vjp=None)
+    np.sin, same, jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t))
 products: xlabind.BoundFunction = xlabind.multilinear(
     lambda a, b: a * b, (lambda a, b, ct: ct * b, lambda a, b, ct: a * ct), same)
 native: xlabind.FfiTarget = xlabind.ffi_target("xlabind_noop", platforms=("cpu",))
+any_case: xlabind.FfiTarget = xlabind.ffi_target("xlabind_noop", platforms="CPU")
 per_platform = xlabind.callback({"cpu": np.sin, "cuda": np.sin}, same, synchronize=True)
 xlabind.register_ffi_targets({})
 methods: tuple[str, ...] = tuple(xlabind.VMAP_METHODS)

@@ -1,11 +1,15 @@
 """nvcc_objects: where nvcc runs. Compiles .cu files with the pinned nvcc into
 position-independent objects for sm_80 and sm_90, with PTX for newer GPUs.
 
-nvcc's host compiler is the machine's g++ (-ccbin): CUDA's headers refuse
-zig's libc++ (see README, "What is hermetic"). So .cu files hold device code
-and `extern "C"` launchers only; the C++ that includes XLA's FFI headers is
-compiled by the C++ toolchain and calls the launchers (ffi/defs.bzl).
+nvcc's host compiler (-ccbin) is the resolved C/C++ toolchain's compiler when
+that is a gcc or clang (a consumer's own toolchain), and the machine's g++
+when it is xlabind's zig: CUDA's headers refuse zig's libc++ (see README,
+"What is hermetic"). So .cu files hold device code and `extern "C"` launchers
+only; the C++ that includes XLA's FFI headers is compiled by the C++
+toolchain and calls the launchers (ffi/defs.bzl).
 """
+
+load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
 # SASS for Ampere and Hopper; PTX of the newest, which the driver compiles for
 # any later GPU.
@@ -19,6 +23,19 @@ def _gencode_flags():
     flags += ["-gencode", "arch=compute_%s,code=compute_%s" % (newest, newest)]
     return flags
 
+# Compilers nvcc accepts as its host compiler (the toolchain's `compiler` field).
+_HOST_COMPILERS = ["gcc", "clang"]
+
+def _host_compiler(ctx):
+    """The -ccbin for nvcc: the C++ toolchain's compiler where nvcc can use it."""
+    if ctx.attr.host_compiler:
+        return ctx.attr.host_compiler
+    toolchain = find_cpp_toolchain(ctx)
+    executable = toolchain.compiler_executable
+    if toolchain.compiler in _HOST_COMPILERS and executable.startswith("/"):
+        return executable
+    return "g++"
+
 def _nvcc_objects_impl(ctx):
     compilation = [dep[CcInfo].compilation_context for dep in ctx.attr.deps if CcInfo in dep]
     includes = depset(transitive = [c.includes for c in compilation] +
@@ -30,7 +47,7 @@ def _nvcc_objects_impl(ctx):
     for src in ctx.files.srcs:
         obj = ctx.actions.declare_file("_nvcc/%s/%s.o" % (ctx.label.name, src.basename[:-len(".cu")]))
         args = ctx.actions.args()
-        args.add_all(["-ccbin", ctx.attr.host_compiler, "-std=c++17", "-O3", "-c"])
+        args.add_all(["-ccbin", _host_compiler(ctx), "-std=c++17", "-O3", "-c"])
         args.add_all(["-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden"])
         args.add_all(_gencode_flags())
         args.add("-I.")
@@ -59,7 +76,10 @@ nvcc_objects = rule(
         "hdrs": attr.label_list(allow_files = True, doc = "headers they include"),
         "deps": attr.label_list(providers = [CcInfo], doc = "cc_libraries whose headers they use"),
         "copts": attr.string_list(doc = "more nvcc flags"),
-        "host_compiler": attr.string(default = "g++"),
+        "host_compiler": attr.string(
+            doc = "nvcc's -ccbin; default: the C++ toolchain's gcc or clang, else g++",
+        ),
+        "_cc_toolchain": attr.label(default = Label("@bazel_tools//tools/cpp:current_cc_toolchain")),
         "_nvcc": attr.label(
             default = Label("@xlabind_cuda//:nvcc"),
             executable = True,
@@ -67,4 +87,5 @@ nvcc_objects = rule(
             allow_single_file = True,
         ),
     },
+    toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
 )

@@ -7,7 +7,8 @@ import re
 import unittest
 
 TUTORIAL_FILES = (".bazelrc", "BUILD.bazel", "WORKSPACE", "scale_handlers.cc",
-                  "scale_kernels.cu", "scale_kernels.h", "test_consumer_ops.py")
+                  "scale_kernels.cu", "scale_kernels.h", "square_handlers.cc",
+                  "test_consumer_ops.py")
 
 
 def runfile(workspace, path):

@@ -1,0 +1,101 @@
+"""xlabind's Starlark stays buildable by later Bazel releases, where Bazel
+4.2.3 has no flag to check it: tools/forward_compat.bazelrc turns on the rest
+(see README, "Which Bazel")."""
+
+import pathlib
+import re
+
+import pytest
+
+RUNFILES = pathlib.Path(__file__).parent.parent
+FORWARD_COMPAT = RUNFILES / "tools" / "forward_compat.bazelrc"
+
+# Rules that leave Bazel itself (Bazel 9: C++ and Python rules come from
+# rules_cc and rules_python), and where to load each from.
+RULE_FILES = {
+    "@rules_cc//cc:defs.bzl": ("cc_binary", "cc_import", "cc_library", "cc_test",
+                               "cc_toolchain", "cc_toolchain_suite"),
+    "@rules_python//python:defs.bzl": ("py_binary", "py_library", "py_runtime",
+                                       "py_runtime_pair", "py_test"),
+}
+
+
+def starlark_files():
+    """Every BUILD file, .bzl file, repository BUILD template and rc file of the
+    workspace (//:bazel_files); the shims' stand-ins are not among them."""
+    names = ("BUILD.bazel", "WORKSPACE", ".bazelrc")
+    suffixes = (".bzl", ".BUILD", ".tpl", ".bazelrc")
+    files = [p for p in RUNFILES.rglob("*") if p.is_file() and "external" not in p.parts
+             and (p.name in names or p.name.endswith(suffixes))]
+    return sorted(files)
+
+
+def relative(path):
+    return str(path.relative_to(RUNFILES))
+
+
+def code(path):
+    """The file without comments and docstrings (what Bazel evaluates)."""
+    text = re.sub(r'"""(.*?)"""', '""', path.read_text(), flags=re.S)
+    return re.sub(r"#.*", "", text)
+
+
+def test_the_files_are_there():
+    found = {relative(p) for p in starlark_files()}
+    for expected in ("BUILD.bazel", "WORKSPACE", ".bazelrc", "repositories.bzl", "ffi/defs.bzl",
+                     "third_party/cuda/nvcc.bzl", "third_party/python/site_packages.BUILD",
+                     "third_party/toolchains/zig/toolchain.BUILD.tpl", "tests/pytest.bzl",
+                     "tools/forward_compat.bazelrc"):
+        assert expected in found, sorted(found)
+
+
+@pytest.mark.parametrize("path", starlark_files(), ids=relative)
+def test_no_host_transitions(path):
+    # Bazel 7 deprecates cfg = "host" in Starlark; "exec" means the same.
+    assert not re.search(r"""cfg\s*=\s*["']host["']""", code(path))
+    assert "host_configuration" not in code(path) and "host_fragments" not in code(path)
+
+
+@pytest.mark.parametrize("path", starlark_files(), ids=relative)
+def test_cc_and_python_rules_are_loaded_not_native(path):
+    text = code(path)
+    loaded = set()
+    for source, names in re.findall(r'load\(\s*"([^"]+)"\s*,([^)]*)\)', text):
+        for name in re.findall(r'(?:(\w+)\s*=\s*)?"(\w+)"', names):
+            if source in RULE_FILES:
+                loaded.add(name[0] or name[1])
+    for source, rules in RULE_FILES.items():
+        for rule in rules:
+            assert not re.search(rf"\bnative\.{rule}\b", text), f"native.{rule}: load it from {source}"
+            if re.search(rf"(?<![\w.]){rule}\(", text):
+                assert rule in loaded, f"{rule} is used but not loaded from {source}"
+
+
+@pytest.mark.parametrize("path", starlark_files(), ids=relative)
+def test_no_parameters_later_releases_removed(path):
+    text = code(path)
+    # rule(incompatible_use_toolchain_transition=) is a no-op from Bazel 5 on.
+    assert "incompatible_use_toolchain_transition" not in text
+    assert not re.search(r"\bdepset\([^)]*\bitems\s*=", text)
+
+
+def test_the_zig_toolchain_is_opt_in_for_other_workspaces():
+    """xlabind_dependencies() registers no C/C++ toolchain: a consumer keeps
+    its own unless it calls xlabind_register_zig_toolchain()."""
+    text = code(RUNFILES / "repositories.bzl")
+    dependencies = re.search(r"def xlabind_dependencies\(.*?(?=\ndef |\Z)", text, flags=re.S)
+    assert dependencies and "xlabind_zig//:cc_toolchain" not in dependencies.group(0)
+    register = re.search(r"def xlabind_register_zig_toolchain\(\):.*", text, flags=re.S)
+    assert register and 'register_toolchains("@xlabind_zig//:cc_toolchain")' in register.group(0)
+
+
+def test_forward_compatibility_flags_are_on_and_each_says_its_release():
+    rc = (RUNFILES / ".bazelrc").read_text()
+    assert "import %workspace%/tools/forward_compat.bazelrc" in rc
+    lines = FORWARD_COMPAT.read_text().splitlines()
+    flags = [line.split()[1] for line in lines if line.startswith("build --")]
+    assert len(flags) >= 10 and all(f.startswith("--incompatible_") for f in flags)
+    for flag in flags:
+        index = lines.index(f"build {flag}")
+        comment = " ".join(line for line in lines[max(0, index - 3):index] if line.startswith("#"))
+        assert re.search(r"\((\d+\.\d+|announced[^)]*)\)", comment), flag
