@@ -2,12 +2,12 @@
 
 load("@rules_python//python:defs.bzl", "py_test")
 
-def pytest_test(name, src, deps = [], data = [], **kwargs):
+def pytest_test(name, src, deps = [], data = [], pytest_args = [], **kwargs):
     py_test(
         name = name,
         srcs = [src, "//tests:run_pytest.py"],
         main = "//tests:run_pytest.py",
-        args = ["$(location %s)" % src],
+        args = ["$(location %s)" % src] + pytest_args,
         python_version = "PY3",
         deps = ["//python:xlabind"] + deps,
         data = data,

@@ -44,8 +44,10 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # Test files that need what only Bazel provides (the wheel builder, ducc0, the
-# examples package); the CPU suite under `bazel test //...` covers them.
-BAZEL_ONLY = {"test_wheel.py", "test_examples.py"}
+# examples package, the workspace's Starlark); the CPU suite under
+# `bazel test //...` covers them.
+BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
+              "test_bazel_files.py"}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
 GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py"}
 
@@ -84,10 +86,12 @@ def cuda_toolkit() -> pathlib.Path | None:
     return None
 
 
-def build(out: pathlib.Path, jobs: int) -> pathlib.Path:
+def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     """Compiles xlabind's three extension modules into <out>/package/xlabind, as
     ffi/BUILD.bazel does; returns <out>/package. The CUDA ops need nvcc: without
-    one that module is left out, and the package says so when they are used."""
+    one that module is left out, and the package says so when they are used.
+    `fast`: unoptimized, and PTX only (no ptxas): proves that everything
+    compiles and links, in a fraction of the time, for tests/test_gpu_check.py."""
     import jax
     import nanobind
     import numpy
@@ -98,7 +102,7 @@ def build(out: pathlib.Path, jobs: int) -> pathlib.Path:
                 jax.ffi.include_dir(), nanobind.include_dir(),
                 nanobind_src.parent / "ext" / "robin_map" / "include"]
     # Other projects' headers as system headers: their warnings are not ours.
-    flags = ["-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing",
+    flags = ["-std=c++17", "-O0" if fast else "-O2", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing",
              f"-I{REPO}", *(f"-isystem{path}" for path in includes[1:])]
     toolkit = cuda_toolkit()
     objects_dir = out / "objects"
@@ -111,9 +115,10 @@ def build(out: pathlib.Path, jobs: int) -> pathlib.Path:
         obj = objects_dir / (str(relative).replace(os.sep, "_") + ".o")
         if source.suffix == ".cu":
             # sm_90 (the H200) and PTX for anything newer; g++ is nvcc's host compiler.
-            command = [str(toolkit / "bin" / "nvcc"), "-ccbin", cxx, "-std=c++17", "-O3",
-                       "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden",
-                       "-gencode", "arch=compute_90,code=sm_90",
+            sass = [] if fast else ["-gencode", "arch=compute_90,code=sm_90"]
+            command = [str(toolkit / "bin" / "nvcc"), "-ccbin", cxx, "-std=c++17",
+                       "-O0" if fast else "-O3",
+                       "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", *sass,
                        "-gencode", "arch=compute_90,code=compute_90",
                        f"-I{REPO}", "-isystem", str(jax.ffi.include_dir()),
                        "-c", str(source), "-o", str(obj)]
@@ -298,6 +303,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="stand-ins for the build and the GPU steps (the first one hangs): "
                              "checks this script's control flow on any machine")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--fast-build", action="store_true",
+                        help="unoptimized, PTX only: checks that everything builds (not for "
+                             "measuring or a GPU run)")
     args = parser.parse_args(argv)
     deadline = Deadline(args.deadline or (330 if args.quick else 540), args.step_seconds)
     out = pathlib.Path(args.out).resolve()
@@ -311,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             package = out / "package"
             summary["import"] = "dry run: nothing built"
         else:
-            package = build(out / "build", args.jobs)
+            package = build(out / "build", args.jobs, fast=args.fast_build)
             summary["import"] = smoke_test(package)
         summary["build_seconds"] = round(time.perf_counter() - start, 1)
         print(f"built {package} in {summary['build_seconds']} s: {summary['import']}", flush=True)
