@@ -93,6 +93,23 @@ def check_readme() -> None:
     print("check_consumer: readme: passed, built by zig")
 
 
+def check_unknown_platform(consumer: pathlib.Path, output_base: pathlib.Path) -> None:
+    """A handlers key other than cpu / cuda fails the build, naming both."""
+    bad = consumer / "bad_platform"
+    bad.mkdir()
+    (bad / "BUILD.bazel").write_text(
+        'load("@xlabind//ffi:defs.bzl", "xlabind_extension")\n\n'
+        'xlabind_extension(name = "ops", handlers = {"rocm": {"op": "Op"}})\n')
+    done = subprocess.run([str(BAZEL), f"--output_base={output_base}", "--bazelrc=/dev/null",
+                           "build", "//bad_platform:all"], cwd=consumer, capture_output=True,
+                          text=True)
+    expected = 'unknown platform "rocm" in handlers; use "cpu" or "cuda" (any case)'
+    if done.returncode == 0 or expected not in done.stderr:
+        raise SystemExit(f"check_consumer: own: an unknown platform did not fail the build with "
+                         f"{expected!r}:\n{done.stderr[-2000:]}")
+    shutil.rmtree(bad)
+
+
 def check_own() -> None:
     root = pathlib.Path(tempfile.mkdtemp(prefix="xlabind-consumer-"))
     output_base = root / "output_base"
@@ -112,6 +129,7 @@ def check_own() -> None:
         if not needs_libstdcxx(module):
             raise SystemExit("check_consumer: own: consumer_ops.so does not need libstdc++, so "
                              "the host toolchain did not build it")
+        check_unknown_platform(consumer, output_base)
         print("check_consumer: own: passed, built by the workspace's own toolchain")
     finally:
         subprocess.run([str(BAZEL), f"--output_base={output_base}", "shutdown"], cwd=root)
