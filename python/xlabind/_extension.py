@@ -92,7 +92,8 @@ STATUS_VARIANTS: set[tuple[str, str]] = set()
 def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]]) -> None:
     """Registers ``{platform: {target name: handler capsule}}`` with jax (typed
     FFI, api_version=1): what an ``xlabind_extension`` module's
-    ``registrations()`` returns, xlabind's own modules included."""
+    ``registrations()`` returns, xlabind's own modules included. Platforms are
+    ``"cpu"`` and ``"cuda"`` in any case; another is a ValueError."""
     for given, targets in registrations.items():
         platform = REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", given)]
         for name, capsule in targets.items():

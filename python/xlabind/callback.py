@@ -86,7 +86,8 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
       vmap_method: One of :data:`VMAP_METHODS`; ``"sequential"`` by default.
       platforms: The platforms a plain function ``fn`` runs on: ``("cpu",)``
         by default; ``("cpu", "cuda")`` for one function that works on both
-        (e.g. written against the array API).
+        (e.g. written against the array API). Names in any case; one name
+        alone works too.
       sharding_rule: How the function may be split across devices under a
         sharded ``jax.jit``: an einsum-like string naming each dimension of
         each operand and result, e.g. ``"b n, b -> b n"``. Dimensions named

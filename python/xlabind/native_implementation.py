@@ -46,6 +46,7 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
     of numbers, and tuples of numbers as i64 or f64 arrays. Under
     ``vmap_method="native"`` it also receives ``batch_axes``: an i64 array of
     operands × vmap levels, -1 where a level does not batch an operand.
+    ``platforms``: ``"cpu"``, ``"cuda"`` (any case) or a sequence of them.
     Register targets first, e.g. with :func:`xlabind.register_ffi_targets`.
 
     Example:

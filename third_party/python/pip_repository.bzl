@@ -21,7 +21,6 @@ def pip_install(rctx, lock, target):
         "--no-deps",
         "--require-hashes",
         "--only-binary=:all:",
-        "--no-compile",
         "--target",
         str(rctx.path(target)),
         "-r",
@@ -32,9 +31,15 @@ def pip_install(rctx, lock, target):
         args,
         timeout = 1800,
         quiet = True,
-        # Debian's pip refuses installs into an "externally managed" Python
-        # even with --target; this install touches only the repository.
-        environment = {"PIP_BREAK_SYSTEM_PACKAGES": "1"},
+        environment = {
+            # Debian's pip refuses installs into an "externally managed" Python
+            # even with --target; this install touches only the repository.
+            "PIP_BREAK_SYSTEM_PACKAGES": "1",
+            # pip compiles the packages' bytecode here, once: tests run in
+            # sandboxes that cannot write it, and would otherwise compile jax
+            # from source in every process (about a second each).
+            "PYTHONDONTWRITEBYTECODE": "",
+        },
     )
     if result.return_code != 0:
         fail("pip install of %s failed (exit %d):\n%s\n%s" % (
