@@ -293,3 +293,174 @@ def test_map_coordinates_gradients_inside_shard_map(mesh):
                                                                                     coords))
         for ours, theirs in zip(*grads):
             np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+
+
+# -- summed factors (reductions) -------------------------------------------------
+
+@pytest.fixture(params=["shardy", "gspmd"])
+def partitioner(request):
+    """Both of jax's partitioners: Shardy (the default) and GSPMD."""
+    before = jax.config.jax_use_shardy_partitioner
+    jax.config.update("jax_use_shardy_partitioner", request.param == "shardy")
+    yield request.param
+    jax.config.update("jax_use_shardy_partitioner", before)
+
+
+def _matmul(calls):
+    def mm(a, b):
+        calls.record(a, b)
+        return np.asarray(a) @ np.asarray(b)
+
+    def mm_t_a(b, ct):
+        calls.record(b, ct)
+        return np.asarray(ct) @ np.asarray(b).T
+
+    def mm_t_b(a, ct):
+        calls.record(a, ct)
+        return np.asarray(a).T @ np.asarray(ct)
+
+    return xlabind.multilinear(
+        mm, (mm_t_a, mm_t_b), lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
+        sharding_rule=xlabind.ShardingRule("i n, n j -> i j", summed=("n",)))
+
+
+def test_a_summed_factor_is_split_and_the_partial_results_added(mesh, partitioner):
+    calls = Calls()
+    op = _matmul(calls)
+    a, b = np.arange(64.0).reshape(4, 16) / 16, np.arange(48.0).reshape(16, 3) / 16
+    a_, b_ = rows(mesh, a, P(None, "d")), rows(mesh, b)
+    y = jax.jit(op)(a_, b_)
+    np.testing.assert_allclose(y, a @ b, rtol=1e-12)
+    # Each device multiplies its 2 of the 16 columns by its 2 rows: no gather.
+    assert calls.take() == [((4, 2), (2, 3))] * 8
+    ga, gb = jax.jit(jax.grad(lambda a, b: jnp.sum(jnp.sin(op(a, b))), argnums=(0, 1)))(a_, b_)
+    want = jax.grad(lambda a, b: jnp.sum(jnp.sin(a @ b)), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, want[0], rtol=1e-12)
+    np.testing.assert_allclose(gb, want[1], rtol=1e-12)
+    # The transposes are split too (n is independent in them): no gather.
+    assert sorted(set(calls.take())) == [((2, 3), (4, 3)), ((4, 2), (2, 3)), ((4, 2), (4, 3))]
+    # The independent factor sharded instead (the summed one whole): rows split.
+    y = jax.jit(op)(rows(mesh, np.ones((16, 4))), jnp.ones((4, 3)))
+    np.testing.assert_array_equal(y, np.full((16, 3), 4.0))
+    assert calls.take() == [((2, 4), (4, 3))] * 8
+
+
+def test_the_transpose_of_a_broadcast_is_a_sum_across_devices(mesh, partitioner):
+    calls = Calls()
+
+    def broadcast(x, *, n):
+        calls.record(x)
+        return np.broadcast_to(np.asarray(x), (n, *x.shape)).copy()
+
+    def summed(ct, *, n):
+        calls.record(ct)
+        return np.asarray(ct).sum(axis=0)
+
+    # The rows b are independent: the transpose, which sums them, is split by rows.
+    op = xlabind.linear(broadcast, summed, lambda x, *, n: jax.ShapeDtypeStruct((n, *x.shape),
+                                                                                x.dtype),
+                        sharding_rule="m -> b m")
+    w = rows(mesh, np.arange(48.0).reshape(16, 3))
+    g = jax.jit(jax.grad(lambda x, w: jnp.sum(op(x, n=16) * w)))(jnp.zeros(3), w)
+    np.testing.assert_allclose(g, np.arange(48.0).reshape(16, 3).sum(axis=0))
+    assert calls.take() == [((2, 3),)] * 8
+
+
+def test_a_vjp_sums_what_an_argument_without_the_factor_gets(mesh, partitioner):
+    calls = Calls()
+
+    def vjp(x, s, ct):
+        calls.record(x, s, ct)
+        x, s, ct = np.asarray(x), np.asarray(s), np.asarray(ct)
+        return ct * np.sin(s), np.sum(ct * x * np.cos(s))
+
+    op = xlabind.nonlinear(lambda x, s: np.asarray(x) * np.sin(s), lambda x, s: x,
+                           jvp=lambda x, s, tx, ts: tx * np.sin(s) + x * np.cos(s) * ts,
+                           vjp=vjp, sharding_rule="b, () -> b")
+    x, s = np.linspace(0.0, 1.0, 16), 0.3
+    gx, gs = jax.jit(jax.grad(lambda x, s: jnp.sum(op(x, s) ** 2), argnums=(0, 1)))(
+        rows(mesh, x), jnp.asarray(s))
+    wx, ws = jax.grad(lambda x, s: jnp.sum((x * jnp.sin(s)) ** 2), argnums=(0, 1))(x, s)
+    np.testing.assert_allclose(gx, wx, rtol=1e-12)
+    np.testing.assert_allclose(gs, ws, rtol=1e-12)
+    assert calls.take() == [((2,), (), (2,))] * 8
+
+
+def test_summed_factors_that_cannot_be_summed_are_clear_errors():
+    def op(rule, result=jax.ShapeDtypeStruct((1,), jnp.float32)):
+        return xlabind.callback(lambda a: a, lambda a: result, sharding_rule=rule, name="ruled")
+
+    with pytest.raises(ValueError, match=r"ruled: sharding_rule 'n -> n': summed factor 'n' is "
+                                         r"a dimension of a result"):
+        op(xlabind.ShardingRule("n -> n", summed="n"),
+           jax.ShapeDtypeStruct((4,), jnp.float32))(jnp.ones(4))
+    with pytest.raises(ValueError, match=r"summed factor 'k' names no dimension of an operand"):
+        op(xlabind.ShardingRule("n -> m", summed=("k",)))(jnp.ones(4))
+    with pytest.raises(ValueError, match=r"sums over \('n',\), but result 0 is bool"):
+        op(xlabind.ShardingRule("n -> ()", summed="n"),
+           jax.ShapeDtypeStruct((), jnp.bool_))(jnp.ones(4))
+    with pytest.raises(ValueError, match=r"or an xlabind.ShardingRule, got 3"):
+        op(3)(jnp.ones(4))
+
+
+def test_map_coordinates_splits_points_and_sums_the_grid_gradient(mesh, partitioner):
+    from xlabind.ops import map_coordinates
+
+    rng = np.random.default_rng(0)
+    grid = rng.normal(size=(6, 7, 5))
+    coords = [rng.uniform(-1.0, s, size=64) for s in grid.shape]
+
+    def loss(grid, *coords):
+        return jnp.sum(jnp.sin(map_coordinates(grid, list(coords), 1, "constant", cval=0.5)))
+
+    both = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2, 3)))
+    value, grads = both(grid, *coords)
+    sharded = [rows(mesh, c) for c in coords]
+    value8, grads8 = both(grid, *sharded)
+    np.testing.assert_allclose(value8, value, rtol=1e-12)
+    for ours, theirs in zip(grads8, grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-14)
+    assert grads8[1].sharding.spec == P("d")
+    # No array of numbers is gathered; only the calls' one-byte statuses are.
+    hlo = both.lower(grid, *sharded).compile().as_text()
+    gathered = {line.split("=")[1].split()[0] for line in hlo.splitlines()
+                if " all-gather(" in line or " all-gather-start(" in line}
+    assert gathered and all(t.startswith("u8[") for t in gathered), gathered
+
+
+def test_check_sharding_finds_a_rule_the_function_does_not_keep(mesh):
+    # cumsum is not independent in n: a rule that says so splits it wrongly.
+    wrong = xlabind.callback(lambda x: np.cumsum(np.asarray(x)), lambda x: x,
+                             sharding_rule="n -> n", name="cumsum")
+    x = rows(mesh, np.arange(16.0))
+    with pytest.raises(AssertionError, match=r"check_sharding: cumsum: result 0 differs between "
+                                             r"the sharded call and the call on one device"):
+        xlabind.check_sharding(wrong, x)
+    # A sum over n declared as such is right, and passes.
+    total = xlabind.callback(lambda x: np.asarray(np.asarray(x).sum()),
+                             lambda x: jax.ShapeDtypeStruct((), x.dtype),
+                             sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"))
+    xlabind.check_sharding(total, x)
+    xlabind.check_sharding(_matmul(Calls()), rows(mesh, np.ones((3, 16)), P(None, "d")),
+                           rows(mesh, np.ones((16, 2))))
+
+
+def test_map_coordinates_under_vmap_keeps_the_batch_sharded(mesh, partitioner):
+    from xlabind.ops import map_coordinates
+
+    rng = np.random.default_rng(1)
+    grids = rng.normal(size=(8, 5, 6))
+    coords = rng.uniform(-1.0, 6.0, size=(8, 2, 32))
+
+    def batch(grids, coords):
+        return jax.vmap(lambda g, c: map_coordinates(g, [c[0], c[1]], 1, "nearest"))(grids,
+                                                                                     coords)
+
+    def loss(grids, coords):
+        return jnp.sum(jnp.sin(batch(grids, coords)))
+
+    want = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(grids, coords)
+    got = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))(rows(mesh, grids), rows(mesh, coords))
+    for ours, theirs in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-14)
+    assert jax.jit(batch)(rows(mesh, grids), rows(mesh, coords)).sharding.spec[0] == "d"

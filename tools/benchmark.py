@@ -60,6 +60,7 @@ import argparse
 import ctypes
 import dataclasses
 import gc
+import importlib
 import json
 import os
 import platform
@@ -368,6 +369,62 @@ def sharded_worker(rounds: int, calls: int) -> dict:
             "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
 
 
+def map_coordinates_sharded_worker(points: int, rounds: int) -> dict:
+    """Medians (µs) of map_coordinates on `points` points sharded over this
+    process's devices (64³ float64 grid, order 1): values and the grid's
+    gradient, split by points (the op's sharding rule) and once per program
+    (without it), and the all-reduce of one grid (what the split gradient adds)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    # The module (xlabind.ops exports the function under the same name).
+    module = importlib.import_module("xlabind.ops.map_coordinates")
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    grid, coords = _map_coordinates_problem(64, points, seed=3)
+    coords = [jax.device_put(c, NamedSharding(mesh, PartitionSpec("d"))) for c in coords]
+    grid = jax.device_put(grid, NamedSharding(mesh, PartitionSpec()))
+
+    def values(g, *c):
+        return module.map_coordinates(g, list(c), 1, "nearest")
+
+    def grid_gradient(g, *c):
+        return jax.grad(lambda g: jnp.sum(values(g, *c) ** 2))(g)
+
+    cases = []
+    for sharded in (True, False):
+        module._SHARDED = sharded  # read when tracing: compile now
+        tag = "split" if sharded else "once"
+        for name, fn in (("values", values), ("grid_gradient", grid_gradient)):
+            f = jax.jit(fn)  # traced (reading _SHARDED) by warm_up below
+            cases.append(Case(f"mc_{name}_{tag}", f"{name.replace('_', ' ')}, "
+                              f"{'split by points' if sharded else 'once per program'}",
+                              lambda x, f=f: f(x, *coords), grid))
+        warm_up(cases[-2:])
+    module._SHARDED = True
+    reduce = jax.jit(jax.shard_map(lambda g: jax.lax.psum(g, "d"), mesh=mesh,
+                                   in_specs=PartitionSpec(), out_specs=PartitionSpec(),
+                                   check_vma=False))
+    cases.append(Case("mc_all_reduce", "all-reduce of one grid (64³ float64)", reduce, grid))
+    warm_up(cases[-1:])
+    np.testing.assert_allclose(cases[0].fn(grid), cases[2].fn(grid), rtol=1e-12)
+    np.testing.assert_allclose(cases[1].fn(grid), cases[3].fn(grid), rtol=1e-9, atol=1e-9)
+    measure(cases, rounds, 1)
+    return {"devices": len(jax.devices()), "points": points,
+            "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
+
+
+def print_map_coordinates_sharded(report: dict) -> None:
+    results = report["results"]
+    print(f"\nmap_coordinates on {report['points']:,} points sharded over {report['devices']} "
+          f"CPU devices, {os.cpu_count()} cores, 64³ float64 grid (median µs):")
+    for row in results.values():
+        print(f"  {row['label']:<58} {row['median_us']:>10.1f}")
+    for name in ("values", "grid_gradient"):
+        ratio = results[f"mc_{name}_once"]["median_us"] / results[f"mc_{name}_split"]["median_us"]
+        print(f"  {name.replace('_', ' ')}: once per program / split = {ratio:.2f}x")
+    share = results["mc_all_reduce"]["median_us"] / results["mc_grid_gradient_split"]["median_us"]
+    print(f"  the reduction (one grid's all-reduce) is {100 * share:.1f}% of the split gradient")
+
+
 def lifetime_worker(kind: str, loops: int) -> dict:
     """RSS growth (MiB) over `loops` bound functions made, jitted, called and
     dropped, each closing over 1 MiB, in this process."""
@@ -609,8 +666,12 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     if args.worker:
         kind, *rest = args.worker
-        report = (sharded_worker(args.rounds, args.calls_per_round) if kind == "sharded"
-                  else lifetime_worker(rest[0], int(rest[1])))
+        if kind == "sharded":
+            report = sharded_worker(args.rounds, args.calls_per_round)
+        elif kind == "map_coordinates_sharded":
+            report = map_coordinates_sharded_worker(int(rest[0]), args.rounds)
+        else:
+            report = lifetime_worker(rest[0], int(rest[1]))
         print(json.dumps(report))
         return 0
     if args.grid_sweep:
@@ -629,6 +690,11 @@ def main(argv: list[str] | None = None) -> int:
                           {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
                            f" --xla_force_host_platform_device_count={devices}"})
                for devices in dict.fromkeys(SHARDED_DEVICES)]
+    points = 1 << (20 if args.quick else 22)
+    mc_sharded = run_worker(["--worker", "map_coordinates_sharded", str(points),
+                             "--rounds", str(max(5, args.rounds // 20))],
+                            {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                             " --xla_force_host_platform_device_count=8"})
     loops = 50 if args.quick else 1000
     lifetime = [run_worker(["--worker", "lifetime", kind, str(loops)])
                 for kind in ("xlabind", "pure_callback")]
@@ -639,10 +705,12 @@ def main(argv: list[str] | None = None) -> int:
     print_report(cases, results, ratio_rows, notes, elapsed)
     for report in sharded:
         print_sharded(report)
+    print_map_coordinates_sharded(mc_sharded)
     print_lifetime(lifetime)
     if args.json:
         report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
-                  "sharded": sharded, "lifetime": lifetime,
+                  "sharded": sharded, "map_coordinates_sharded": mc_sharded,
+                  "lifetime": lifetime,
                   "rounds": args.rounds, "calls_per_round": args.calls_per_round,
                   "quick": args.quick, "seconds": elapsed,
                   "environment": environment(malloc_pinned)}

@@ -11,10 +11,10 @@ namespace {
 namespace ffi = xla::ffi;
 
 ffi::Error CheckStatus(ffi::AnyBuffer statuses, ffi::RemainingArgs values,
-                       ffi::RemainingRets outs) {
-  const std::string failure =
-      xlabind::native::FirstFailure(static_cast<const uint8_t*>(statuses.untyped_data()),
-                                    statuses.size_bytes() / xlabind::native::kStatusBytes);
+                       ffi::RemainingRets outs, ffi::Span<const int64_t> processes) {
+  const std::string failure = xlabind::native::FirstFailure(
+      static_cast<const uint8_t*>(statuses.untyped_data()),
+      statuses.size_bytes() / xlabind::native::kStatusBytes, processes.begin(), processes.size());
   if (!failure.empty()) return ffi::Error(ffi::ErrorCode::kAborted, failure);
   // The results are aliased to the values; copy only where XLA did not.
   for (size_t i = 0; i < values.size() && i < outs.size(); ++i) {
@@ -34,4 +34,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCpuCheckStatus, CheckStatus,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
                                   .RemainingArgs()
-                                  .RemainingRets());
+                                  .RemainingRets()
+                                  .Attr<ffi::Span<const int64_t>>("processes"));

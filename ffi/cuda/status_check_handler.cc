@@ -12,14 +12,15 @@ namespace {
 namespace ffi = xla::ffi;
 
 ffi::Error CheckStatus(void* stream_ptr, ffi::AnyBuffer statuses, ffi::RemainingArgs values,
-                       ffi::RemainingRets outs) {
+                       ffi::RemainingRets outs, ffi::Span<const int64_t> processes) {
   const auto stream = reinterpret_cast<uintptr_t>(stream_ptr);
   std::vector<uint8_t> host(statuses.size_bytes());
   std::string error = xlabind::cuda::CopyDeviceToHost(
       host.data(), reinterpret_cast<uintptr_t>(statuses.untyped_data()), host.size(), stream);
   if (!error.empty()) return ffi::Error::Internal(error);
   const std::string failure =
-      xlabind::native::FirstFailure(host.data(), host.size() / xlabind::native::kStatusBytes);
+      xlabind::native::FirstFailure(host.data(), host.size() / xlabind::native::kStatusBytes,
+                                    processes.begin(), processes.size());
   if (!failure.empty()) return ffi::Error(ffi::ErrorCode::kAborted, failure);
   // The results are aliased to the values; copy only where XLA did not.
   for (size_t i = 0; i < values.size() && i < outs.size(); ++i) {
@@ -43,4 +44,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaCheckStatus, CheckStatus,
                                   .Ctx<ffi::PlatformStream<void*>>()
                                   .Arg<ffi::AnyBuffer>()
                                   .RemainingArgs()
-                                  .RemainingRets());
+                                  .RemainingRets()
+                                  .Attr<ffi::Span<const int64_t>>("processes"));

@@ -56,18 +56,25 @@ inline std::string DecodeStatus(const uint8_t* status) {
 // The error to stop every device with, from the statuses of the `rows` calls
 // that ran (kStatusBytes each, as the program gathered them): the first
 // failure's message and where it happened; "" when every call succeeded.
-inline std::string FirstFailure(const uint8_t* statuses, size_t rows) {
+// `processes`, when it has one entry per row, names the process each row's
+// device belongs to (programs over several processes, jax.distributed).
+inline std::string FirstFailure(const uint8_t* statuses, size_t rows,
+                                const int64_t* processes = nullptr, size_t num_processes = 0) {
   size_t failed = 0, first = rows;
   for (size_t r = 0; r < rows; ++r) {
     if (statuses[r * kStatusBytes] != 0 && failed++ == 0) first = r;
   }
   if (failed == 0) return "";
+  const std::string process =
+      processes != nullptr && num_processes == rows
+          ? " (process " + std::to_string(processes[first]) + ")"
+          : "";
   std::string where;
   if (rows == 1) {
-    where = "the call ran once, on the program's first device";
+    where = "the call ran once, on the program's first device" + process;
   } else {
-    where = "on device " + std::to_string(first) + " of the " + std::to_string(rows) +
-            " that ran the call";
+    where = "on device " + std::to_string(first) + process + " of the " +
+            std::to_string(rows) + " that ran the call";
     if (failed > 1) where += " (" + std::to_string(failed) + " of them failed; this is the first)";
   }
   return DecodeStatus(statuses + first * kStatusBytes) + "\n(xlabind: " + where +

@@ -8,6 +8,8 @@ Public API:
   ffi_target(name, ...)        a native XLA FFI target, bound in place of a Python function
   register_ffi_targets(...)    registers an extension module's handlers with jax
   traceable(jvp)               a JVP rule written in JAX
+  ShardingRule(einsum, summed=...)  a sharding rule with summed (contracted) factors
+  check_sharding(fn, *args)    the sharded call against the call on one device
   BoundFunction (what they return), BatchedResult, VMAP_METHODS, SUPPORTED_DTYPES
   xlabind.ops: native ops (map_coordinates); xlabind.cuda: for CUDA callbacks
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
@@ -29,11 +31,13 @@ from xlabind.linear import linear
 from xlabind.multilinear import multilinear
 from xlabind.native_implementation import FfiTarget, ffi_target, register_ffi_targets
 from xlabind.nonlinear import nonlinear, traceable
+from xlabind.sharding import ShardingRule
+from xlabind.sharding_check import check_sharding
 
 #: The name earlier versions gave BoundFunction.
 Callback = BoundFunction
 
 __version__ = "0.4.0"
 __all__ = ["BatchedResult", "BoundFunction", "Callback", "FfiTarget", "SUPPORTED_DTYPES",
-           "VMAP_METHODS", "callback", "ffi_target", "linear", "multilinear", "nonlinear",
+           "ShardingRule", "VMAP_METHODS", "callback", "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
            "register_ffi_targets", "traceable"]

@@ -66,7 +66,7 @@ class Definition:
                  result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None, *,
                  name: str, vmap_method: str = "sequential", nondiff_argnums: Sequence[int] = (),
                  rules: Any = None, aligned_pairs: Sequence[tuple[int, int]] = (),
-                 sharding_rule: str | Callable[..., str] | None = None):
+                 sharding_rule: "sharding.Rule | None" = None):
         if vmap_method not in VMAP_METHODS:
             raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, "
                              f"got {vmap_method!r}")
@@ -119,19 +119,20 @@ class Definition:
         self._check_nondiff_argnums(len(operands))
         result_avals, out_tree, _ = self.result_avals(operands, kwargs)
         factors = out_factors = None
+        summed: tuple[str, ...] = ()
         if self.sharding_rule is not None:
-            factors, out_factors = sharding.parse_rule(self.name, self.sharding_rule, operands,
-                                                       kwargs.as_dict(), result_avals)
+            factors, out_factors, summed = sharding.parse_rule(
+                self.name, self.sharding_rule, operands, kwargs.as_dict(), result_avals)
         results = self.bind(operands, kwargs, out_tree, result_avals, factors=factors,
-                            out_factors=out_factors)
+                            out_factors=out_factors, summed=summed)
         return jax.tree_util.tree_unflatten(out_tree, results)
 
     def bind(self, operands: Sequence[Any], kwargs, out_tree, result_avals,
              batch_axes: BatchAxes | None = None, out_batch_axes: BatchAxes | None = None,
-             factors=None, out_factors=None) -> list:
+             factors=None, out_factors=None, summed: tuple[str, ...] = ()) -> list:
         """Binds the primitive on flat operands; returns the flat results."""
         call = Call(self, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
-                    factors, out_factors)
+                    factors, out_factors, summed)
         return bind(call, operands)
 
     def check_kwargs(self, static_kwargs: dict):

@@ -39,26 +39,40 @@ xlabind_check_p.multiple_results = True
 
 
 @xlabind_check_p.def_abstract_eval
-def _check_abstract_eval(statuses, *values):
-    del statuses
+def _check_abstract_eval(statuses, *values, processes):
+    del statuses, processes
     return list(values)
 
 
-def _lower_check(ctx, statuses, *values):
+def _lower_check(ctx, statuses, *values, processes: tuple[int, ...]):
     # The values pass through aliased: the check copies nothing.
     lowering = build_ffi_lowering_function(
         _extension.CHECK_STATUS_TARGET,
         operand_output_aliases={i + 1: i for i in range(len(values))})
-    return lowering(ctx, statuses, *values).results
+    return lowering(ctx, statuses, *values, processes=np.asarray(processes, np.int64)).results
 
 
 for _platform in ("cpu", "cuda"):
     mlir.register_lowering(xlabind_check_p, _lower_check, platform=_platform)
 
 
-def checked(statuses, values: Sequence) -> list:
-    """`values`, once the check has found no failure among `statuses`."""
-    return xlabind_check_p.bind(statuses, *values)
+def checked(statuses, values: Sequence, processes: tuple[int, ...] = ()) -> list:
+    """`values`, once the check has found no failure among `statuses`; with
+    `processes` (one per status row) its message names the failed process."""
+    return xlabind_check_p.bind(statuses, *values, processes=tuple(processes))
+
+
+def row_processes(mesh, axes: tuple) -> tuple[int, ...]:
+    """The process of each row a collective over `axes` of `mesh` gathers, in a
+    program over several processes (jax.distributed); () otherwise, or where
+    the rows are not the mesh's devices in order."""
+    devices = getattr(mesh, "devices", None)
+    if devices is None or jax.process_count() == 1:
+        return ()
+    spread = tuple(a for a in mesh.axis_names if mesh.shape[a] > 1)
+    if tuple(a for a in axes if mesh.shape[a] > 1) != spread:
+        return ()
+    return tuple(int(d.process_index) for d in np.asarray(devices).flat)
 
 
 #: Whether per-device calls exchange their status (always, but for
@@ -66,11 +80,13 @@ def checked(statuses, values: Sequence) -> list:
 _EXCHANGE_STATUS = True
 
 
-def call_on_every_device(call: Call, operands: Sequence, axes: tuple) -> list:
+def call_on_every_device(call: Call, operands: Sequence, axes: tuple,
+                         processes: tuple[int, ...] = ()) -> list:
     """The call on each device's operands (inside a computation that is manual
     over `axes`, the program's mesh axes): if it fails on any device, every
-    device fails at this point with its message. What travels when all went
-    well is one byte per device; the messages only when one failed."""
+    device fails at this point with its message (naming the device's process
+    from `processes`, see row_processes). What travels when all went well is
+    one byte per device; the messages only when one failed."""
     *results, status = bind(call.replace(reports_status=True), operands)
     if not _EXCHANGE_STATUS:
         return results
@@ -78,11 +94,12 @@ def call_on_every_device(call: Call, operands: Sequence, axes: tuple) -> list:
     failed = jnp.any(jax.lax.all_gather(status[:1], axes) != 0)
     # Every device takes the same branch: `failed` is the same everywhere.
     return list(jax.lax.cond(
-        failed, lambda: tuple(checked(jax.lax.all_gather(status, axes), results)),
+        failed, lambda: tuple(checked(jax.lax.all_gather(status, axes), results, processes)),
         lambda: tuple(results)))
 
 
-def call_on_first_device(call: Call, operands: Sequence, axes: tuple) -> list:
+def call_on_first_device(call: Call, operands: Sequence, axes: tuple,
+                         processes: tuple[int, ...] = ()) -> list:
     """The call on the first device only (inside a computation that is manual
     over `axes`), its results and status broadcast to every device in one
     collective; if it fails, every device fails at this point with its message."""
@@ -94,7 +111,7 @@ def call_on_first_device(call: Call, operands: Sequence, axes: tuple) -> list:
         first, lambda: tuple(bind(call.replace(reports_status=True), operands))[:len(avals)],
         lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals))
     outs = _from_first(outs, axes)
-    return checked(outs[-1], outs[:-1]) if _EXCHANGE_STATUS else outs
+    return checked(outs[-1], outs[:-1], processes[:1]) if _EXCHANGE_STATUS else outs
 
 
 def _from_first(xs: Sequence, axes) -> list:

@@ -12,6 +12,7 @@ from xlabind.native_implementation import (FfiTarget, NativeImplementation,
                                            targets_by_platform)
 from xlabind.python_implementation import (PythonImplementation, function_name,
                                            functions_by_platform)
+from xlabind.sharding import Rule
 
 #: What a bound function runs: a Python function, one per platform, or a
 #: native FFI target (xlabind.ffi_target), one per platform.
@@ -57,7 +58,7 @@ def derived_function(parent: Definition, platforms: Sequence[str], fn: Function,
 def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
              in_place: bool = False, vmap_method: str = "sequential",
              platforms: Sequence[str] = ("cpu",),
-             sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
+             sharding_rule: Rule | None = None, synchronize: bool = False,
              name: str | None = None) -> BoundFunction:
     """Binds a Python function so that JAX can call it, eagerly, under ``jax.jit``
     and ``jax.vmap``. It has no derivatives: see :func:`xlabind.linear`,
@@ -93,9 +94,11 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
         each operand and result, e.g. ``"b n, b -> b n"``. Dimensions named
         by a factor that every result has are computed independently, so
         each device calls ``fn`` once on its shard of them; the others stay
-        whole. A function of the input shapes (and static kwargs) returning
-        such a string also works. Without a rule, the function runs once per
-        program, on one device.
+        whole. An :class:`xlabind.ShardingRule` also declares *summed*
+        factors (a contraction: ``"i n, n j -> i j"`` summed over ``n``),
+        split too, with the devices' partial results added up. A function of
+        the input shapes (and static kwargs) returning either also works.
+        Without a rule, the function runs once per program, on one device.
       synchronize: CUDA only: wait for XLA's stream before each call and for
         the whole device after it, for functions that launch work on streams
         of their own (not needed for CuPy or PyTorch on the current stream).

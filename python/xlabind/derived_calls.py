@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 
+from xlabind import sharding
 from xlabind.primitive import Call
 
 # ("arg", i): the parent's argument i (or its tangent / cotangent);
@@ -36,14 +37,15 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
     """Calls `op` (a Definition) on `operands` and returns results with
     `result_avals`, laid out as `parent` lays out the arrays named by the entries."""
     factors = out_factors = None
+    summed: tuple[str, ...] = ()
     if parent.factors is not None:  # the derived arrays keep the factors of what they stand for
         by_kind = {"arg": parent.factors, "out": parent.out_factors}
-        factors = [by_kind[kind][i] for kind, i in operand_entries]
-        out_factors = [by_kind[kind][j] for kind, j in result_entries]
+        factors = tuple(by_kind[kind][i] for kind, i in operand_entries)
+        out_factors = tuple(by_kind[kind][j] for kind, j in result_entries)
+        summed = sharding.derived_summed(parent, factors, out_factors)
     if parent.batch_axes is None:
-        return op.bind(operands, parent.kwargs, out_tree, result_avals,
-                       factors=None if factors is None else tuple(factors),
-                       out_factors=None if out_factors is None else tuple(out_factors))
+        return op.bind(operands, parent.kwargs, out_tree, result_avals, factors=factors,
+                       out_factors=out_factors, summed=summed)
     table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
     in_axes = [table[kind][i] for kind, i in operand_entries]
     out_axes = [table[kind][j] for kind, j in result_entries]
@@ -52,10 +54,13 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
     if factors is not None:  # the vmap levels add their factors back
         factors = tuple(_without(f, axes) for f, axes in zip(factors, in_axes))
         out_factors = tuple(_without(f, axes) for f, axes in zip(out_factors, out_axes))
+        # The levels' own factors are the vmaps' below (independent, or summed by them).
+        kept = {f for array in factors for f in array}
+        summed = tuple(f for f in summed if f in kept)
 
     def unbatched(*xs):
         return op.bind(xs, parent.kwargs, out_tree, core_avals, factors=factors,
-                       out_factors=out_factors)
+                       out_factors=out_factors, summed=summed)
 
     return call_under_levels(parent, unbatched, operands, operand_entries, result_avals,
                              result_entries)

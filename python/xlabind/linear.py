@@ -17,6 +17,7 @@ from xlabind.bound_function import BoundFunction, Definition, ResultSpec
 from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
+from xlabind.sharding import Rule
 
 
 def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
@@ -78,7 +79,7 @@ def linear(fn: Function, transpose: Function | None,
            transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
            nondiff_argnums: Sequence[int] = (), in_place: bool = False,
            vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-           sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
+           sharding_rule: Rule | None = None, synchronize: bool = False,
            name: str | None = None) -> BoundFunction:
     """Binds a linear function and its transpose as one differentiable JAX operation.
 

@@ -22,6 +22,7 @@ from xlabind.bound_function import BoundFunction, Definition, ResultSpec
 from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
+from xlabind.sharding import Rule
 
 
 class _Multilinear:
@@ -134,7 +135,7 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
                 transpose_shape_dtypes: Sequence[Callable | None] = (),
                 nondiff_argnums: Sequence[int] = (), in_place: bool = False,
                 vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-                sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
+                sharding_rule: Rule | None = None, synchronize: bool = False,
                 name: str | None = None) -> BoundFunction:
     """Binds a function that is linear in each argument separately (multilinear).
 

@@ -21,6 +21,7 @@ from xlabind.bound_function import BoundFunction, Definition, ResultSpec
 from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules, instantiate, is_zero, output_tangents
 from xlabind.derived_calls import bind_derived, call_under_levels
+from xlabind.sharding import Rule
 
 
 class Traceable:
@@ -179,7 +180,7 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
               vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
               nondiff_argnums: Sequence[int] = (), in_place: bool = False,
               vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-              sharding_rule: str | Callable[..., str] | None = None, synchronize: bool = False,
+              sharding_rule: Rule | None = None, synchronize: bool = False,
               name: str | None = None) -> BoundFunction:
     """Binds a nonlinear function with its Jacobian-vector and vector-Jacobian products.
 

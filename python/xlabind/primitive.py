@@ -24,7 +24,7 @@ written in jnp.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 import jax
 import numpy as np
@@ -33,9 +33,6 @@ from jax.extend.core import Primitive
 from xlabind import _jax_internals as internals
 from xlabind._extension import STATUS_BYTES
 from xlabind._static_kwargs import StaticKwargs
-
-if TYPE_CHECKING:  # pragma: no cover
-    from xlabind.bound_function import Definition
 
 xlabind_call_p = Primitive("xlabind_call")
 xlabind_call_p.multiple_results = True
@@ -62,12 +59,16 @@ class Call:
     factors: tuple[tuple[str, ...], ...] | None = None
     #: With a sharding rule: each result's factor per dimension.
     out_factors: tuple[tuple[str, ...], ...] | None = None
+    #: With a sharding rule: the factors summed into the results that lack them.
+    summed: tuple[str, ...] = ()
     #: One more result, the call's status (call_status.py), instead of failing:
     #: for the per-device calls of a sharded program, which check it on every device.
     reports_status: bool = False
 
     @property
-    def fn(self) -> "Definition":
+    def fn(self) -> Any:
+        """The bound function's Definition (bound_function.py, which imports this
+        module: the primitive names it only through the parameter)."""
         return self.op.get()
 
     def replace(self, **changes) -> "Call":
@@ -82,6 +83,8 @@ class Call:
         if self.factors is not None:
             parts.append("sharding=" + ", ".join(" ".join(f) for f in self.factors) + " -> "
                          + ", ".join(" ".join(f) for f in self.out_factors))
+            if self.summed:
+                parts.append("summed=" + " ".join(self.summed))
         if self.reports_status:
             parts.append("reports_status")
         return "Call(" + ", ".join(parts) + ")"

@@ -9,10 +9,17 @@ A function that declares a *sharding rule* runs once per device on that
 device's shard instead. The rule names each dimension of each operand and
 result with a factor, einsum-style: ``"b n, b -> b n"``. A factor that appears
 in every result is *independent*: the function computes each of its indices
-on its own, so xlabind may split it across devices. Every other dimension
-stays whole on each device. Under vmap the batch axis is a new independent
-factor, and transposes, JVPs and VJPs inherit the factors of the arrays they
-stand for, so grad and vmap of a sharded function stay sharded.
+on its own, so xlabind may split it across devices. A factor declared
+*summed* (:class:`ShardingRule`, einsum's contraction: ``"b n, n m -> b m"``
+summed over ``n``) is split too: each device computes the partial result of
+its shard, and xlabind adds them up (a ``psum`` over the mesh axes that split
+it). Every other dimension stays whole on each device.
+
+Under vmap the batch axis is a new independent factor; transposes, JVPs and
+VJPs inherit the factors of the arrays they stand for, and a factor the
+parent splits (independent or summed) that one of their results lacks is
+summed into that result: the transpose of a broadcast is a sum, so the
+gradient of a sharded function is split the same way, with one ``psum``.
 
 The per-device split goes through jax's custom partitioning (a Shardy
 sharding rule, or GSPMD propagation callbacks without Shardy). Whichever way
@@ -22,11 +29,13 @@ it runs, a call that fails on one device stops every device at that call
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from typing import Any, Callable, Sequence
 
 import jax
+import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
 from jax.interpreters import mlir
@@ -41,15 +50,58 @@ Factors = tuple[tuple[str, ...], ...]
 _FACTOR = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 
 
-def parse_rule(name: str, rule: str | Callable[..., str], operands, kwargs,
-               result_avals) -> tuple[Factors, Factors]:
-    """The factors of operands and results under a user's sharding rule."""
+@dataclasses.dataclass(frozen=True)
+class ShardingRule:
+    """A sharding rule with summed factors: einsum's contraction.
+
+    ``einsum`` names each dimension of each operand and result, as a plain
+    string rule does (``"b n, n m -> b m"``). Each factor in ``summed`` appears
+    in operands only; the function's result is the *sum* over that factor's
+    indices of what it computes on each of them, so a device may compute the
+    partial result of its shard and xlabind adds the devices' results up
+    (``psum``). Declare a factor summed only if that holds: e.g. a matrix
+    product's inner dimension, a histogram's samples; not a ``max`` or a
+    norm (those keep the factor whole: leave it out of ``summed``).
+
+    Example:
+      >>> import jax
+      >>> import numpy as np
+      >>> import xlabind
+      >>> matmul = xlabind.callback(
+      ...     lambda a, b: np.asarray(a) @ np.asarray(b),
+      ...     lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
+      ...     sharding_rule=xlabind.ShardingRule("i n, n j -> i j", summed=("n",)))
+      >>> matmul(np.ones((2, 3)), np.ones((3, 2)))
+      Array([[3., 3.],
+             [3., 3.]], dtype=float32)
+    """
+
+    einsum: str
+    summed: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        summed = (self.summed,) if isinstance(self.summed, str) else tuple(self.summed)
+        object.__setattr__(self, "summed", summed)
+
+
+#: What a bound function's ``sharding_rule`` may be: a rule, or a function of
+#: the operands' ShapeDtypeStructs and the static keyword arguments returning one.
+Rule = str | ShardingRule | Callable[..., "str | ShardingRule"]
+
+
+def parse_rule(name: str, rule: Rule, operands, kwargs,
+               result_avals) -> tuple[Factors, Factors, tuple[str, ...]]:
+    """The factors of operands and results under a user's sharding rule, and
+    its summed factors."""
     if callable(rule):
         rule = rule(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands], **kwargs)
+    summed: tuple[str, ...] = ()
+    if isinstance(rule, ShardingRule):
+        rule, summed = rule.einsum, rule.summed
     if not isinstance(rule, str) or rule.count("->") != 1:
         raise ValueError(f"{name}: sharding_rule must be a string like 'b n, b -> b n' "
-                         f"(operands, '->', results; '()' for an array with no dimensions), "
-                         f"got {rule!r}")
+                         f"(operands, '->', results; '()' for an array with no dimensions) "
+                         f"or an xlabind.ShardingRule, got {rule!r}")
     lhs, rhs = rule.split("->")
 
     def arrays(side: str, what: str, shapes) -> Factors:
@@ -80,7 +132,21 @@ def parse_rule(name: str, rule: str | Callable[..., str], operands, kwargs,
             if sizes.setdefault(factor, size) != size:
                 raise ValueError(f"{name}: sharding_rule {rule!r}: factor '{factor[1:]}' has "
                                  f"sizes {sizes[factor]} and {size}")
-    return factors, out_factors
+    in_operands = {f for array in factors for f in array}
+    in_results = {f for array in out_factors for f in array}
+    for factor in summed:
+        if not isinstance(factor, str) or "u" + factor not in in_operands:
+            raise ValueError(f"{name}: sharding_rule {rule!r}: summed factor {factor!r} names "
+                             f"no dimension of an operand")
+        if "u" + factor in in_results:
+            raise ValueError(f"{name}: sharding_rule {rule!r}: summed factor {factor!r} is a "
+                             f"dimension of a result; a summed factor appears in operands only")
+    if summed:
+        for j, aval in enumerate(result_avals):
+            if aval.dtype == np.bool_:
+                raise ValueError(f"{name}: sharding_rule {rule!r} sums over {summed}, but "
+                                 f"result {j} is bool; sums need numbers")
+    return factors, out_factors, tuple("u" + f for f in dict.fromkeys(summed))
 
 
 def new_factor(*factor_lists: Factors | None) -> str:
@@ -105,6 +171,26 @@ def independent(call) -> set[str]:
     return set.intersection(*(set(f) for f in call.out_factors))
 
 
+def split(call) -> set[str]:
+    """The factors a call may split across devices: independent or summed."""
+    return independent(call) | set(call.summed)
+
+
+def derived_summed(parent, factors: Factors, out_factors: Factors) -> tuple[str, ...]:
+    """The summed factors of a call derived from `parent` (a JVP, VJP or
+    transpose) whose arrays have `factors` and `out_factors`: every factor the
+    parent splits that the derived operands have and one of its results lacks.
+    A VJP's cotangent of an argument without such a factor is the sum of every
+    index's contribution; a JVP's tangent of a summed result is the sum of
+    the tangents of its terms; both are linear in those parts."""
+    if parent.factors is None or not out_factors:
+        return ()
+    in_operands = {f for array in factors for f in array}
+    in_every_result = set.intersection(*(set(f) for f in out_factors))
+    return tuple(sorted(f for f in split(parent) if f in in_operands
+                        and f not in in_every_result))
+
+
 def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     """Lowers a call with `emit(ctx, *operands) -> results`, placed so that it runs
     once per program, or once per device on its shard; in a program over
@@ -118,8 +204,10 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     axes = internals.manual_axes(axis_context)
     if axes:
         # Inside shard_map (per-device semantics): once per device.
-        return mlir.lower_fun(lambda *xs: call_status.call_on_every_device(call, xs, axes),
-                              multiple_results=True)(ctx, *operands)
+        processes = call_status.row_processes(axis_context.mesh, axes)
+        return mlir.lower_fun(
+            lambda *xs: call_status.call_on_every_device(call, xs, axes, processes),
+            multiple_results=True)(ctx, *operands)
     return emit(ctx, *operands)
 
 
@@ -132,10 +220,15 @@ def _lower_partitioned(ctx, call, operands):
                         for i, x in enumerate(ctx.avals_in))
         out_factors = tuple(tuple(f"r{j}_{d}" for d in range(len(a.shape)))
                             for j, a in enumerate(call.result_avals))
-    free = independent(call)
+    free = split(call)
     # In order of first appearance: Shardy wants special factors sorted by index.
     whole = tuple(dict.fromkeys(f for array in factors + out_factors for f in array
                                 if f not in free))
+    in_results = {f for array in out_factors for f in array}
+    # Shardy's reduction factors appear in no result; one that is summed into
+    # some results only (a VJP's) is the others' independent factor to it.
+    reductions = tuple(dict.fromkeys(f for array in factors for f in array
+                                     if f in call.summed and f not in in_results))
 
     def assignment(mesh, arg_shapes) -> dict[str, tuple[str, ...]]:
         """Mesh axes for each independent factor, taken from how the operands are
@@ -143,7 +236,8 @@ def _lower_partitioned(ctx, call, operands):
         chosen: dict[str, tuple[str, ...]] = {}
         used: set[str] = set()
         for shape, array_factors in zip(arg_shapes, factors):
-            spec = tuple(shape.sharding.spec)
+            # Without Shardy an operand XLA has no sharding for yet comes as None.
+            spec = tuple(getattr(shape.sharding, "spec", None) or ())
             spec += (None,) * (len(array_factors) - len(spec))
             for size, factor, axes in zip(shape.shape, array_factors, spec):
                 axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
@@ -160,18 +254,27 @@ def _lower_partitioned(ctx, call, operands):
     def partition(mesh, arg_shapes, result_shape):
         chosen = assignment(mesh, arg_shapes)
         axes = tuple(mesh.axis_names)
+        processes = call_status.row_processes(mesh, axes)
         if not chosen:
             # Nothing to split: one call, on the first device, broadcast to the others.
-            lower_fn = _per_device(mesh, lambda xs: call_status.call_on_first_device(call, xs,
-                                                                                     axes))
+            lower_fn = _per_device(mesh, lambda xs: call_status.call_on_first_device(
+                call, xs, axes, processes))
         else:
             local = tuple(
                 jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
                                            for d, f in zip(aval.shape, array)), aval.dtype)
                 for aval, array in zip(call.result_avals, out_factors))
             local_call = call.replace(result_avals=local)
-            lower_fn = _per_device(mesh, lambda xs: call_status.call_on_every_device(local_call,
-                                                                                     xs, axes))
+            # Each result is summed over the mesh axes of the summed factors it lacks.
+            sums = [tuple(a for f in call.summed if f not in array for a in chosen.get(f, ()))
+                    for array in out_factors]
+
+            def per_device(xs):
+                results = call_status.call_on_every_device(local_call, xs, axes, processes)
+                return [jax.lax.psum(internals.vary_over(r, over), over) if over else r
+                        for r, over in zip(results, sums)]
+
+            lower_fn = _per_device(mesh, per_device)
         return (mesh, lower_fn, shardings(mesh, chosen, out_factors),
                 shardings(mesh, chosen, factors))
 
@@ -186,7 +289,7 @@ def _lower_partitioned(ctx, call, operands):
         sharding_rule=internals.SdyShardingRule(
             tuple(internals.ArrayMapping(*f) for f in factors),
             tuple(internals.ArrayMapping(*f) for f in out_factors),
-            need_replication_factors=whole))
+            reduction_factors=reductions, need_replication_factors=whole))
     return mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(ctx, *operands)
 
 

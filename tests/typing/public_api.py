@@ -39,7 +39,15 @@ stream: int = xlabind.cuda.current_stream()
 values: jax.Array = map_coordinates(jnp.ones((3, 3)), [jnp.ones(2), jnp.ones(2)], order=1,
                                     mode="nearest", cval=0.0)
 
+contraction = xlabind.ShardingRule("i n, n j -> i j", summed=("n",))
+matmul: xlabind.BoundFunction = xlabind.callback(
+    lambda a, b: a @ b, lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
+    sharding_rule=contraction)
+by_shape = xlabind.linear(double, double, same, sharding_rule=lambda x: "n -> n")
+xlabind.check_sharding(matmul, jnp.ones((2, 3)), jnp.ones((3, 2)), rtol=1e-6)
+
 xlabind.ffi_target(3)  # type: ignore[arg-type]
+xlabind.ShardingRule(3)  # type: ignore[arg-type]
 map_coordinates(jnp.ones(3), [jnp.ones(2)], order="1")  # type: ignore[arg-type]
 xlabind.callback(np.sin, same, in_place="yes")  # type: ignore[arg-type]
 xlabind.linear(double, double, same, nondiff_argnums=0)  # type: ignore[arg-type]

@@ -7,7 +7,11 @@ with xlabind's API for native targets:
 * in the coordinates it is differentiable: ``xlabind.nonlinear`` with a JVP
   rule written in JAX (``xlabind.traceable``) from the same kernel with its
   weights differentiated, so every derivative in either argument works;
-* vmap calls the kernels once on the whole batch (their leading dimensions).
+* vmap calls the kernels once on the whole batch (their leading dimensions);
+* under a sharded jit the points are split across devices (each device
+  interpolates its own points; no gather), and the grid's gradient, a sum
+  over points, is each device's scatter-add of its points summed across
+  devices (the transpose of the independent points is a summed factor).
 """
 
 from __future__ import annotations
@@ -29,8 +33,13 @@ _GATHER = ffi_target("xlabind_map_coordinates", platforms=("cpu", "cuda"))
 _SCATTER = ffi_target("xlabind_map_coordinates_transpose", platforms=("cpu", "cuda"))
 
 
+#: Whether the kernels declare their sharding rule (always, but for
+#: tools/benchmark.py, which compares with running once per program).
+_SHARDED = True
+
+
 @functools.lru_cache(maxsize=None)
-def _bound(ndim: int):
+def _bound(ndim: int, sharded: bool = True):
     """(grid -> values linear, (grid, coordinates...) -> values) for an ndim-D grid.
     The kernels take the grid and one array of coordinates per axis, each
     (*batch, points); leading batch dimensions (vmap) broadcast."""
@@ -39,8 +48,26 @@ def _bound(ndim: int):
         batch = np.broadcast_shapes(grid.shape[:grid.ndim - ndim], coords[0].shape[:-1])
         return jax.ShapeDtypeStruct((*batch, coords[0].shape[-1]), grid.dtype)
 
+    def rule(grid, *coords, **_):
+        """The points and the batch are independent; the grid stays whole on
+        every device. A batch dimension of size 1 that broadcasts is its own."""
+        batch = values(grid, *coords).shape[:-1]
+        ones = iter(range(grid.ndim + sum(c.ndim for c in coords)))
+
+        def batched(lead):
+            start = len(batch) - len(lead)
+            return [f"b{start + k}" if d == batch[start + k] else f"one{next(ones)}"
+                    for k, d in enumerate(lead)]
+
+        grid_factors = batched(grid.shape[:grid.ndim - ndim]) + [f"g{k}" for k in range(ndim)]
+        operands = [grid_factors] + [batched(c.shape[:-1]) + ["p"] for c in coords]
+        result = [f"b{k}" for k in range(len(batch))] + ["p"]
+        return (", ".join(" ".join(f) or "()" for f in operands) + " -> "
+                + (" ".join(result) or "()"))
+
     interpolate = linear(_GATHER, _SCATTER, values, nondiff_argnums=range(1, ndim + 1),
-                         vmap_method="expand_dims", name="map_coordinates (linear in the grid)")
+                         vmap_method="expand_dims", sharding_rule=rule if sharded else None,
+                         name="map_coordinates (linear in the grid)")
 
     def jvp(grid, *args, order, mode, derivative):
         coords, t_grid, t_coords = args[:ndim], args[ndim], args[ndim + 1:]
@@ -59,7 +86,8 @@ def _bound(ndim: int):
         return sum(terms[1:], terms[0])
 
     interpolated = nonlinear(_GATHER, values, jvp=traceable(jvp), vjp=None,
-                             vmap_method="expand_dims", name="map_coordinates")
+                             vmap_method="expand_dims", sharding_rule=rule if sharded else None,
+                             name="map_coordinates")
     return interpolate, interpolated
 
 
@@ -137,7 +165,7 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
     dtype = jnp.result_type(grid.dtype, *(c.dtype for c in coordinates
                                           if jnp.issubdtype(c.dtype, jnp.floating)))
     coords = [c.astype(dtype).reshape(-1) for c in coordinates]
-    _, interpolated = _bound(grid.ndim)
+    _, interpolated = _bound(grid.ndim, _SHARDED)
     flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * grid.ndim)
     values = interpolated(grid.astype(dtype), *coords, **flat)
     if mode == "constant" and not (isinstance(cval, (int, float)) and cval == 0):
