@@ -96,6 +96,29 @@ def test_vmap_runs_once_on_the_batch(in_axes):
     np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("batched", [(0,), (1,), (0, 2)])
+def test_vmap_over_some_coordinate_arrays_only(batched):
+    # The kernels need every coordinate array laid out alike: the others are
+    # broadcast (in the transpose too).
+    grid, coords = problem((5, 6, 7), jnp.float64)
+    args = [jnp.stack([c, c + 0.5, c - 0.25]) if a in batched else c
+            for a, c in enumerate(coords)]
+    in_axes = [0 if a in batched else None for a in range(3)]
+
+    def values(mc):
+        return lambda g, *c: jax.vmap(lambda *c: mc(g, list(c), 1, "reflect"),
+                                      in_axes=in_axes)(*c)
+
+    np.testing.assert_allclose(values(map_coordinates)(grid, *args),
+                               values(reference)(grid, *args), rtol=1e-13, atol=1e-13)
+    ours = jax.grad(lambda *a: jnp.sum(jnp.sin(values(map_coordinates)(*a))),
+                    argnums=(0, 1, 2, 3))(grid, *args)
+    theirs = jax.grad(lambda *a: jnp.sum(jnp.sin(values(reference)(*a))),
+                      argnums=(0, 1, 2, 3))(grid, *args)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 def test_the_gradient_in_the_grid_is_a_native_scatter():
     grid, coords = problem((8, 8, 8), jnp.float64, points=(10, 100))
     text = jax.jit(jax.grad(lambda g: map_coordinates(g, coords, 1).sum())).lower(grid).as_text()

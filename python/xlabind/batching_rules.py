@@ -45,7 +45,7 @@ def _sequential(size, args, dims, op, call):
 def _leading_batch(size, args, dims, op, call, broadcast):
     # A JVP's primal is laid out like its tangent (jax.jacfwd batches the
     # tangent only), so a JVP sees the two with the same shape.
-    _align_pairs(size, args, dims, op)
+    _align_pairs(size, args, dims, op, call)
     operands = []
     batch = sharding.new_factor(call.factors, call.out_factors)
     factors = []
@@ -85,10 +85,11 @@ def _insert_axis(x, axis: int, size: int):
     return jnp.broadcast_to(jnp.expand_dims(x, axis), (*x.shape[:axis], size, *x.shape[axis:]))
 
 
-def _align_pairs(size, args, dims, op):
+def _align_pairs(size, args, dims, op, call):
     """Lays operand k out exactly like operand i for each of the op's aligned pairs
-    (a JVP's tangent and its primal), broadcasting the unbatched one."""
-    for i, k in op.aligned_pairs:
+    (a JVP's tangent and its primal) and the call's (inherited from the call
+    it derives from), broadcasting the unbatched one."""
+    for i, k in op.aligned_pairs + call.aligned:
         if dims[i] == dims[k]:
             continue
         if dims[i] is None:
@@ -100,7 +101,7 @@ def _align_pairs(size, args, dims, op):
 
 
 def _native(size, args, dims, op, call):
-    _align_pairs(size, args, dims, op)
+    _align_pairs(size, args, dims, op, call)
     n_levels = len(call.batch_axes[0]) if call.batch_axes else 0
     old = call.batch_axes if call.batch_axes is not None else ((),) * len(args)
     new = tuple(_with_level(entry, d) for entry, d in zip(old, dims))

@@ -129,10 +129,11 @@ class Definition:
 
     def bind(self, operands: Sequence[Any], kwargs, out_tree, result_avals,
              batch_axes: BatchAxes | None = None, out_batch_axes: BatchAxes | None = None,
-             factors=None, out_factors=None, summed: tuple[str, ...] = ()) -> list:
+             factors=None, out_factors=None, summed: tuple[str, ...] = (),
+             whole: tuple[str, ...] = (), aligned: tuple[tuple[int, int], ...] = ()) -> list:
         """Binds the primitive on flat operands; returns the flat results."""
         call = Call(self, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
-                    factors, out_factors, summed)
+                    factors, out_factors, summed, whole, aligned)
         return bind(call, operands)
 
     def check_kwargs(self, static_kwargs: dict):

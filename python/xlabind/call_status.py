@@ -91,11 +91,24 @@ def call_on_every_device(call: Call, operands: Sequence, axes: tuple,
     if not _EXCHANGE_STATUS:
         return results
     status = internals.vary_over(status, axes)
-    failed = jnp.any(jax.lax.all_gather(status[:1], axes) != 0)
+    # All-reduces only: XLA's GSPMD partitioner cannot compile an all-gather
+    # inside a shard_map that is manual over some of the mesh's axes.
+    failed = jax.lax.psum((status[0] != 0).astype(np.int32), axes) > 0
+
+    def stop():
+        # Every device's status in its own row: the gather, as a sum of rows
+        # that are zero but one's (exact for bytes), run only when one failed.
+        rows = jnp.zeros((_axes_size(axes), status.size), np.int32)
+        rows = rows.at[jax.lax.axis_index(axes)].set(status.astype(np.int32))
+        rows = jax.lax.psum(rows, axes).astype(np.uint8)
+        return tuple(checked(rows, results, processes))
+
     # Every device takes the same branch: `failed` is the same everywhere.
-    return list(jax.lax.cond(
-        failed, lambda: tuple(checked(jax.lax.all_gather(status, axes), results, processes)),
-        lambda: tuple(results)))
+    return list(jax.lax.cond(failed, stop, lambda: tuple(results)))
+
+
+def _axes_size(axes: tuple) -> int:
+    return int(np.prod([jax.lax.axis_size(a) for a in axes]))
 
 
 def call_on_first_device(call: Call, operands: Sequence, axes: tuple,

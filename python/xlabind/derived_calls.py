@@ -38,14 +38,16 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
     `result_avals`, laid out as `parent` lays out the arrays named by the entries."""
     factors = out_factors = None
     summed: tuple[str, ...] = ()
+    whole: tuple[str, ...] = ()
     if parent.factors is not None:  # the derived arrays keep the factors of what they stand for
         by_kind = {"arg": parent.factors, "out": parent.out_factors}
         factors = tuple(by_kind[kind][i] for kind, i in operand_entries)
         out_factors = tuple(by_kind[kind][j] for kind, j in result_entries)
-        summed = sharding.derived_summed(parent, factors, out_factors)
+        summed, whole = sharding.derived_factors(parent, factors, out_factors)
+    aligned = _inherited_pairs(parent, operand_entries)
     if parent.batch_axes is None:
         return op.bind(operands, parent.kwargs, out_tree, result_avals, factors=factors,
-                       out_factors=out_factors, summed=summed)
+                       out_factors=out_factors, summed=summed, whole=whole, aligned=aligned)
     table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
     in_axes = [table[kind][i] for kind, i in operand_entries]
     out_axes = [table[kind][j] for kind, j in result_entries]
@@ -55,15 +57,28 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
         factors = tuple(_without(f, axes) for f, axes in zip(factors, in_axes))
         out_factors = tuple(_without(f, axes) for f, axes in zip(out_factors, out_axes))
         # The levels' own factors are the vmaps' below (independent, or summed by them).
-        kept = {f for array in factors for f in array}
-        summed = tuple(f for f in summed if f in kept)
+        in_operands = {f for array in factors for f in array}
+        summed = tuple(f for f in summed if f in in_operands)
+        whole = tuple(f for f in whole if f in in_operands | {f for a in out_factors for f in a})
 
     def unbatched(*xs):
         return op.bind(xs, parent.kwargs, out_tree, core_avals, factors=factors,
-                       out_factors=out_factors, summed=summed)
+                       out_factors=out_factors, summed=summed, whole=whole, aligned=aligned)
 
     return call_under_levels(parent, unbatched, operands, operand_entries, result_avals,
                              result_entries)
+
+
+def _inherited_pairs(parent: Call, operand_entries: Sequence[Entry]) -> tuple:
+    """The parent's aligned pairs of arguments, at their positions among the
+    derived call's operands (a kernel that needs its coordinate arrays laid
+    out alike needs it in its transpose too)."""
+    position = {entry: n for n, entry in enumerate(operand_entries)}
+    pairs = []
+    for i, k in parent.fn.aligned_pairs + parent.aligned:
+        if ("arg", i) in position and ("arg", k) in position:
+            pairs.append((position[("arg", i)], position[("arg", k)]))
+    return tuple(pairs)
 
 
 def call_under_levels(parent: Call, unbatched, operands: Sequence[Any],

@@ -61,6 +61,12 @@ class Call:
     out_factors: tuple[tuple[str, ...], ...] | None = None
     #: With a sharding rule: the factors summed into the results that lack them.
     summed: tuple[str, ...] = ()
+    #: With a sharding rule: factors that stay whole even where every result
+    #: has them (a derived call's, for what its parent keeps whole).
+    whole: tuple[str, ...] = ()
+    #: (i, k): under vmap operand k is laid out exactly like operand i, as in
+    #: the Definition's aligned_pairs; a derived call's, from its parent's.
+    aligned: tuple[tuple[int, int], ...] = ()
     #: One more result, the call's status (call_status.py), instead of failing:
     #: for the per-device calls of a sharded program, which check it on every device.
     reports_status: bool = False
@@ -85,6 +91,8 @@ class Call:
                          + ", ".join(" ".join(f) for f in self.out_factors))
             if self.summed:
                 parts.append("summed=" + " ".join(self.summed))
+            if self.whole:
+                parts.append("whole=" + " ".join(self.whole))
         if self.reports_status:
             parts.append("reports_status")
         return "Call(" + ", ".join(parts) + ")"

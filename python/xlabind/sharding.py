@@ -165,10 +165,11 @@ def insert_factor(factors: tuple[str, ...], axis: int | None, factor: str) -> tu
 
 
 def independent(call) -> set[str]:
-    """The factors every result has: dimensions the function computes index by index."""
+    """The factors every result has (and that the call does not keep whole):
+    dimensions the function computes index by index."""
     if call.factors is None or not call.out_factors:
         return set()
-    return set.intersection(*(set(f) for f in call.out_factors))
+    return set.intersection(*(set(f) for f in call.out_factors)) - set(call.whole)
 
 
 def split(call) -> set[str]:
@@ -176,19 +177,29 @@ def split(call) -> set[str]:
     return independent(call) | set(call.summed)
 
 
-def derived_summed(parent, factors: Factors, out_factors: Factors) -> tuple[str, ...]:
-    """The summed factors of a call derived from `parent` (a JVP, VJP or
-    transpose) whose arrays have `factors` and `out_factors`: every factor the
-    parent splits that the derived operands have and one of its results lacks.
-    A VJP's cotangent of an argument without such a factor is the sum of every
-    index's contribution; a JVP's tangent of a summed result is the sum of
-    the tangents of its terms; both are linear in those parts."""
-    if parent.factors is None or not out_factors:
-        return ()
+def derived_factors(parent, factors: Factors,
+                    out_factors: Factors) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(summed, whole) for a call derived from `parent` (a JVP, VJP or
+    transpose) whose arrays have `factors` and `out_factors`.
+
+    It may split only what the parent splits: a factor the parent keeps whole
+    stays whole, even where every derived result has it (a cumsum's
+    transpose is no more independent in its axis than the cumsum). A factor
+    the parent splits that the derived operands have and one of its results
+    lacks is summed into that result: a VJP's cotangent of an argument
+    without the factor is the sum of every index's contribution, a JVP's
+    tangent of a summed result the sum of its terms' tangents."""
+    if parent.factors is None:
+        return (), ()
     in_operands = {f for array in factors for f in array}
+    used = in_operands | {f for array in out_factors for f in array}
+    splits = split(parent)
+    whole = tuple(sorted(used - splits))
+    if not out_factors:
+        return (), whole
     in_every_result = set.intersection(*(set(f) for f in out_factors))
-    return tuple(sorted(f for f in split(parent) if f in in_operands
-                        and f not in in_every_result))
+    summed = tuple(sorted(f for f in splits if f in in_operands and f not in in_every_result))
+    return summed, whole
 
 
 def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:

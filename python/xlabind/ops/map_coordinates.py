@@ -88,6 +88,13 @@ def _bound(ndim: int, sharded: bool = True):
     interpolated = nonlinear(_GATHER, values, jvp=traceable(jvp), vjp=None,
                              vmap_method="expand_dims", sharding_rule=rule if sharded else None,
                              name="map_coordinates")
+    # The kernels read every coordinate array with the same batch layout: under
+    # vmap a coordinate array that is not batched is broadcast like the others
+    # (derived calls, the scatter among them, inherit the pairs).
+    coordinate_pairs = tuple((1, k) for k in range(2, ndim + 1)) + tuple(
+        (k, 1) for k in range(2, ndim + 1))
+    for op in (interpolate, interpolated):
+        op.definition.aligned_pairs = coordinate_pairs
     return interpolate, interpolated
 
 
