@@ -484,6 +484,12 @@ def test_shard_map_manual_over_some_axes_under_both_partitioners(partitioner):
                               axis_names={"a"}))
     a = jax.device_put(np.ones((8, 16)), NamedSharding(mesh2, P("b", "a")))
     b = jax.device_put(np.ones((16, 4)), NamedSharding(mesh2, P("a", None)))
+    if partitioner == "gspmd" and jax.__version_info__ < (0, 10):
+        # That XLA aborts on any custom call there: a clear error instead.
+        with pytest.raises(NotImplementedError, match=r"manual over some mesh axes only under "
+                                                      r"GSPMD"):
+            f(a, b)
+        return
     np.testing.assert_array_equal(f(a, b), np.full((8, 4), 16.0))
 
 

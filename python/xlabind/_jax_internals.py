@@ -20,7 +20,8 @@ SPMDAxisContext = _sharding_impls.SPMDAxisContext
 _ManualAxisType = getattr(_core, "ManualAxisType", None)
 
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
-           "agree_on_varying_axes", "cached_weakly", "custom_partitioning", "manual_axes",
+           "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
+           "gspmd_aborts_in_partly_manual", "manual_axes",
            "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]
 
 
@@ -90,6 +91,18 @@ def manual_axes(axis_context) -> tuple:
     mesh = axis_context.mesh
     return tuple(a for a in mesh.axis_names
                  if a in axis_context.manual_axes and mesh.shape[a] > 1)
+
+
+def gspmd_aborts_in_partly_manual(axis_context) -> bool:
+    """Whether XLA would abort on a custom call inside a shard_map manual over
+    some mesh axes only: with GSPMD (not Shardy) in jax < 0.10's XLA
+    ("Check failed: target.IsManualSubgroup() == sharding().IsManualSubgroup()")."""
+    if jax.config.jax_use_shardy_partitioner or not isinstance(axis_context, SPMDAxisContext):
+        return False
+    if jax.__version_info__[:2] >= (0, 10):
+        return False
+    mesh = axis_context.mesh
+    return any(a not in axis_context.manual_axes and mesh.shape[a] > 1 for a in mesh.axis_names)
 
 
 def vary_over(x, axes: tuple):

@@ -213,6 +213,12 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     if isinstance(axis_context, internals.ShardingContext) and axis_context.num_devices > 1:
         return _lower_partitioned(ctx, call, operands)
     axes = internals.manual_axes(axis_context)
+    if axes and internals.gspmd_aborts_in_partly_manual(axis_context):
+        raise NotImplementedError(
+            f"xlabind: '{call.fn.name}' cannot run inside a jax.shard_map that is manual over "
+            f"some mesh axes only under GSPMD (jax_use_shardy_partitioner=False) with jax "
+            f"{jax.__version__}: XLA's partitioner aborts the process on its custom call. Use "
+            f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis.")
     if axes:
         # Inside shard_map (per-device semantics): once per device.
         processes = call_status.row_processes(axis_context.mesh, axes)
