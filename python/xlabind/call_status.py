@@ -15,8 +15,9 @@ the call's results.
 
 * Once per program: the status is summed with the results from the first
   device to the others (one collective, as before, a few KiB larger).
-* Once per device: the statuses are gathered from every device (one more
-  collective per call: ``tools/benchmark.py`` measures it).
+* Once per device: whether any call failed is summed across devices (one
+  more, small all-reduce per call: ``tools/benchmark.py`` measures it); the
+  statuses themselves travel only when one failed.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def checked(statuses, values: Sequence, processes: tuple[int, ...] = ()) -> list
 
 
 def row_processes(mesh, axes: tuple) -> tuple[int, ...]:
-    """The process of each row a collective over `axes` of `mesh` gathers, in a
+    """The process of each status row a collective over `axes` of `mesh` makes, in a
     program over several processes (jax.distributed); () otherwise, or where
     the rows are not the mesh's devices in order."""
     devices = getattr(mesh, "devices", None)
