@@ -77,7 +77,8 @@ class ShardingRule:
     """
 
     einsum: str
-    summed: tuple[str, ...] = ()
+    #: The summed factors' names (one name alone works too).
+    summed: tuple[str, ...] | str = ()
 
     def __post_init__(self):
         summed = (self.summed,) if isinstance(self.summed, str) else tuple(self.summed)
@@ -97,7 +98,7 @@ def parse_rule(name: str, rule: Rule, operands, kwargs,
         rule = rule(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands], **kwargs)
     summed: tuple[str, ...] = ()
     if isinstance(rule, ShardingRule):
-        rule, summed = rule.einsum, rule.summed
+        rule, summed = rule.einsum, tuple(rule.summed)
     if not isinstance(rule, str) or rule.count("->") != 1:
         raise ValueError(f"{name}: sharding_rule must be a string like 'b n, b -> b n' "
                          f"(operands, '->', results; '()' for an array with no dimensions) "

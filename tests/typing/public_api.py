@@ -40,6 +40,7 @@ values: jax.Array = map_coordinates(jnp.ones((3, 3)), [jnp.ones(2), jnp.ones(2)]
                                     mode="nearest", cval=0.0)
 
 contraction = xlabind.ShardingRule("i n, n j -> i j", summed=("n",))
+one_name = xlabind.ShardingRule("i n -> i", summed="n")
 matmul: xlabind.BoundFunction = xlabind.callback(
     lambda a, b: a @ b, lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
     sharding_rule=contraction)
