@@ -5,8 +5,10 @@
 #
 #   tools/check_interpreters.sh [3.12 3.13]
 #
-# Each interpreter gets its own Bazel output base (~/.cache/xlabind-python<X.Y>)
-# and no bazel-* links, so the main build's cache and links stay as they are.
+# Each interpreter gets its own Bazel output base (~/.cache/xlabind-python<X.Y>-
+# <hash of this checkout's path>: one output base must never serve two checkouts,
+# or the wheel may be packed from the other one's sources) and no bazel-* links,
+# so the main build's cache and links stay as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,7 +32,7 @@ for version in "${versions[@]}"; do
     echo "check_interpreters: no CPython $version here; its wheel is not checked"
     continue
   fi
-  base="$HOME/.cache/xlabind-python$version"
+  base="$HOME/.cache/xlabind-python$version-$(pwd -P | sha256sum | cut -c1-12)"
   dist="$(mktemp -d)"
   echo "check_interpreters: CPython $version ($python)"
   XLABIND_PYTHON="$python" tools/bazel --output_base="$base" build --symlink_prefix=/ \
