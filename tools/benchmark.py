@@ -27,13 +27,17 @@ timed on the CPU:
     gradient churns through hundreds of megabytes, which would evict the
     coordinates between two calls of the values and time the refill instead.
 
-Two more measurements run in processes of their own (each needs a fresh jax):
+Three more measurements run in processes of their own (each needs a fresh jax):
 
   * ``sharded``: on 8 virtual CPU devices (and on as many as there are
     cores, where no device waits for a core), a no-op ``xlabind.callback`` once
     per device (with a sharding rule) and once per program, each with and
     without the exchange of the calls' status that stops every device when
     one fails (python/xlabind/call_status.py): what that collective costs;
+  * ``map_coordinates_sharded``: map_coordinates on 2^22 points (2^20 with
+    --quick) sharded over 8 virtual CPU devices, 64^3 float64 grid: values and
+    the grid's gradient split by points (the op's sharding rule) against once
+    per program, and one grid's all-reduce (what the split gradient adds);
   * ``lifetime``: how much the process grows over a loop that creates, jits,
     calls and drops bound functions closing over 1 MB each, next to the same
     loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
