@@ -10,7 +10,6 @@ process made and the shapes they saw.
 import json
 import os
 import sys
-import threading
 import time
 import traceback
 
@@ -52,25 +51,10 @@ jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}",
 assert jax.process_count() == PROCESSES and jax.device_count() == PROCESSES * LOCAL_DEVICES
 
 import xlabind  # noqa: E402
+from call_log import Calls, recorded_matmul  # noqa: E402  (beside this file)
 from xlabind.ops import map_coordinates  # noqa: E402
 
 MESH = Mesh(np.array(jax.devices()), ("d",))
-
-
-class Calls:
-    """The shapes of this process's calls (callbacks run on several threads)."""
-
-    def __init__(self):
-        self.shapes: list = []
-        self._lock = threading.Lock()
-
-    def record(self, *arrays):
-        with self._lock:
-            self.shapes.append([list(a.shape) for a in arrays])
-
-    def take(self) -> list:
-        shapes, self.shapes = sorted(self.shapes), []
-        return shapes
 
 
 calls = Calls()
@@ -113,26 +97,11 @@ def case_grad():
 
 
 def case_contraction():
-    def matmul(a, b):
-        calls.record(a, b)
-        return np.asarray(a) @ np.asarray(b)
-
-    def matmul_t_a(b, ct):
-        calls.record(b, ct)
-        return np.asarray(ct) @ np.asarray(b).T
-
-    def matmul_t_b(a, ct):
-        calls.record(a, ct)
-        return np.asarray(a).T @ np.asarray(ct)
-
-    op = xlabind.multilinear(
-        matmul, (matmul_t_a, matmul_t_b),
-        lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
-        sharding_rule=xlabind.ShardingRule("i n, n j -> i j", summed=("n",)))
+    op = recorded_matmul(calls)
     a, b = np.arange(48.0).reshape(3, 16) / 16, np.arange(32.0).reshape(16, 2) / 16
     a_, b_ = global_array(a, P(None, "d")), global_array(b, P("d"))
     y = jax.jit(op)(a_, b_).block_until_ready()
-    forward = calls.take()
+    forward = sorted(calls.take())
     ga, gb = jax.jit(jax.grad(lambda a, b: jnp.sum(jnp.sin(op(a, b))), argnums=(0, 1)))(a_, b_)
     return {"y": gathered(y), "forward_calls": forward, "ga": gathered(ga), "gb": gathered(gb)}
 
@@ -166,7 +135,7 @@ def case_shard_map():
     f = jax.shard_map(op, mesh=MESH, in_specs=P("d"), out_specs=P("d"))
     x = global_array(ROWS)
     y = jax.jit(f)(x).block_until_ready()
-    forward = calls.take()
+    forward = sorted(calls.take())
     g = jax.jit(jax.grad(lambda x: jnp.sum(f(x) ** 2)))(x)
     return {"y": gathered(y), "forward_calls": forward, "g": gathered(g)}
 
@@ -240,7 +209,7 @@ def main() -> None:
         except Exception:  # noqa: BLE001 - reported, and the test fails on it
             result = {"exception": traceback.format_exc()}
         jax.effects_barrier()
-        result["calls"] = calls.take()
+        result["calls"] = sorted(calls.take())
         report["cases"][name] = result
         with open(output, "w") as f:  # after every case: a hang still shows how far it got
             json.dump(report, f)

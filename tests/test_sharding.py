@@ -6,8 +6,6 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=8")
 
-import threading  # noqa: E402
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
@@ -15,24 +13,9 @@ import pytest  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import xlabind  # noqa: E402
+from call_log import Calls, recorded_matmul  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-
-
-class Calls:
-    """The shapes each call saw (callbacks may run on several threads at once)."""
-
-    def __init__(self):
-        self.shapes = []
-        self._lock = threading.Lock()
-
-    def record(self, *arrays):
-        with self._lock:
-            self.shapes.append(tuple(a.shape for a in arrays))
-
-    def take(self):
-        shapes, self.shapes = self.shapes, []
-        return shapes
 
 
 @pytest.fixture(scope="module")
@@ -306,27 +289,9 @@ def partitioner(request):
     jax.config.update("jax_use_shardy_partitioner", before)
 
 
-def _matmul(calls):
-    def mm(a, b):
-        calls.record(a, b)
-        return np.asarray(a) @ np.asarray(b)
-
-    def mm_t_a(b, ct):
-        calls.record(b, ct)
-        return np.asarray(ct) @ np.asarray(b).T
-
-    def mm_t_b(a, ct):
-        calls.record(a, ct)
-        return np.asarray(a).T @ np.asarray(ct)
-
-    return xlabind.multilinear(
-        mm, (mm_t_a, mm_t_b), lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
-        sharding_rule=xlabind.ShardingRule("i n, n j -> i j", summed=("n",)))
-
-
 def test_a_summed_factor_is_split_and_the_partial_results_added(mesh, partitioner):
     calls = Calls()
-    op = _matmul(calls)
+    op = recorded_matmul(calls)
     a, b = np.arange(64.0).reshape(4, 16) / 16, np.arange(48.0).reshape(16, 3) / 16
     a_, b_ = rows(mesh, a, P(None, "d")), rows(mesh, b)
     y = jax.jit(op)(a_, b_)
@@ -441,7 +406,7 @@ def test_check_sharding_finds_a_rule_the_function_does_not_keep(mesh):
                              lambda x: jax.ShapeDtypeStruct((), x.dtype),
                              sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"))
     xlabind.check_sharding(total, x)
-    xlabind.check_sharding(_matmul(Calls()), rows(mesh, np.ones((3, 16)), P(None, "d")),
+    xlabind.check_sharding(recorded_matmul(Calls()), rows(mesh, np.ones((3, 16)), P(None, "d")),
                            rows(mesh, np.ones((16, 2))))
     # float32 sums in another order: within the dtype's default tolerance.
     columns = xlabind.callback(lambda x: np.asarray(x).sum(0),
