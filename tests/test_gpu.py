@@ -144,7 +144,8 @@ def test_results_are_checked():
         jax.jit(op)(on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
     host = xlabind.callback(lambda x: np.zeros(4, np.float32), lambda x: x, platforms=GPU,
                             name="host")
-    with pytest.raises(Exception, match=r"host: result 0 is a ndarray, not a device array"):
+    with pytest.raises(Exception, match=r"host: result 0 is a ndarray on DLPack device type 1, "
+                                        r"not a CUDA device array"):
         jax.jit(host)(on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
 
 

@@ -65,8 +65,12 @@ def test_gradients_match_the_cpu(mode, dtype):
     (g, c), (g_cpu, c_cpu) = both(grid, coords)
     loss = lambda g, c0, c: jnp.sum(jnp.sin(map_coordinates(g, [c0, *c], 1, mode, 0.5)))
     grads = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    # The grid gradient is a scatter-add: CUDA's atomics add a node's terms in whatever order
+    # the threads arrive, so a float32 sum differs from the CPU's fixed order by a few ulps of
+    # the (large) sum: 2.2e-6 relative measured on the H200.
+    tol = dict(rtol=2e-5, atol=2e-5) if dtype == np.float32 else tolerance(dtype)
     for got, want in zip(grads(g, c[0], c[1:]), grads(g_cpu, c_cpu[0], c_cpu[1:])):
-        np.testing.assert_allclose(got, want, **tolerance(dtype))
+        np.testing.assert_allclose(got, want, **tol)
 
 
 def test_scatter_add_with_many_points_on_few_cells():
