@@ -80,20 +80,54 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
         **kwargs
     )
 
+# The execution stages a target may have (XLA's order), by their key in
+# xlabind_extension's `handlers`.
+_STAGES = ["instantiate", "prepare", "initialize", "execute"]
+
 def _extension_source_impl(ctx):
-    declarations, entries = [], []
+    declared, declarations, wrappers, entries = {}, [], [], []
     for spec in ctx.attr.handlers:
-        platform, target, symbol = spec.split(" ")
-        declarations.append("struct XLA_FFI_Error* %s(struct XLA_FFI_CallFrame*);" % symbol)
-        entries.append('  if (!Add(platforms, "%s", "%s", (void*)&%s)) return Fail(platforms);' %
-                       (platform, target, symbol))
+        parts = spec.split(" ")
+        platform, target, command_buffer, symbols = parts[0], parts[1], parts[2] == "1", parts[3:]
+        pointers = []
+        for symbol in symbols:
+            if symbol == "-":
+                pointers.append("nullptr")
+                continue
+            if symbol not in declared:
+                declared[symbol] = True
+                declarations.append("struct XLA_FFI_Error* %s(struct XLA_FFI_CallFrame*);" % symbol)
+            pointers.append("&" + symbol)
+        if command_buffer:
+            execute = symbols[-1]
+            wrapper = execute + "_command_buffer"
+            if wrapper not in declared:
+                declared[wrapper] = True
+                wrappers.append(
+                    "XLA_FFI_Error* %s(XLA_FFI_CallFrame* frame) {\n" % wrapper +
+                    "  return xlabind::native::CallWithTraits(\n" +
+                    "      &%s, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE, frame);\n}" %
+                    execute)
+            pointers[-1] = "&" + wrapper
+        entries.append('  if (!Add(platforms, "%s", "%s", {%s})) return Fail(platforms);' %
+                       (platform, target, ", ".join(pointers)))
+    type_entries = []
+    for spec in ctx.attr.state_types:
+        platform, symbol = spec.split(" ")
+        declarations.append("XLA_FFI_TypeId* %s_type_id(void);" % symbol)
+        declarations.append("const XLA_FFI_TypeInfo* %s_type_info(void);" % symbol)
+        type_entries.append(
+            '  if (!AddType(types, "%s", "%s.%s", %s_type_id(), %s_type_info())) return Fail(types);' %
+            (platform, ctx.attr.module, symbol, symbol, symbol))
     ctx.actions.expand_template(
         template = ctx.file._template,
         output = ctx.outputs.out,
         substitutions = {
             "%{module}": ctx.attr.module,
             "%{declarations}": "\n".join(sorted(declarations)),
+            "%{wrappers}": "\n\n".join(wrappers),
             "%{entries}": "\n".join(entries),
+            "%{type_entries}": "\n".join(type_entries),
         },
     )
 
@@ -101,7 +135,11 @@ _extension_source = rule(
     implementation = _extension_source_impl,
     attrs = {
         "module": attr.string(mandatory = True),
-        "handlers": attr.string_list(doc = '"platform target symbol" entries'),
+        "handlers": attr.string_list(
+            doc = '"platform target command_buffer(0|1) instantiate prepare initialize execute" ' +
+                  'entries, "-" for a stage the target does not have',
+        ),
+        "state_types": attr.string_list(doc = '"platform symbol" entries'),
         "out": attr.output(mandatory = True),
         "_template": attr.label(
             default = Label("//ffi:extension_module.cc.tmpl"),
@@ -110,15 +148,49 @@ _extension_source = rule(
     },
 )
 
-def xlabind_extension(name, handlers, deps = [], load_from = None, extra_runpaths = [],
-                      **kwargs):
+def _handler_spec(name, platform, registered, target, handler):
+    """The `handlers` entry of _extension_source for one target."""
+    if type(handler) == type(""):
+        handler = {"execute": handler}
+    if type(handler) != type({}):
+        fail("xlabind_extension(%s): handlers[%r][%r] must be the execute handler's C symbol " %
+             (name, platform, target) + "(a string) or a dict of stages, got %r" % (handler,))
+    for key in handler:
+        if key not in _STAGES and key != "command_buffer":
+            fail("xlabind_extension(%s): handlers[%r][%r] has an unknown key %r; use %s or " %
+                 (name, platform, target, key, ", ".join(_STAGES)) + "command_buffer")
+    if "execute" not in handler:
+        fail("xlabind_extension(%s): handlers[%r][%r] names no \"execute\" handler" %
+             (name, platform, target))
+    command_buffer = handler.get("command_buffer", False)
+    if command_buffer and registered != "CUDA":
+        fail("xlabind_extension(%s): handlers[%r][%r] asks for command_buffer, which only " %
+             (name, platform, target) + "CUDA handlers can be (XLA's command buffers are CUDA graphs)")
+    if registered == "cpu" and ("prepare" in handler or "initialize" in handler):
+        fail("xlabind_extension(%s): handlers[%r][%r] has a prepare or initialize stage, which " %
+             (name, platform, target) + "XLA's CPU runtime never runs (it runs instantiate and " +
+             "execute only)")
+    symbols = [handler.get(stage, "-") for stage in _STAGES]
+    return "%s %s %s %s" % (registered, target, "1" if command_buffer else "0", " ".join(symbols))
+
+def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = None,
+                      extra_runpaths = [], **kwargs):
     """A Python extension module `name` (the file `name`.so) handing out FFI handlers.
 
     Args:
       name: the module's name (`import name`).
-      handlers: {platform: {FFI target name: C symbol of the handler}}, e.g.
-        {"cpu": {"my_op": "MyOpCpu"}}; platform "cpu" or "cuda", in any case.
+      handlers: {platform: {FFI target name: handler}}; platform "cpu" or
+        "cuda", in any case. A handler is the C symbol of its execute stage,
+        e.g. {"cpu": {"my_op": "MyOpCpu"}}, or a dict of stages:
+        {"instantiate": "MyOpInstantiate", "execute": "MyOp"} ("prepare" and
+        "initialize" too on CUDA), plus "command_buffer": True for a CUDA
+        handler XLA may capture into a command buffer (CUDA graph).
       deps: the libraries that define the symbols (xlabind_ffi_library).
+      state_types: {platform: [symbol, ...]}: the per-executable state types
+        the handlers' instantiate stages build, each exported with
+        XLABIND_DEFINE_STATE_TYPE(symbol, Type) (ffi/native/state.h). The
+        module's state_types() hands them out; xlabind.register_ffi_targets
+        registers them before the targets.
       load_from: the package-relative folder Python will load the module from,
         if it is copied elsewhere (default: this package). The module finds the
         pinned CUDA runtime from there, through its RUNPATH.
@@ -130,10 +202,18 @@ def xlabind_extension(name, handlers, deps = [], load_from = None, extra_runpath
         if registered == None:
             fail("xlabind_extension(%s): unknown platform %r in handlers; use %s (any case)" %
                  (name, platform, " or ".join(['"%s"' % p for p in _PLATFORMS])))
-        for target, symbol in targets.items():
-            specs.append("%s %s %s" % (registered, target, symbol))
+        for target, handler in targets.items():
+            specs.append(_handler_spec(name, platform, registered, target, handler))
+    type_specs = []
+    for platform, symbols in state_types.items():
+        registered = _PLATFORMS.get(platform.lower())
+        if registered == None:
+            fail("xlabind_extension(%s): unknown platform %r in state_types; use %s (any case)" %
+                 (name, platform, " or ".join(['"%s"' % p for p in _PLATFORMS])))
+        for symbol in symbols:
+            type_specs.append("%s %s" % (registered, symbol))
     _extension_source(name = name + "_source", module = name, handlers = specs,
-                      out = name + "_module.cc")
+                      state_types = type_specs, out = name + "_module.cc")
     folder = native.package_name() if load_from == None else load_from
     depth = len([part for part in folder.split("/") if part]) + 1  # up to the runfiles root
     runpaths = ["$$ORIGIN/" + "../" * depth + "xlabind_cuda/site/nvidia/cu13/lib"] + extra_runpaths

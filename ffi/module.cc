@@ -97,6 +97,31 @@ nb::dict CallbackRegistrations() {
   return platforms;
 }
 
+// What XLA reads from an execute-stage handler when it registers it: the FFI
+// API version the handler was built against and its traits (bits of
+// XLA_FFI_Handler_TraitsBits, e.g. 1 = command-buffer compatible). Asked the
+// way XLA asks, with a call frame carrying the metadata extension; the handler
+// touches nothing else. Not for instantiate stages: theirs fails, through an
+// API this frame does not have, until their state type is registered.
+nb::dict HandlerMetadata(nb::capsule capsule) {
+  auto* handler = reinterpret_cast<XLA_FFI_Handler*>(capsule.data());
+  XLA_FFI_Metadata metadata{};
+  metadata.struct_size = XLA_FFI_Metadata_STRUCT_SIZE;
+  XLA_FFI_Metadata_Extension extension{};
+  extension.extension_base.struct_size = XLA_FFI_Metadata_Extension_STRUCT_SIZE;
+  extension.extension_base.type = XLA_FFI_Extension_Metadata;
+  extension.metadata = &metadata;
+  XLA_FFI_CallFrame frame{};
+  frame.struct_size = XLA_FFI_CallFrame_STRUCT_SIZE;
+  frame.extension_start = &extension.extension_base;
+  if (handler(&frame) != nullptr) throw std::runtime_error("the handler refused the metadata query");
+  nb::dict out;
+  out["api_version"] = std::make_pair(metadata.api_version.major_version,
+                                      metadata.api_version.minor_version);
+  out["traits"] = metadata.traits;
+  return out;
+}
+
 // Raises a RuntimeError for a CUDA driver failure ("" is success).
 void CheckCuda(const std::string& error) {
   if (!error.empty()) throw std::runtime_error(error);
@@ -115,6 +140,9 @@ NB_MODULE(_xlabind, m) {
   m.def("callback_registrations", &CallbackRegistrations,
         "{platform: {'state_type': {...}, 'targets': {name: {stage: capsule}}}}: the "
         "Python-callback handlers and the type of their instantiate stage's state.");
+  m.def("handler_metadata", &HandlerMetadata, nb::arg("capsule"),
+        "{'api_version': (major, minor), 'traits': int}: what XLA reads from an execute "
+        "handler when it is registered.");
   m.def("status_bytes", [] { return xlabind::native::kStatusBytes; },
         "The size of a call's status result (u8), as the status check reads it.");
 

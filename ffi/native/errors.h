@@ -2,11 +2,13 @@
 //
 //   if (rank != 2) return InvalidArgument("my_op: x must have rank 2, got ", rank);
 //   XLABIND_RETURN_IF_ERROR(CheckRank("my_op", "x", x, 2));
+//   XLABIND_ASSIGN_OR_RETURN(float* tmp, scratch.Allocate<float>("my_op", n));
 #ifndef XLABIND_FFI_NATIVE_ERRORS_H_
 #define XLABIND_FFI_NATIVE_ERRORS_H_
 
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "xla/ffi/api/ffi.h"
 
@@ -38,5 +40,16 @@ xla::ffi::Error Internal(const Parts&... parts) {
     ::xla::ffi::Error xlabind_error_ = (expr);          \
     if (xlabind_error_.failure()) return xlabind_error_; \
   } while (false)
+
+// Declares `lhs` from the value of the ffi::ErrorOr `expr`, or returns its
+// error from the enclosing handler.
+#define XLABIND_ASSIGN_OR_RETURN(lhs, expr) \
+  XLABIND_ASSIGN_OR_RETURN_(lhs, expr, XLABIND_CONCAT_(xlabind_or_, __LINE__))
+#define XLABIND_CONCAT_(a, b) XLABIND_CONCAT_IMPL_(a, b)
+#define XLABIND_CONCAT_IMPL_(a, b) a##b
+#define XLABIND_ASSIGN_OR_RETURN_(lhs, expr, name) \
+  auto name = (expr);                              \
+  if (!name.has_value()) return name.error();      \
+  lhs = std::move(name.value())
 
 #endif  // XLABIND_FFI_NATIVE_ERRORS_H_

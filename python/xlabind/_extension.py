@@ -28,6 +28,7 @@ import jax
 import ml_dtypes
 import numpy as np
 
+from xlabind import _jax_internals
 from xlabind._platforms import REGISTRY_NAMES, platform_name
 
 try:
@@ -89,18 +90,91 @@ SUPPORTED_DTYPES: frozenset[np.dtype] = _install_dtypes()
 STATUS_VARIANTS: set[tuple[str, str]] = set()
 
 
-def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]]) -> None:
-    """Registers ``{platform: {target name: handler capsule}}`` with jax (typed
-    FFI, api_version=1): what an ``xlabind_extension`` module's
-    ``registrations()`` returns, xlabind's own modules included. Platforms are
-    ``"cpu"`` and ``"cuda"`` in any case; another is a ValueError."""
+def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
+                         state_types: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    """Registers an extension module's FFI handlers with jax (typed FFI,
+    api_version=1).
+
+    ``registrations`` is what an ``xlabind_extension`` module's
+    ``registrations()`` returns, ``{platform: {target name: handler}}`` (a
+    handler is a capsule, or ``{stage: capsule}`` for a target with an
+    instantiate stage), or the module itself, whose ``state_types()`` then
+    come along. ``state_types``, ``{platform: {type name: {"type_id": ...,
+    "type_info": ...}}}``, are the per-executable state types of the
+    handlers' instantiate stages (ffi/native/state.h): XLA must know a type
+    before a handler that builds it is registered, so a platform's targets
+    are registered after its types, and, for a platform whose backend does
+    not exist yet (CUDA before the first use of a GPU), when xlabind first
+    lowers a call for it. Platforms are ``"cpu"`` and ``"cuda"`` in any case;
+    another is a ValueError.
+
+    Example:
+      >>> import xlabind
+      >>> from xlabind import _xlabind_ops          # any xlabind_extension module
+      >>> xlabind.register_ffi_targets(_xlabind_ops)  # registering twice is harmless
+    """
+    if not isinstance(registrations, Mapping) and hasattr(registrations, "registrations"):
+        module = registrations
+        registrations = module.registrations()
+        if state_types is None and hasattr(module, "state_types"):
+            state_types = module.state_types()
+    typed = {REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", p)]: dict(t)
+             for p, t in (state_types or {}).items()}
     for given, targets in registrations.items():
         platform = REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", given)]
-        for name, capsule in targets.items():
-            jax.ffi.register_ffi_target(name, capsule, platform=platform, api_version=1)
-            if name.endswith(STATUS_TARGET_SUFFIX):
-                STATUS_VARIANTS.add((_lowering_platform(platform),
-                                     name[:-len(STATUS_TARGET_SUFFIX)]))
+        types = typed.pop(platform, {})
+        if types:
+            _register_typed(platform, types, dict(targets))
+            continue
+        for name, handler in targets.items():
+            _register_target(platform, name, handler)
+    for platform, types in typed.items():  # types without targets
+        _register_typed(platform, types, {})
+
+
+def _register_target(platform: str, name: str, handler: Any) -> None:
+    jax.ffi.register_ffi_target(name, handler, platform=platform, api_version=1)
+    if name.endswith(STATUS_TARGET_SUFFIX):
+        STATUS_VARIANTS.add((_lowering_platform(platform), name[:-len(STATUS_TARGET_SUFFIX)]))
+
+
+#: {platform as lowering names it: [(state types, targets)]} waiting for the
+#: platform's backend (register_ffi_targets).
+_PENDING: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = {}
+
+
+def _register_typed(platform: str, types: dict[str, Any], targets: dict[str, Any]) -> None:
+    """Registers state types, then the targets that build them: now if the
+    platform's registry exists (CPU always does), else when xlabind first
+    lowers for the platform (register_callback_handlers)."""
+    lowering = _lowering_platform(platform)
+    with _callbacks_lock:
+        if lowering not in _callbacks_registered and not _type_registry_exists(platform):
+            _PENDING.setdefault(lowering, []).append((types, targets))
+            return
+    _register_types_then_targets(platform, types, targets)
+
+
+def _register_types_then_targets(platform: str, types: dict[str, Any],
+                                 targets: dict[str, Any]) -> None:
+    for type_name, type_registration in types.items():
+        jax.ffi.register_ffi_type(type_name, dict(type_registration), platform=platform)
+    for name, handler in targets.items():
+        _register_target(platform, name, handler)
+
+
+def _type_registry_exists(platform: str) -> bool:
+    """Whether jax registers an FFI type for `platform` at once rather than
+    when the platform's backend starts (then after handlers, too late for
+    handlers that build it): the CPU always, others once backends exist."""
+    return platform == "cpu" or _jax_internals.backends_are_initialized()
+
+
+def handler_metadata(capsule: Any) -> dict[str, Any]:
+    """``{"api_version": (major, minor), "traits": int}``: what XLA reads from
+    an execute handler when it registers it (traits: 1 = command-buffer
+    compatible)."""
+    return _xlabind.handler_metadata(capsule)
 
 
 def _lowering_platform(platform: str) -> str:
@@ -119,7 +193,8 @@ _callbacks_lock = threading.Lock()
 
 def register_callback_handlers(platform: str) -> None:
     """Registers the Python-callback handlers (and their state type) for
-    `platform` ("cpu" or "cuda"), once; called when a call is lowered for it."""
+    `platform` ("cpu" or "cuda"), once, and any stateful targets that waited
+    for it (register_ffi_targets); called when a call is lowered for it."""
     if platform in _callbacks_registered:
         return
     with _callbacks_lock:
@@ -129,12 +204,14 @@ def register_callback_handlers(platform: str) -> None:
             if _lowering_platform(jax_platform) != platform:
                 continue
             state = table["state_type"]
-            jax.ffi.register_ffi_type(state["name"], {"type_id": state["type_id"],
-                                                      "type_info": state["type_info"]},
-                                      platform=jax_platform)
-            for name, stages in table["targets"].items():
-                jax.ffi.register_ffi_target(name, stages, platform=jax_platform, api_version=1)
+            _register_types_then_targets(
+                jax_platform, {state["name"]: {"type_id": state["type_id"],
+                                               "type_info": state["type_info"]}},
+                table["targets"])
+        for types, targets in _PENDING.pop(platform, []):
+            _register_types_then_targets(REGISTRY_NAMES[platform], types, targets)
         _callbacks_registered.add(platform)
+
 
 from xlabind import _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
 

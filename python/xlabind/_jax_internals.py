@@ -109,3 +109,10 @@ def vary_over(x, axes: tuple):
     """`x`, made to vary over every one of the manual `axes` (for a collective)."""
     missing = tuple(a for a in axes if a not in varying_axes(jax.typeof(x)))
     return jax.lax.pcast(x, missing, to="varying") if missing else x
+
+
+def backends_are_initialized() -> bool:
+    """Whether jax has started its backends (then an FFI type registered for
+    a plugin platform such as CUDA reaches XLA at once)."""
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()

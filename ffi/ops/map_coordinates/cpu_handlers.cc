@@ -1,12 +1,13 @@
 #include "ffi/ops/map_coordinates/cpu_handlers.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <type_traits>
-#include <vector>
 
 #include "ffi/native/dtype_dispatch.h"
 #include "ffi/native/errors.h"
 #include "ffi/native/parallel_for.h"
+#include "ffi/native/scratch.h"
 #include "ffi/native/shapes.h"
 #include "ffi/ops/map_coordinates/cpu_avx2_kernels.h"
 #include "ffi/ops/map_coordinates/geometry.h"
@@ -123,12 +124,13 @@ XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordi
 }
 
 template <typename T>
-void Gather(const Geometry& geometry, const T* grid, const Coordinates<T>& coords, T* values) {
+void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
+            const Coordinates<T>& coords, T* values) {
   const bool vector = Avx2KernelsApply(geometry);
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
-    native::ParallelChunks(geometry.batch * geometry.points, kGrainPoints, kChunkPoints,
+    native::ParallelChunks(pool, geometry.batch * geometry.points, kGrainPoints, kChunkPoints,
                            [&](int, int64_t begin, int64_t end) {
       // A copy of its own lets the compiler keep the geometry in registers: it
       // cannot know that writing the values leaves a shared one unchanged.
@@ -204,47 +206,61 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
 }
 
 template <typename T>
-void Scatter(const Geometry& g, const Coordinates<T>& coords, const T* cotangents, T* grid,
-             int64_t grid_count) {
+ffi::Error Scatter(ffi::ThreadPool* pool, const Geometry& g, const Coordinates<T>& coords,
+                   const T* cotangents, T* grid, int64_t grid_count) {
   std::fill(grid, grid + grid_count, T(0));
   const int64_t total = g.batch * g.points;
-  int threads = native::ThreadsFor(total, kGrainPoints);
-  if (threads > 1 && grid_count * static_cast<int64_t>(sizeof(T)) * threads > kPrivateGridBudget) {
-    threads = 1;
-  }
-  if (threads == 1) {
+  const int shares = native::ThreadsFor(pool, total, kGrainPoints);
+  if (shares == 1 || grid_count * static_cast<int64_t>(sizeof(T)) * shares > kPrivateGridBudget) {
     ScatterRange(g, coords, cotangents, grid, 0, total);
-    return;
+    return ffi::Error::Success();
   }
-  // Each thread adds its equal share of the points into a grid of its own
-  // (equal shares, not ParallelChunks: which thread adds which point fixes
-  // the order of the sums, so a gradient is the same bits every time); then
-  // the grids are summed, in parallel over grid elements.
-  std::vector<std::vector<T>> partial(threads - 1, std::vector<T>(grid_count, T(0)));
-  native::ParallelFor(total, kGrainPoints, [&](int t, int64_t begin, int64_t end) {
-    ScatterRange(g, coords, cotangents, t == 0 ? grid : partial[t - 1].data(), begin, end);
+  // Each share of the points is added into a grid of its own (equal shares,
+  // not ParallelChunks: which share holds which point fixes the order of the
+  // sums, so a gradient is the same bits every time, whichever thread runs
+  // it); then the grids are summed, in parallel over grid elements.
+  native::Scratch scratch;
+  XLABIND_ASSIGN_OR_RETURN(T * partial,
+                           scratch.Allocate<T>("xlabind_map_coordinates_transpose",
+                                               static_cast<size_t>(grid_count) * (shares - 1)));
+  std::fill(partial, partial + grid_count * (shares - 1), T(0));
+  native::ParallelFor(pool, total, kGrainPoints, [&](int share, int64_t begin, int64_t end) {
+    T* into = share == 0 ? grid : partial + (share - 1) * grid_count;
+    ScatterRange(g, coords, cotangents, into, begin, end);
   });
-  native::ParallelFor(grid_count, kGrainPoints, [&](int, int64_t begin, int64_t end) {
-    for (const auto& part : partial) {
-      for (int64_t k = begin; k < end; ++k) grid[k] += part[k];
+  native::ParallelFor(pool, grid_count, kGrainPoints, [&](int, int64_t begin, int64_t end) {
+    for (int part = 0; part < shares - 1; ++part) {
+      const T* from = partial + part * grid_count;
+      for (int64_t k = begin; k < end; ++k) grid[k] += from[k];
     }
   });
+  return ffi::Error::Success();
 }
 
-ffi::Error MapCoordinates(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> values,
+// XLA's intra-op pool, unless XLABIND_MAP_COORDINATES_OWN_THREADS is set: a
+// switch for measuring the two against each other (tools/benchmark.py), read
+// on every call so one process can time both.
+ffi::ThreadPool* PoolOrOwnThreads(ffi::ThreadPool& pool) {
+  return std::getenv("XLABIND_MAP_COORDINATES_OWN_THREADS") == nullptr ? &pool : nullptr;
+}
+
+ffi::Error MapCoordinates(ffi::ThreadPool pool, ffi::RemainingArgs args,
+                          ffi::Result<ffi::AnyBuffer> values,
                           int64_t order, int64_t mode, ffi::Span<const int64_t> derivative) {
   constexpr const char* kOp = "xlabind_map_coordinates";
   Call call;
   XLABIND_RETURN_IF_ERROR(ReadGather(kOp, args, *values, order, mode, derivative, &call));
   return native::DispatchFloating(kOp, call.grid->element_type(), [&](auto zero) {
     using T = decltype(zero);
-    Gather<T>(call.geometry, call.grid->typed_data<T>(), call.CoordinatePointers<T>(),
+    Gather<T>(PoolOrOwnThreads(pool), call.geometry, call.grid->typed_data<T>(),
+              call.CoordinatePointers<T>(),
               call.values->typed_data<T>());
     return ffi::Error::Success();
   });
 }
 
-ffi::Error MapCoordinatesTranspose(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> grid,
+ffi::Error MapCoordinatesTranspose(ffi::ThreadPool pool, ffi::RemainingArgs args,
+                                   ffi::Result<ffi::AnyBuffer> grid,
                                    int64_t order, int64_t mode,
                                    ffi::Span<const int64_t> derivative) {
   constexpr const char* kOp = "xlabind_map_coordinates_transpose";
@@ -252,9 +268,9 @@ ffi::Error MapCoordinatesTranspose(ffi::RemainingArgs args, ffi::Result<ffi::Any
   XLABIND_RETURN_IF_ERROR(ReadScatter(kOp, args, *grid, order, mode, derivative, &call));
   return native::DispatchFloating(kOp, call.grid->element_type(), [&](auto zero) {
     using T = decltype(zero);
-    Scatter<T>(call.geometry, call.CoordinatePointers<T>(), call.values->typed_data<T>(),
-               call.grid->typed_data<T>(), static_cast<int64_t>(call.grid->element_count()));
-    return ffi::Error::Success();
+    return Scatter<T>(PoolOrOwnThreads(pool), call.geometry, call.CoordinatePointers<T>(),
+                      call.values->typed_data<T>(), call.grid->typed_data<T>(),
+                      static_cast<int64_t>(call.grid->element_count()));
   });
 }
 
@@ -262,8 +278,10 @@ ffi::Error MapCoordinatesTranspose(ffi::RemainingArgs args, ffi::Result<ffi::Any
 }  // namespace xlabind::map_coordinates
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesCpu, xlabind::map_coordinates::MapCoordinates,
-                              xlabind::map_coordinates::BindCall(xla::ffi::Ffi::Bind()));
+                              xlabind::map_coordinates::BindCall(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesTransposeCpu,
                               xlabind::map_coordinates::MapCoordinatesTranspose,
-                              xlabind::map_coordinates::BindCall(xla::ffi::Ffi::Bind()));
+                              xlabind::map_coordinates::BindCall(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
