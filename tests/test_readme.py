@@ -52,7 +52,8 @@ def test_readme_shell_commands_run():
 def public_names(header: pathlib.Path) -> set[str]:
     """What a handler author may use from `header`: the declarations at the top
     level of namespace xlabind::native (not in an *internal namespace), and
-    XLABIND_* macros other than the include guard."""
+    XLABIND_* macros other than the include guard and those ending in "_"
+    (a public macro's own parts)."""
     names, hidden = set(), False
     for line in header.read_text().splitlines():
         if re.match(r"namespace \w*internal \{", line):
@@ -60,8 +61,8 @@ def public_names(header: pathlib.Path) -> set[str]:
         elif re.match(r"\}  // namespace \w*internal", line):
             hidden = False
         elif not hidden:
-            found = (re.match(r"#define (XLABIND_\w+)\(", line)
-                     or re.match(r"class (\w+)", line)
+            found = (re.match(r"#define (XLABIND_\w*[A-Z0-9])\(", line)
+                     or re.match(r"(?:class|struct) (\w+)", line)
                      or re.match(r"inline constexpr [\w: *]+?\b(\w+)(\[\])? =", line)
                      or re.match(r"(?:inline )?\w[\w:<>, *&]*?[ *&](\w+)\(", line))
             if found and not line.startswith(("namespace", "template", "}")):

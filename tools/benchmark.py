@@ -38,6 +38,11 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     --quick) sharded over 8 virtual CPU devices, 64^3 float64 grid: values and
     the grid's gradient split by points (the op's sharding rule) against once
     per program, and one grid's all-reduce (what the split gradient adds);
+  * ``map_coordinates_threads``: map_coordinates (2^20 points, 64^3 float64
+    grid) with its CPU loops on XLA's intra-op thread pool and on threads of
+    its own (the handler reads XLABIND_MAP_COORDINATES_OWN_THREADS on every
+    call): alone, beside a 768×768 matmul in the same program, and split over
+    8 virtual CPU devices whose calls all share one pool;
   * ``lifetime``: how much the process grows over a loop that creates, jits,
     calls and drops bound functions closing over 1 MB each, next to the same
     loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
@@ -416,6 +421,80 @@ def map_coordinates_sharded_worker(points: int, rounds: int) -> dict:
             "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
 
 
+# Read by the CPU map_coordinates handlers on every call (cpu_handlers.cc):
+# set, they start threads of their own instead of using XLA's intra-op pool.
+OWN_THREADS_VARIABLE = "XLABIND_MAP_COORDINATES_OWN_THREADS"
+
+
+def map_coordinates_threads_worker(points: int, rounds: int) -> dict:
+    """Medians (µs) of map_coordinates (64³ float64 grid, order 1) with its
+    loops on XLA's intra-op pool and on threads of its own: alone; beside a
+    matmul XLA runs in the same program; split over this process's devices
+    (each device's call on the same pool)."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    module = importlib.import_module("xlabind.ops.map_coordinates")
+    grid, coords = _map_coordinates_problem(64, points, seed=5)
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    split = [jax.device_put(c, NamedSharding(mesh, PartitionSpec("d"))) for c in coords]
+    matrix = jax.random.normal(jax.random.key(0), (768, 768), jnp.float64)
+
+    def values(g, c):
+        return module.map_coordinates(g, list(c), 1, "nearest")
+
+    def grid_gradient(g, c):
+        return jax.grad(lambda g: jnp.sum(values(g, c) ** 2))(g)
+
+    # Coordinates and matrix are arguments: as constants XLA would fold the matmul.
+    programs = {
+        "values": (jax.jit(values), coords),
+        "grid_gradient": (jax.jit(grid_gradient), coords),
+        # One result: the sum keeps both computations, which XLA may run at once.
+        "values_beside_matmul": (jax.jit(lambda g, c, m: jnp.sum(values(g, c))
+                                         + jnp.sum(m @ m)), coords, matrix),
+        "grid_gradient_beside_matmul": (jax.jit(lambda g, c, m: grid_gradient(g, c)
+                                                + jnp.sum(m @ m)), coords, matrix),
+        "values_split": (jax.jit(values), split),
+        "grid_gradient_split": (jax.jit(grid_gradient), split),
+    }
+
+    def on(own: bool, f, *args):
+        def call(g):
+            if own:
+                os.environ[OWN_THREADS_VARIABLE] = "1"
+            else:
+                os.environ.pop(OWN_THREADS_VARIABLE, None)
+            return f(g, *args)
+        return call
+
+    cases = []
+    for name, (f, *args) in programs.items():
+        for own in (False, True):
+            who = "own threads" if own else "XLA's pool"
+            cases.append(Case(f"mc_{name}_{'own' if own else 'pool'}",
+                              f"{name.replace('_', ' ')}, {who}", on(own, f, *args), grid))
+    warm_up(cases)
+    for pool, own in zip(cases[::2], cases[1::2]):  # the same numbers either way
+        np.testing.assert_array_equal(pool.fn(grid), own.fn(grid))
+    measure(cases, rounds, 1)
+    os.environ.pop(OWN_THREADS_VARIABLE, None)
+    return {"devices": len(jax.devices()), "points": points,
+            "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
+
+
+def print_map_coordinates_threads(report: dict) -> None:
+    results = report["results"]
+    print(f"\nmap_coordinates on {report['points']:,} points, 64³ float64 grid, {os.cpu_count()} "
+          f"cores: XLA's intra-op pool against threads of its own (median µs; split: over "
+          f"{report['devices']} CPU devices):")
+    for row in results.values():
+        print(f"  {row['label']:<58} {row['median_us']:>10.1f}")
+    names = dict.fromkeys(key[3:].rsplit("_", 1)[0] for key in results)
+    for name in names:
+        ratio = results[f"mc_{name}_own"]["median_us"] / results[f"mc_{name}_pool"]["median_us"]
+        print(f"  {name.replace('_', ' ')}: own threads / XLA's pool = {ratio:.2f}x")
+
+
 def print_map_coordinates_sharded(report: dict) -> None:
     results = report["results"]
     print(f"\nmap_coordinates on {report['points']:,} points sharded over {report['devices']} "
@@ -674,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
             report = sharded_worker(args.rounds, args.calls_per_round)
         elif kind == "map_coordinates_sharded":
             report = map_coordinates_sharded_worker(int(rest[0]), args.rounds)
+        elif kind == "map_coordinates_threads":
+            report = map_coordinates_threads_worker(int(rest[0]), args.rounds)
         else:
             report = lifetime_worker(rest[0], int(rest[1]))
         print(json.dumps(report))
@@ -699,6 +780,10 @@ def main(argv: list[str] | None = None) -> int:
                              "--rounds", str(max(5, args.rounds // 20))],
                             {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8"})
+    mc_threads = run_worker(["--worker", "map_coordinates_threads", str(1 << 20),
+                             "--rounds", str(max(5, args.rounds // 20))],
+                            {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                             " --xla_force_host_platform_device_count=8"})
     loops = 50 if args.quick else 1000
     lifetime = [run_worker(["--worker", "lifetime", kind, str(loops)])
                 for kind in ("xlabind", "pure_callback")]
@@ -710,10 +795,12 @@ def main(argv: list[str] | None = None) -> int:
     for report in sharded:
         print_sharded(report)
     print_map_coordinates_sharded(mc_sharded)
+    print_map_coordinates_threads(mc_threads)
     print_lifetime(lifetime)
     if args.json:
         report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
                   "sharded": sharded, "map_coordinates_sharded": mc_sharded,
+                  "map_coordinates_threads": mc_threads,
                   "lifetime": lifetime,
                   "rounds": args.rounds, "calls_per_round": args.calls_per_round,
                   "quick": args.quick, "seconds": elapsed,

@@ -32,6 +32,7 @@ BAZEL = REPO / "tools" / "bazel"
 CONSUMER = REPO / "tests" / "consumer"
 # The consumer's sources, without its .bazelrc, WORKSPACE and README check.
 SOURCES = ("BUILD.bazel", "scale_handlers.cc", "scale_kernels.cu", "scale_kernels.h",
+           "table_handlers.cc", "table_kernels.cu", "table_kernels.h",
            "square_handlers.cc", "test_consumer_ops.py")
 
 

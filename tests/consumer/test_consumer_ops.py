@@ -9,7 +9,8 @@ import pytest
 import consumer_ops
 import xlabind
 
-xlabind.register_ffi_targets(consumer_ops.registrations())
+# The module itself: its state types come along, registered before the targets.
+xlabind.register_ffi_targets(consumer_ops)
 
 SCALE = xlabind.ffi_target("consumer_scale", platforms=("cpu", "cuda"))
 # Linear in x, and its own transpose: y = factor * x.
@@ -22,6 +23,63 @@ SQUARE_JVP = xlabind.ffi_target("consumer_square_jvp")
 square = xlabind.nonlinear(xlabind.ffi_target("consumer_square"), lambda x: x,
                            jvp=SQUARE_JVP, vjp=SQUARE_JVP, vmap_method="expand_dims",
                            name="consumer_square")
+
+
+# A tabulated function, built once per executable by the targets' instantiate
+# stage from a nested attribute; the JVP, dy = f'(x) t, is diagonal in t, so
+# it is its own transpose: the VJP too.
+TABLE_JVP = xlabind.ffi_target("consumer_table_jvp", platforms=("cpu", "cuda"))
+table = xlabind.nonlinear(xlabind.ffi_target("consumer_table", platforms=("cpu", "cuda")),
+                          lambda x, **_: x, jvp=TABLE_JVP, vjp=TABLE_JVP,
+                          vmap_method="broadcast_all", name="consumer_table")
+tables_built = xlabind.callback(xlabind.ffi_target("consumer_tables_built"),
+                                lambda x: jax.ShapeDtypeStruct((), jnp.int32))
+SIN = {"function": "sin", "size": 4097, "range": {"lo": -4.0, "hi": 4.0}}
+
+
+# Between nodes h = 8 / 4096 apart, the table's slope is f' to within h |f''| / 2 ~ 1e-3.
+SLOPE_TOLERANCE = 2e-3
+
+
+def test_table_values_and_derivatives():
+    x = jnp.linspace(-3.0, 3.0, 7)
+    np.testing.assert_allclose(table(x, table=SIN), np.sin(np.asarray(x)), atol=1e-6)
+    g = jax.grad(lambda x: jnp.sum(table(x, table=SIN)))(x)
+    np.testing.assert_allclose(g, np.cos(np.asarray(x)), atol=SLOPE_TOLERANCE)
+    np.testing.assert_allclose(jax.jacfwd(lambda x: table(x, table=SIN))(x),
+                               np.diag(np.cos(np.asarray(x))), atol=SLOPE_TOLERANCE)
+    xs = jnp.stack([x, x / 2])
+    np.testing.assert_allclose(jax.vmap(lambda x: table(x, table=SIN))(xs),
+                               np.sin(np.asarray(xs)), atol=1e-6)
+    # Outside the range the table is flat at its end values.
+    np.testing.assert_allclose(table(jnp.array([-9.0, 9.0]), table=SIN),
+                               [np.sin(-4.0), np.sin(4.0)], atol=1e-6)
+    np.testing.assert_allclose(jax.grad(lambda x: table(x, table=SIN).sum())(jnp.array([9.0])),
+                               [0.0])
+
+
+def test_a_table_is_built_once_per_executable_not_per_call():
+    x = jnp.linspace(-1.0, 1.0, 100_000)  # large enough for XLA's pool to share the work
+    f = jax.jit(lambda x: table(x, table={**SIN, "function": "tanh"}))
+    before = int(tables_built(x))
+    for _ in range(5):
+        np.testing.assert_allclose(f(x), np.tanh(np.asarray(x)), atol=1e-6)
+    assert int(tables_built(x)) == before + 1  # one executable, one call site, five calls
+    grad = jax.jit(jax.grad(lambda x: jnp.sum(table(x, table={**SIN, "function": "exp"}))))
+    grad(x).block_until_ready()
+    compiled = int(tables_built(x))
+    assert compiled >= before + 2  # the VJP's call site at least
+    for _ in range(3):
+        np.testing.assert_allclose(grad(x), np.exp(np.asarray(x)), rtol=SLOPE_TOLERANCE)
+    assert int(tables_built(x)) == compiled
+
+
+def test_a_bad_table_is_an_error_naming_the_op():
+    with pytest.raises(Exception, match=r"consumer_table: unknown table function 'cos'; use sin, "
+                                        r"tanh or exp"):
+        jax.jit(lambda x: table(x, table={**SIN, "function": "cos"}))(jnp.ones(2))
+    with pytest.raises(Exception, match=r"consumer_table: the attribute has no field 'range'"):
+        jax.jit(lambda x: table(x, table={"function": "sin", "size": 3}))(jnp.ones(2))
 
 
 def test_values():
@@ -59,6 +117,14 @@ def test_square_derivatives_in_every_mode():
 def test_handler_errors_name_the_op_and_the_dtype():
     with pytest.raises(Exception, match=r"consumer_square: supports float32 and float64, got int32"):
         square(jnp.arange(3, dtype=jnp.int32)).block_until_ready()
+
+
+def test_table_lowers_for_cuda_with_its_nested_attribute():
+    text = jax.jit(lambda x: table(x, table=SIN)).trace(jnp.ones(3, jnp.float32)).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert "@consumer_table(" in text and 'function = "sin"' in text
+    assert xlabind._extension.handler_metadata(
+        consumer_ops.registrations()["CUDA"]["consumer_table_jvp"]["execute"])["traits"] == 1
 
 
 def test_lowers_for_cuda():

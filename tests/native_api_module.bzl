@@ -1,0 +1,20 @@
+"""The handlers of tests/native_api_handlers.cc, by platform, for
+xlabind_extension (tests/BUILD.bazel). A plain dict literal."""
+
+NATIVE_API_HANDLERS = {
+    "cpu": {
+        "native_api_counter": {
+            "instantiate": "NativeApiCounterInstantiate",
+            "execute": "NativeApiCounterExecute",
+        },
+        "native_api_pool": "NativeApiPool",
+        "native_api_scratch": "NativeApiScratch",
+        "native_api_scale": "NativeApiScale",
+    },
+    "cuda": {
+        "native_api_nothing": "NativeApiNothingCuda",
+        "native_api_nothing_cb": {"execute": "NativeApiNothingCuda", "command_buffer": True},
+    },
+}
+
+NATIVE_API_STATE_TYPES = {"cpu": ["NativeApiCounter"]}
