@@ -31,9 +31,9 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 BAZEL = REPO / "tools" / "bazel"
 CONSUMER = REPO / "tests" / "consumer"
 # The consumer's sources, without its .bazelrc, WORKSPACE and README check.
-SOURCES = ("BUILD.bazel", "scale_handlers.cc", "scale_kernels.cu", "scale_kernels.h",
-           "table_handlers.cc", "table_kernels.cu", "table_kernels.h",
-           "square_handlers.cc", "test_consumer_ops.py")
+SOURCES = ("BUILD.bazel", "consumer_handlers.bzl", "scale_handlers.cc", "scale_kernels.cu",
+           "scale_kernels.h", "square_handlers.cc", "table_handlers.cc", "table_kernels.cu",
+           "table_kernels.h", "test_consumer_ops.py")
 
 
 def run(command: list[str], cwd: pathlib.Path) -> None:

@@ -49,28 +49,73 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
               "test_bazel_files.py"}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
-GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py"}
+GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py", "test_gpu_native_api.py"}
 
 
 def native_op_modules() -> dict:
-    """{module: {platform: {target: symbol}}} from ffi/native_ops.bzl (a dict literal)."""
+    """{module: {platform: {target: handler}}} from ffi/native_ops.bzl (a dict literal)."""
     namespace: dict = {}
     exec((REPO / "ffi" / "native_ops.bzl").read_text(), namespace)
     return namespace["NATIVE_OP_MODULES"]
 
 
-def module_source(module: str, handlers: dict) -> str:
+def consumer_handlers() -> tuple[dict, dict]:
+    """(handlers, state types) of tests/consumer's module, from the dict
+    literals its BUILD.bazel loads."""
+    namespace: dict = {}
+    exec((REPO / "tests" / "consumer" / "consumer_handlers.bzl").read_text(), namespace)
+    return namespace["CONSUMER_HANDLERS"], namespace["CONSUMER_STATE_TYPES"]
+
+
+# A target's stages in XLA's order (ffi/defs.bzl's _STAGES).
+STAGES = ("instantiate", "prepare", "initialize", "execute")
+PLATFORM_NAMES = {"cpu": "cpu", "cuda": "CUDA"}
+
+
+def module_source(module: str, handlers: dict, state_types: dict | None = None) -> str:
     """The extension module's C++ source, as xlabind_extension (ffi/defs.bzl) makes it."""
-    declarations, entries = [], []
-    for platform, targets in handlers.items():
-        for target, symbol in targets.items():
-            declarations.append(f"struct XLA_FFI_Error* {symbol}(struct XLA_FFI_CallFrame*);")
-            entries.append(f'  if (!Add(platforms, "{platform}", "{target}", (void*)&{symbol})) '
-                           f"return Fail(platforms);")
+    declared: set[str] = set()
+    declarations, wrappers, entries, type_entries = [], [], [], []
+    for given, targets in handlers.items():
+        platform = PLATFORM_NAMES[given.lower()]
+        for target, handler in targets.items():
+            stages = {"execute": handler} if isinstance(handler, str) else dict(handler)
+            pointers = []
+            for stage in STAGES:
+                symbol = stages.get(stage)
+                if symbol is None:
+                    pointers.append("nullptr")
+                    continue
+                if symbol not in declared:
+                    declared.add(symbol)
+                    declarations.append(
+                        f"struct XLA_FFI_Error* {symbol}(struct XLA_FFI_CallFrame*);")
+                pointers.append("&" + symbol)
+            if stages.get("command_buffer"):
+                wrapper = stages["execute"] + "_command_buffer"
+                if wrapper not in declared:
+                    declared.add(wrapper)
+                    wrappers.append(
+                        f"XLA_FFI_Error* {wrapper}(XLA_FFI_CallFrame* frame) {{\n"
+                        f"  return xlabind::native::CallWithTraits(\n"
+                        f"      &{stages['execute']}, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE,"
+                        f" frame);\n}}")
+                pointers[-1] = "&" + wrapper
+            entries.append(f'  if (!Add(platforms, "{platform}", "{target}", '
+                           f'{{{", ".join(pointers)}}})) return Fail(platforms);')
+    for given, symbols in (state_types or {}).items():
+        platform = PLATFORM_NAMES[given.lower()]
+        for symbol in symbols:
+            declarations.append(f"XLA_FFI_TypeId* {symbol}_type_id(void);")
+            declarations.append(f"const XLA_FFI_TypeInfo* {symbol}_type_info(void);")
+            type_entries.append(f'  if (!AddType(types, "{platform}", "{module}.{symbol}", '
+                                f'{symbol}_type_id(), {symbol}_type_info())) return Fail(types);')
     template = (REPO / "ffi" / "extension_module.cc.tmpl").read_text()
     return (template.replace("%{module}", module)
             .replace("%{declarations}", "\n".join(sorted(declarations)))
-            .replace("%{entries}", "\n".join(entries)))
+            .replace("%{wrappers}", "\n\n".join(wrappers))
+            .replace("%{entries}", "\n".join(entries))
+            .replace("%{type_entries}", "\n".join(type_entries)))
 
 
 def cuda_toolkit() -> pathlib.Path | None:
@@ -120,10 +165,10 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
                        "-O0" if fast else "-O3",
                        "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", *sass,
                        "-gencode", "arch=compute_90,code=compute_90",
-                       f"-I{REPO}", "-isystem", str(jax.ffi.include_dir()),
+                       f"-I{REPO}", f"-I{source.parent}", "-isystem", str(jax.ffi.include_dir()),
                        "-c", str(source), "-o", str(obj)]
         else:
-            command = [cxx, *flags, "-c", str(source), "-o", str(obj)]
+            command = [cxx, *flags, f"-I{source.parent}", "-c", str(source), "-o", str(obj)]
         subprocess.run(command, check=True)
         return obj
 
@@ -142,10 +187,21 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
                                [op / "cpu_handlers.cc" for op in ops], "module_exports.lds", [])
     if toolkit is not None:
         # The static CUDA runtime: the module needs no libcudart at run time.
+        cudart = [f"-L{toolkit / 'lib64'}", "-lcudart_static", "-lrt", "-lpthread", "-ldl"]
         modules["_xlabind_cuda_ops"] = (
             [generated["_xlabind_cuda_ops"]] + [op / "cuda_handlers.cc" for op in ops] +
-            [op / "cuda_kernels.cu" for op in ops], "module_exports.lds",
-            [f"-L{toolkit / 'lib64'}", "-lcudart_static", "-lrt", "-lpthread", "-ldl"])
+            [op / "cuda_kernels.cu" for op in ops], "module_exports.lds", cudart)
+    consumer = REPO / "tests" / "consumer"
+    if toolkit is not None and (consumer / "consumer_handlers.bzl").exists():
+        # tests/consumer's module (a user's native ops: state, scratch, command
+        # buffers on the GPU), for tests/test_gpu_native_api.py. Built beside
+        # the package, not in it: it is a module of its own. (Bazel's copy of
+        # this checkout has no tests/consumer, another workspace.)
+        source = out / "generated" / "consumer_ops_module.cc"
+        source.write_text(module_source("consumer_ops", *consumer_handlers()))
+        modules["consumer_ops"] = (
+            [source, *sorted(consumer.glob("*_handlers.cc")), *sorted(consumer.glob("*.cu"))],
+            "module_exports.lds", cudart)
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         objects = {name: list(pool.map(compile_one, sources))
@@ -157,7 +213,8 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     shutil.copytree(REPO / "python" / "xlabind", target,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for name, (_, exports, libraries) in modules.items():
-        module = target / (name + sysconfig.get_config_var("EXT_SUFFIX"))
+        folder = package if name == "consumer_ops" else target
+        module = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
         subprocess.run([cxx, "-shared", *map(str, objects[name]), "-o", str(module),
                         f"-Wl,--version-script={REPO / 'ffi' / exports}", *libraries], check=True)
     return package

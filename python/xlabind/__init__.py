@@ -10,7 +10,7 @@ Public API:
   traceable(jvp)               a JVP rule written in JAX
   ShardingRule(einsum, summed=...)  a sharding rule with summed (contracted) factors
   check_sharding(fn, *args)    the sharded call against the call on one device
-  BoundFunction (what they return), BatchedResult, VMAP_METHODS, SUPPORTED_DTYPES
+  BoundFunction (what they return), BatchedResult, VMAP_METHODS, EFFECTS, SUPPORTED_DTYPES
   xlabind.ops: native ops (map_coordinates); xlabind.cuda: for CUDA callbacks
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
 """
@@ -25,7 +25,7 @@ from xlabind import batching_rules as _batching_rules  # noqa: F401
 from xlabind import derivative_rules as _derivative_rules  # noqa: F401
 from xlabind import lowering as _lowering  # noqa: F401
 from xlabind._extension import SUPPORTED_DTYPES
-from xlabind.bound_function import VMAP_METHODS, BatchedResult, BoundFunction
+from xlabind.bound_function import EFFECTS, VMAP_METHODS, BatchedResult, BoundFunction
 from xlabind.callback import callback
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
@@ -38,6 +38,6 @@ from xlabind.sharding_check import check_sharding
 Callback = BoundFunction
 
 __version__ = "0.4.0"
-__all__ = ["BatchedResult", "BoundFunction", "Callback", "FfiTarget", "SUPPORTED_DTYPES",
+__all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget", "SUPPORTED_DTYPES",
            "ShardingRule", "VMAP_METHODS", "callback", "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
            "register_ffi_targets", "traceable"]

@@ -103,9 +103,10 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
     "type_info": ...}}}``, are the per-executable state types of the
     handlers' instantiate stages (ffi/native/state.h): XLA must know a type
     before a handler that builds it is registered, so a platform's targets
-    are registered after its types, and, for a platform whose backend does
-    not exist yet (CUDA before the first use of a GPU), when xlabind first
-    lowers a call for it. Platforms are ``"cpu"`` and ``"cuda"`` in any case;
+    are registered after its types, and, before jax has started its
+    backends, when xlabind first lowers a call for that platform (bind such
+    targets with :func:`xlabind.ffi_target`, or call ``jax.devices()`` first
+    when you lower them with ``jax.ffi`` yourself). Platforms are ``"cpu"`` and ``"cuda"`` in any case;
     another is a ValueError.
 
     Example:
@@ -164,10 +165,12 @@ def _register_types_then_targets(platform: str, types: dict[str, Any],
 
 
 def _type_registry_exists(platform: str) -> bool:
-    """Whether jax registers an FFI type for `platform` at once rather than
-    when the platform's backend starts (then after handlers, too late for
-    handlers that build it): the CPU always, others once backends exist."""
-    return platform == "cpu" or _jax_internals.backends_are_initialized()
+    """Whether registering now puts a type before its handlers: before jax
+    starts its backends it queues handlers and types alike and registers the
+    handlers first, which XLA refuses for a handler whose state type is not
+    registered yet (the whole backend then fails to start)."""
+    del platform  # the same for every platform
+    return _jax_internals.backends_are_initialized()
 
 
 def handler_metadata(capsule: Any) -> dict[str, Any]:

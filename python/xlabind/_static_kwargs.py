@@ -4,7 +4,9 @@ They become part of a primitive's parameters, so jit can cache on them, and
 reach the callback as the very Python objects the caller passed. Two values
 are the same static argument only if they cannot be told apart: the same
 type at every level, floats by their bits (so 0.0 and -0.0 differ, and a NaN
-equals itself), containers element by element.
+equals itself), containers element by element. A dict (a structured FFI
+attribute, nested options) is kept as a read-only copy, a FrozenDict, so that
+changing the caller's dict afterwards changes nothing already traced.
 """
 
 from __future__ import annotations
@@ -14,6 +16,42 @@ from typing import Any, Mapping
 
 import jax
 import numpy as np
+
+
+class FrozenDict(Mapping):
+    """A read-only, hashable copy of a dict with string keys (nested dicts
+    frozen too): how a dict keyword argument reaches a Python callback."""
+
+    __slots__ = ("_items", "_hash")
+
+    def __init__(self, items: Mapping[str, Any]):
+        self._items = {k: freeze(v) for k, v in items.items()}
+        self._hash = hash(canonical_key(self))
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items[key]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and canonical_key(self) == canonical_key(other)
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({self._items!r})"
+
+
+def freeze(value: Any) -> Any:
+    """`value`, with every dict in it (at any depth of dicts) a FrozenDict."""
+    if isinstance(value, Mapping) and not isinstance(value, FrozenDict):
+        return FrozenDict(value)
+    return value
 
 
 def canonical_key(value: Any) -> Any:
@@ -29,7 +67,20 @@ def canonical_key(value: Any) -> Any:
         return (kind, tuple(canonical_key(v) for v in value))
     if isinstance(value, frozenset):
         return (kind, frozenset(canonical_key(v) for v in value))
+    if isinstance(value, Mapping):  # any mapping: a dict and its frozen copy are one argument
+        return (dict, tuple(sorted((k, canonical_key(v)) for k, v in value.items())))
     return (kind, value)
+
+
+def _unhashable_part(name: str, value: Any) -> tuple[str, Any]:
+    """The dotted name and value of what makes `value` unhashable, inside dicts."""
+    if isinstance(value, Mapping):
+        for key, inner in value.items():
+            try:
+                hash(canonical_key(inner))
+            except TypeError:
+                return _unhashable_part(f"{name}.{key}", inner)
+    return name, value
 
 
 class StaticKwargs:
@@ -54,12 +105,13 @@ class StaticKwargs:
             try:
                 hash(canonical_key(value))
             except TypeError:
+                where, leaf = _unhashable_part(key, value)
                 raise TypeError(
-                    f"{fn_name}: keyword argument '{key}' must be hashable to serve as a static "
-                    f"argument, got unhashable {type(value).__name__}. Pass a tuple instead of "
+                    f"{fn_name}: keyword argument '{where}' must be hashable to serve as a static "
+                    f"argument, got unhashable {type(leaf).__name__}. Pass a tuple instead of "
                     f"a list or array, a frozenset instead of a set, or an array as a "
                     f"positional argument.") from None
-        return cls(tuple(sorted(kwargs.items())))
+        return cls(tuple(sorted((k, freeze(v)) for k, v in kwargs.items())))
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self._items)

@@ -1,5 +1,12 @@
 """The vmap rule of the `xlabind_call` primitive: one function per vmap_method.
 
+Aliases (an argument and a result sharing a buffer) stay where the batched
+argument and result still have one shape and dtype, and are dropped where
+not (an unbatched argument's size-1 axis under "expand_dims", a native
+layout that differs): an alias only saves a copy, it never changes a value.
+Under "sequential" each element's call is the unbatched one, aliases and all.
+An ordered effect cannot be batched, as jax's ordered io_callback cannot.
+
 A batch dimension of None means "not batched" (jax's not_mapped).
 
 Under ``"native"`` a call records, per operand and per result, one entry per
@@ -21,6 +28,12 @@ from xlabind.primitive import Call, bind, xlabind_call_p
 
 def batch_rule(args, dims, *, call: Call):
     op = call.fn
+    if op.effect == "ordered":
+        # As jax refuses for ordered io_callbacks: a batch of calls has no one
+        # order (expand_dims would make one call of many, sequential reorder them).
+        raise ValueError(f"{op.name} has effect='ordered', so it cannot be batched with "
+                         f"jax.vmap: a batch of its calls has no program order. Use a Python "
+                         f"loop, or effect='unordered'.")
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     method = op.vmap_method
     if method == "native" and not op.has_shape_function:
@@ -66,7 +79,7 @@ def _leading_batch(size, args, dims, op, call, broadcast):
         if call.factors is not None:
             factors.append((leading,) + call.factors[i])
     avals = tuple(jax.core.ShapedArray((size, *av.shape), av.dtype) for av in call.result_avals)
-    changes = {"result_avals": avals}
+    changes = {"result_avals": avals, "aliases": call.matching_aliases(operands, avals)}
     if call.factors is not None:
         changes.update(factors=tuple(factors),
                        out_factors=tuple((batch,) + f for f in call.out_factors))
@@ -114,7 +127,8 @@ def _native(size, args, dims, op, call):
     old_out = call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(avals)
     new_out = tuple(_with_level(entry, axis) for entry, axis in zip(old_out, out_axes))
     assert all(len(e) == n_levels + 1 for e in new + new_out)
-    changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out)
+    changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out,
+                   aliases=call.matching_aliases(args, avals))
     if call.factors is not None:  # the vmap axis is independent: it may be split too
         level = sharding.new_factor(call.factors, call.out_factors)
         changes.update(

@@ -13,7 +13,7 @@ it for the custom call). Calling a :class:`BoundFunction` binds the
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +37,19 @@ ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDt
 #:   result-shape function reports each result's batch axis with
 #:   :class:`BatchedResult`.
 VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all", "native")
+
+#: A bound function's ``effect``: what it does besides computing its results.
+#:
+#: * ``None`` (the default): nothing; a call whose results are unused may be
+#:   removed, and calls may run in any order the data allows.
+#: * ``"unordered"``: a side effect (it writes a file, appends to a list): every
+#:   call runs, once per execution, even if its results are unused; calls run
+#:   in any order the data allows. Allowed under vmap; not differentiable.
+#: * ``"ordered"``: as ``"unordered"``, and the calls run in program order, also
+#:   across consecutive jitted calls (like ``jax.experimental.io_callback(...,
+#:   ordered=True)``). Not under vmap, not differentiable, no sharding rule,
+#:   on one device only; the call needs at least one argument and one result.
+EFFECTS = (None, "unordered", "ordered")
 
 
 class BatchedResult(NamedTuple):
@@ -66,10 +79,17 @@ class Definition:
                  result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None, *,
                  name: str, vmap_method: str = "sequential", nondiff_argnums: Sequence[int] = (),
                  rules: Any = None, aligned_pairs: Sequence[tuple[int, int]] = (),
-                 sharding_rule: "sharding.Rule | None" = None):
+                 sharding_rule: "sharding.Rule | None" = None,
+                 input_output_aliases: "dict[int, int] | None" = None, effect: str | None = None):
         if vmap_method not in VMAP_METHODS:
             raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, "
                              f"got {vmap_method!r}")
+        if effect not in EFFECTS:
+            raise ValueError(f"{name}: effect must be one of {EFFECTS}, got {effect!r}")
+        if effect == "ordered" and sharding_rule is not None:
+            raise ValueError(f"{name}: effect='ordered' cannot have a sharding_rule: its calls "
+                             f"would run once per device, in no one order. Use "
+                             f"effect='unordered', or drop the sharding rule.")
         self.name = name
         #: How it runs (python_implementation.PythonImplementation or
         #: native_implementation.NativeImplementation).
@@ -84,6 +104,10 @@ class Definition:
         self.aligned_pairs = tuple(aligned_pairs)
         #: How its dimensions may be split across devices (sharding.py), or None.
         self.sharding_rule = sharding_rule
+        #: ((argument, result), ...): pairs XLA may give one buffer.
+        self.input_output_aliases = _checked_aliases(name, input_output_aliases)
+        #: One of EFFECTS.
+        self.effect = effect
         #: What the programs compiled for eager calls name it by (weakly).
         self.weak = WeakDefinition(self)
         self._eager: dict[Call, Callable] = {}
@@ -123,17 +147,42 @@ class Definition:
         if self.sharding_rule is not None:
             factors, out_factors, summed = sharding.parse_rule(
                 self.name, self.sharding_rule, operands, kwargs.as_dict(), result_avals)
+        self._check_aliases(operands, result_avals)
+        if self.effect == "ordered" and not (operands and result_avals):
+            raise ValueError(
+                f"{self.name}: effect='ordered' needs a call with at least one argument and one "
+                f"result (it has {len(operands)} and {len(result_avals)}): xlabind orders the "
+                f"call through its data, since the custom call takes no token. Return a "
+                f"small result (e.g. a scalar) and pass an array, or use effect='unordered'.")
         results = self.bind(operands, kwargs, out_tree, result_avals, factors=factors,
-                            out_factors=out_factors, summed=summed)
+                            out_factors=out_factors, summed=summed,
+                            aliases=self.input_output_aliases)
         return jax.tree_util.tree_unflatten(out_tree, results)
+
+    def _check_aliases(self, operands, result_avals) -> None:
+        for i, j in self.input_output_aliases:
+            if i >= len(operands):
+                raise ValueError(f"{self.name}: input_output_aliases maps argument {i} to result "
+                                 f"{j}, but the call has {len(operands)} arguments")
+            if j >= len(result_avals):
+                raise ValueError(f"{self.name}: input_output_aliases maps argument {i} to result "
+                                 f"{j}, but the function has {len(result_avals)} results")
+            x, r = operands[i], result_avals[j]
+            if tuple(x.shape) != tuple(r.shape) or np.dtype(x.dtype) != np.dtype(r.dtype):
+                raise ValueError(
+                    f"{self.name}: input_output_aliases maps argument {i} to result {j}, which "
+                    f"must have one shape and dtype: argument {i} has shape {tuple(x.shape)} "
+                    f"and dtype {x.dtype}, result {j} has shape {tuple(r.shape)} and dtype "
+                    f"{r.dtype}")
 
     def bind(self, operands: Sequence[Any], kwargs, out_tree, result_avals,
              batch_axes: BatchAxes | None = None, out_batch_axes: BatchAxes | None = None,
              factors=None, out_factors=None, summed: tuple[str, ...] = (),
-             whole: tuple[str, ...] = (), aligned: tuple[tuple[int, int], ...] = ()) -> list:
+             whole: tuple[str, ...] = (), aligned: tuple[tuple[int, int], ...] = (),
+             aliases: tuple[tuple[int, int], ...] = ()) -> list:
         """Binds the primitive on flat operands; returns the flat results."""
         call = Call(self, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
-                    factors, out_factors, summed, whole, aligned)
+                    factors, out_factors, summed, whole, aligned, aliases=tuple(aliases))
         return bind(call, operands)
 
     def check_kwargs(self, static_kwargs: dict):
@@ -208,6 +257,30 @@ class Definition:
 
 
 
+def _checked_aliases(name: str, aliases) -> tuple[tuple[int, int], ...]:
+    """`input_output_aliases` ({argument: result}) as sorted pairs, checked
+    for what needs no call: non-negative ints, each result aliased once."""
+    if aliases is None:
+        return ()
+    if not isinstance(aliases, Mapping):
+        raise TypeError(f"{name}: input_output_aliases must be a dict {{argument index: result "
+                        f"index}}, got {type(aliases).__name__}")
+    pairs = []
+    for i, j in aliases.items():
+        for what, k in (("argument", i), ("result", j)):
+            if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 0:
+                raise TypeError(f"{name}: input_output_aliases maps {i!r} to {j!r}; the "
+                                f"{what} index must be a non-negative int")
+        pairs.append((int(i), int(j)))
+    results = [j for _, j in pairs]
+    twice = sorted({j for j in results if results.count(j) > 1})
+    if twice:
+        raise ValueError(f"{name}: input_output_aliases aliases result {twice[0]} to several "
+                         f"arguments ({sorted(i for i, j in pairs if j == twice[0])}); a result "
+                         f"can share the buffer of one argument only")
+    return tuple(sorted(pairs))
+
+
 class WeakDefinition:
     """Names a Definition without keeping it alive (for eager calls' programs)."""
 
@@ -274,6 +347,16 @@ class BoundFunction:
     def nondiff_argnums(self) -> tuple[int, ...]:
         """The positions of the arguments that are never differentiated."""
         return self.definition.nondiff_argnums
+
+    @property
+    def input_output_aliases(self) -> dict[int, int]:
+        """``{argument: result}``: the results that may reuse an argument's buffer."""
+        return dict(self.definition.input_output_aliases)
+
+    @property
+    def effect(self) -> str | None:
+        """What it does besides computing its results (one of :data:`EFFECTS`)."""
+        return self.definition.effect
 
 
 def derived_vmap_method(parent: Definition, shape_function) -> str:

@@ -25,7 +25,8 @@ def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
                     nondiff_argnums: Sequence[int] = (), rules=None,
                     aligned_pairs: Sequence[tuple[int, int]] = (),
                     unwrap_one_tuple: bool = False, sharding_rule=None,
-                    synchronize: bool = False) -> Definition:
+                    synchronize: bool = False, input_output_aliases=None,
+                    effect: str | None = None) -> Definition:
     """The Definition of a bound function that runs `fn`: Python functions (one,
     or one per platform), or native FFI targets."""
     name = name or function_name(fn)
@@ -40,14 +41,16 @@ def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
     return Definition(
         implementation, result_shape_dtypes, name=name, vmap_method=vmap_method,
         nondiff_argnums=nondiff_argnums, rules=rules, aligned_pairs=aligned_pairs,
-        sharding_rule=sharding_rule)
+        sharding_rule=sharding_rule, input_output_aliases=input_output_aliases, effect=effect)
 
 
 def derived_function(parent: Definition, platforms: Sequence[str], fn: Function,
                      result_shape_dtypes, suffix: str, **options) -> Definition:
     """A function derived from `parent` (a transpose, a JVP, a VJP): it runs like
     its parent (in place or not, on the same platforms, synchronized or not)
-    and is batched natively when its parent is and it has a shape function."""
+    and is batched natively when its parent is and it has a shape function.
+    It has no aliases (its operands are other arrays than its parent's) and
+    no effect (an effectful function has no derivatives: derivative_rules.py)."""
     return make_definition(
         fn, result_shape_dtypes, in_place=options.pop("in_place", parent.in_place),
         platforms=platforms, vmap_method=derived_vmap_method(parent, result_shape_dtypes),
@@ -59,7 +62,8 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
              in_place: bool = False, vmap_method: str = "sequential",
              platforms: Sequence[str] = ("cpu",),
              sharding_rule: Rule | None = None, synchronize: bool = False,
-             name: str | None = None) -> BoundFunction:
+             input_output_aliases: Mapping[int, int] | None = None,
+             effect: str | None = None, name: str | None = None) -> BoundFunction:
     """Binds a Python function so that JAX can call it, eagerly, under ``jax.jit``
     and ``jax.vmap``. It has no derivatives: see :func:`xlabind.linear`,
     :func:`xlabind.multilinear` and :func:`xlabind.nonlinear` for those.
@@ -102,6 +106,27 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
       synchronize: CUDA only: wait for XLA's stream before each call and for
         the whole device after it, for functions that launch work on streams
         of their own (not needed for CuPy or PyTorch on the current stream).
+      input_output_aliases: ``{argument index: result index}``, as in
+        ``jax.ffi.ffi_call``: each such result may be written into that
+        argument's buffer, with no copy where the argument is not used again
+        (e.g. donated: ``jax.jit(..., donate_argnums=...)``); otherwise XLA
+        copies the argument first. An aliased argument and result have one
+        shape and dtype; a result is aliased to one argument at most. With
+        ``in_place=True`` the result's ``out`` array *is* the argument's
+        memory: once the function writes ``out``, reading the argument shows
+        the new values. Under vmap a pair stays aliased while the batched
+        argument and result still have one shape (``"sequential"``: always;
+        ``"expand_dims"``: where the argument is batched); otherwise it is
+        dropped, never an error. Derivative calls (JVPs, VJPs, transposes)
+        are not aliased; a per-device call with a sharding rule is where the
+        argument and result are split alike.
+      effect: What the function does besides computing its results, one of
+        :data:`EFFECTS`: ``None`` (pure, the default), ``"unordered"`` (it
+        runs on every execution even if its results are unused) or
+        ``"ordered"`` (also in program order, like
+        ``jax.experimental.io_callback(..., ordered=True)``). An effectful
+        function has no derivatives (they would run the effect again); an
+        ordered one also refuses ``jax.vmap`` and sharding rules.
       name: The name used in error messages; defaults to ``fn.__qualname__``.
 
     Returns:
@@ -113,7 +138,23 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
       >>> cumsum = xlabind.callback(np.cumsum, lambda x: x)
       >>> jax.jit(cumsum)(jnp.arange(4.0))
       Array([0., 1., 3., 6.], dtype=float32)
+
+      Writing into the argument's buffer (donated, so nothing is copied), and
+      a call that runs although its result is unused:
+
+      >>> def double(x, out):
+      ...     out[...] = 2 * x
+      >>> twice = xlabind.callback(double, lambda x: x, in_place=True,
+      ...                          input_output_aliases={0: 0})
+      >>> jax.jit(twice, donate_argnums=0)(jnp.arange(3.0))
+      Array([0., 2., 4.], dtype=float32)
+      >>> seen = []
+      >>> log = xlabind.callback(lambda x: (seen.append(float(x.sum())), x)[1], lambda x: x,
+      ...                        effect="ordered")
+      >>> _ = jax.jit(lambda x: (log(x), x + 1)[1])(jnp.ones(3)); seen
+      [3.0]
     """
     return BoundFunction(make_definition(
         fn, result_shape_dtypes, in_place=in_place, platforms=platforms, vmap_method=vmap_method,
-        name=name, sharding_rule=sharding_rule, synchronize=synchronize))
+        name=name, sharding_rule=sharding_rule, synchronize=synchronize,
+        input_output_aliases=input_output_aliases, effect=effect))

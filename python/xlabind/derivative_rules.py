@@ -14,7 +14,8 @@ arguments with one :class:`LinearityRules`:
   or None when those are not differentiable.
 
 Arguments in the bound function's ``nondiff_argnums`` are never differentiated:
-a nonzero tangent for one is an error that names it.
+a nonzero tangent for one is an error that names it. Neither is a function
+with an ``effect`` (its derivatives would run the effect again).
 
 The JVP of a group is the function itself with the group's arguments replaced
 by their tangents (linearity); so is every derivative order after it, and
@@ -89,6 +90,7 @@ def output_tangents(op, primals, tangents, call: Call) -> list:
     nonzero = [i for i, t in enumerate(tangents) if not is_zero(t)]
     if not nonzero:
         return [zero_tangent(a) for a in call.result_avals]
+    _refuse_effect(op, "differentiated")
     for i in nonzero:
         if i in op.nondiff_argnums:
             raise TypeError(
@@ -126,8 +128,20 @@ def output_tangents(op, primals, tangents, call: Call) -> list:
     return add_tangents(terms, call.result_avals)
 
 
+def _refuse_effect(op, what: str) -> None:
+    """An effectful function has no derivatives: its JVP and transpose are
+    further calls (of itself or of its derived functions), which would run
+    the effect again, as many times as the derivative needs."""
+    if op.effect is not None:
+        raise TypeError(
+            f"{op.name} has effect={op.effect!r}, so it cannot be {what}: its derivatives "
+            f"would run the effect again. Differentiate a function without the effect, or "
+            f"wrap its arguments in jax.lax.stop_gradient.")
+
+
 def transpose_rule(cts, *args, call: Call):
     op = call.fn
+    _refuse_effect(op, "transposed")
     rules = op.rules
     undefined = [i for i, a in enumerate(args) if ad.is_undefined_primal(a)]
     if rules is None:

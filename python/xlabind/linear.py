@@ -10,7 +10,7 @@ order.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from xlabind._trees import flat_results_tree, interleave
 from xlabind.bound_function import BoundFunction, Definition, ResultSpec
@@ -80,7 +80,8 @@ def linear(fn: Function, transpose: Function | None,
            nondiff_argnums: Sequence[int] = (), in_place: bool = False,
            vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
            sharding_rule: Rule | None = None, synchronize: bool = False,
-           name: str | None = None) -> BoundFunction:
+           input_output_aliases: Mapping[int, int] | None = None,
+           effect: str | None = None, name: str | None = None) -> BoundFunction:
     """Binds a linear function and its transpose as one differentiable JAX operation.
 
     Args:
@@ -103,6 +104,9 @@ def linear(fn: Function, transpose: Function | None,
         are never differentiated (doing so is an error that names them).
       in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
         :func:`xlabind.callback`; they apply to ``transpose`` as well.
+      input_output_aliases, effect: As in :func:`xlabind.callback`; they apply
+        to ``fn`` only (its transpose is not aliased, and an effectful ``fn``
+        is not differentiable).
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
@@ -113,6 +117,7 @@ def linear(fn: Function, transpose: Function | None,
     """
     options = dict(nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
                    platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
+                   input_output_aliases=input_output_aliases, effect=effect,
                    name=name)
     return BoundFunction(_LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
                                      options).forward)

@@ -5,7 +5,8 @@ The platform's rule asks the bound function's implementation for the custom
 call (python_implementation.py: the Python-callback handler with a registry
 key; native_implementation.py: the FFI target with its attributes), and gives
 it the placement that makes it run once per program, or once per device on
-its shard (sharding.py).
+its shard (sharding.py). A function with effect="ordered" gets jax's token
+threaded through its call (_jax_internals.ordered_call).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ def _lowering_for(platform: str):
         emit, keepalive = implementation.emitter(platform, op, call)
         if keepalive is not None:
             ctx.module_context.add_keepalive(keepalive)
+        if op.effect == "ordered":
+            unordered_emit = emit
+
+            def emit(ctx, *operands):
+                return _jax_internals.ordered_call(ctx, operands, unordered_emit)
         return sharding.lower(ctx, call, operands, emit)
 
     return rule

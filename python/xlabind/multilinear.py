@@ -15,7 +15,7 @@ every mode, given the m transposes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from xlabind._trees import flat_results_tree
 from xlabind.bound_function import BoundFunction, Definition, ResultSpec
@@ -136,7 +136,8 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
                 nondiff_argnums: Sequence[int] = (), in_place: bool = False,
                 vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
                 sharding_rule: Rule | None = None, synchronize: bool = False,
-                name: str | None = None) -> BoundFunction:
+                input_output_aliases: Mapping[int, int] | None = None,
+                effect: str | None = None, name: str | None = None) -> BoundFunction:
     """Binds a function that is linear in each argument separately (multilinear).
 
     Args:
@@ -153,6 +154,7 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
         functions of the transposes, for ``vmap_method="native"``.
       nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
         :func:`xlabind.linear`.
+      input_output_aliases, effect: As in :func:`xlabind.linear`.
 
     Example:
       >>> import jax, jax.numpy as jnp, xlabind
@@ -166,4 +168,6 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
                                       dict(nondiff_argnums=nondiff_argnums, in_place=in_place,
                                            vmap_method=vmap_method, platforms=platforms,
                                            sharding_rule=sharding_rule, synchronize=synchronize,
+                                           input_output_aliases=input_output_aliases,
+                                           effect=effect,
                                            name=name)).forward)

@@ -16,6 +16,7 @@ from jax.interpreters import mlir
 
 from xlabind import _extension
 from xlabind._platforms import platform_name, platform_names
+from xlabind._static_kwargs import freeze
 from xlabind._extension import register_ffi_targets  # noqa: F401  (public, from here)
 
 
@@ -61,7 +62,8 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
     platforms = platform_names(f"xlabind.ffi_target({name!r})", platforms)
     for key, value in attributes.items():  # refused here, not at the first lowering
         ffi_attribute(key, f"xlabind.ffi_target({name!r})", value)
-    return FfiTarget(name, platforms, tuple(sorted(attributes.items())))
+    frozen = tuple(sorted((k, freeze(v)) for k, v in attributes.items()))
+    return FfiTarget(name, platforms, frozen)
 
 
 def is_native(fn: Any) -> bool:
@@ -105,13 +107,20 @@ def ffi_attribute(name: str, owner: str, value: Any) -> Any:
                             f"which cannot be an FFI attribute; arrays of bools, integers or "
                             f"floats (up to 64 bits) can")
         return value
+    if isinstance(value, Mapping):
+        # A structured attribute: an MLIR dictionary, an ffi::Dictionary in the handler.
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError(f"{owner}: keyword argument '{name}' is a dict with the key "
+                                f"{key!r}; an FFI dictionary attribute's keys are strings")
+        return {key: ffi_attribute(f"{name}.{key}", owner, v) for key, v in value.items()}
     if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value):
         return np.asarray(value, dtype=np.int64)
     if isinstance(value, tuple) and all(isinstance(v, (int, float, np.number)) for v in value):
         return np.asarray(value, dtype=np.float64)
     raise TypeError(f"{owner}: keyword argument '{name}' is a {type(value).__name__}, which "
                     f"cannot be an FFI attribute; pass a bool, int, float, str, NumPy scalar, "
-                    f"NumPy array or tuple of numbers")
+                    f"NumPy array, tuple of numbers, or a dict of these (nested dicts too)")
 
 
 def _ir_values(attributes: dict) -> dict:
@@ -124,6 +133,8 @@ def _ir_values(attributes: dict) -> dict:
     for key, value in attributes.items():
         if isinstance(value, np.uint64) and value > _INT64.max:
             out[key] = ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), int(value) - 2**64)
+        elif isinstance(value, dict):
+            out[key] = _ir_values(value)
     return out
 
 
@@ -167,6 +178,8 @@ class NativeImplementation:
             raise NotImplementedError(
                 f"xlabind: '{op.name}' has no {platform.upper()} implementation (its FFI "
                 f"targets are for {', '.join(self.targets)} only).")
+        # Stateful targets registered before jax's backends started wait for this.
+        _extension.register_callback_handlers(platform)
         missing = _extension.UNAVAILABLE.get((platform, target.name))
         if missing:
             raise NotImplementedError(f"xlabind: '{op.name}' cannot run on {platform.upper()}: "
@@ -178,19 +191,23 @@ class NativeImplementation:
         if op.vmap_method == "native" and call.batch_axes is not None:
             attributes["batch_axes"] = np.asarray(
                 [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64)
+        # Aliases and has_side_effect (primitive.Call.custom_call_options).
+        options = call.custom_call_options
         if not call.reports_status:
-            lowering = build_ffi_lowering_function(target.name)
+            lowering = build_ffi_lowering_function(target.name, **options)
             return (lambda ctx, *operands: lowering(ctx, *operands,
                                                     **_ir_values(attributes)).results), None
         if (platform, target.name) in _extension.STATUS_VARIANTS:
             # Built with xlabind_extension: a variant that reports its error as the
             # status instead of failing (ffi/native/call_status.h).
-            lowering = build_ffi_lowering_function(target.name + _extension.STATUS_TARGET_SUFFIX)
+            lowering = build_ffi_lowering_function(target.name + _extension.STATUS_TARGET_SUFFIX,
+                                                   **options)
             return (lambda ctx, *operands: lowering(ctx, *operands,
                                                     **_ir_values(attributes)).results), None
         # Registered some other way: its errors stop only the device it fails on
-        # (README, "Errors"); the status says success.
-        lowering = build_ffi_lowering_function(target.name)
+        # (README, "Errors"); the status says success. The aliases name the
+        # function's own results, which come first: they hold without the status.
+        lowering = build_ffi_lowering_function(target.name, **options)
 
         def emit_without_status(ctx, *operands):
             results = lowering(ctx.replace(avals_out=ctx.avals_out[:-1]), *operands,

@@ -12,7 +12,7 @@ own), their own rules apply, so ``jax.hessian`` works.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 
@@ -181,7 +181,8 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
               nondiff_argnums: Sequence[int] = (), in_place: bool = False,
               vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
               sharding_rule: Rule | None = None, synchronize: bool = False,
-              name: str | None = None) -> BoundFunction:
+              input_output_aliases: Mapping[int, int] | None = None,
+              effect: str | None = None, name: str | None = None) -> BoundFunction:
     """Binds a nonlinear function with its Jacobian-vector and vector-Jacobian products.
 
     Args:
@@ -210,6 +211,7 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
         each primal laid out exactly like its tangent (xlabind broadcasts the
         unbatched one), and its results are laid out as ``fn``'s results
         would be for those arguments.
+      input_output_aliases, effect: As in :func:`xlabind.linear`.
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
@@ -222,4 +224,5 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
     return BoundFunction(_Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, dict(
         nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
         platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
+        input_output_aliases=input_output_aliases, effect=effect,
         name=name)).forward)

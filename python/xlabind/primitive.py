@@ -70,6 +70,31 @@ class Call:
     #: One more result, the call's status (call_status.py), instead of failing:
     #: for the per-device calls of a sharded program, which check it on every device.
     reports_status: bool = False
+    #: (operand, result) pairs XLA may give one buffer (the definition's
+    #: input_output_aliases), checked to have one shape and dtype. Results count
+    #: without the status, which comes last, so they hold with reports_status too.
+    #: A rule that changes the shapes (a vmap, a per-device shard) keeps only the
+    #: pairs that still match; derived calls (transposes, JVPs, VJPs) have none.
+    aliases: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def custom_call_options(self) -> dict:
+        """What the custom call needs beyond operands and attributes: the aliases
+        (jax's operand_output_aliases), and has_side_effect for an effectful
+        function, so that XLA never removes a call whose results are unused."""
+        options: dict[str, Any] = {}
+        if self.aliases:
+            options["operand_output_aliases"] = dict(self.aliases)
+        if self.fn.effect is not None:
+            options["has_side_effect"] = True
+        return options
+
+    def matching_aliases(self, operand_avals, result_avals) -> tuple[tuple[int, int], ...]:
+        """The aliases whose operand and result still have one shape and dtype in
+        a call on `operand_avals` with `result_avals` (after a rule reshaped them)."""
+        return tuple((i, j) for i, j in self.aliases
+                     if tuple(operand_avals[i].shape) == tuple(result_avals[j].shape)
+                     and operand_avals[i].dtype == result_avals[j].dtype)
 
     @property
     def fn(self) -> Any:
@@ -95,6 +120,8 @@ class Call:
                 parts.append("whole=" + " ".join(self.whole))
         if self.reports_status:
             parts.append("reports_status")
+        if self.aliases:
+            parts.append(f"aliases={dict(self.aliases)}")
         return "Call(" + ", ".join(parts) + ")"
 
 
@@ -111,10 +138,12 @@ def status_aval() -> jax.core.ShapedArray:
     return jax.core.ShapedArray((STATUS_BYTES,), np.uint8)
 
 
-@xlabind_call_p.def_abstract_eval
+@xlabind_call_p.def_effectful_abstract_eval
 def _abstract_eval(*operand_avals, call: Call):
     results = list(call.result_avals) + ([status_aval()] if call.reports_status else [])
-    return internals.varying_like(results, operand_avals)
+    # An effect keeps jax from removing the call when its results are unused
+    # (and, ordered, makes jax thread a token through it: lowering.py).
+    return internals.varying_like(results, operand_avals), internals.effects_of(call.fn.effect)
 
 
 @xlabind_call_p.def_impl

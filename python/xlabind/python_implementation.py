@@ -108,7 +108,11 @@ class PythonImplementation:
         _extension.register_callback_handlers(platform)
         entry = self.registry_entry(platform, op.name, call)
         key = np.uint64(entry.key)
-        lowering = _STATUS_OP if call.reports_status else _CALL_OP
+        target = (_extension.PYTHON_CALLBACK_STATUS_TARGET if call.reports_status
+                  else _extension.PYTHON_CALLBACK_TARGET)
+        options = call.custom_call_options
+        lowering = (build_ffi_lowering_function(target, **options) if options
+                    else _STATUS_OP if call.reports_status else _CALL_OP)
 
         def emit(ctx, *operands):
             if platform == "cuda":
@@ -119,7 +123,7 @@ class PythonImplementation:
 
     def registry_entry(self, platform: str, name: str, call) -> Any:
         """The registered entry for this call signature, made on first lowering."""
-        key = (platform, call.kwargs, call.out_tree, call.batch_axes)
+        key = (platform, call.kwargs, call.out_tree, call.batch_axes, call.aliases)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -127,11 +131,12 @@ class PythonImplementation:
                 kwargs = call.kwargs.as_dict()
                 if call.fn.vmap_method == "native":
                     kwargs["batch_axes"] = call.batch_axes
-                entry = self._make_entry(platform, fn, name, kwargs, call.out_tree)
+                entry = self._make_entry(platform, fn, name, kwargs, call.out_tree,
+                                         call.aliases)
                 self._entries[key] = entry
             return entry
 
-    def _make_entry(self, platform, fn, name, kwargs, out_tree):
+    def _make_entry(self, platform, fn, name, kwargs, out_tree, aliases=()):
         if getattr(fn, "xlabind_convention", None) == "jaxbind":  # xlabind.jaxbind's callbacks
             if fn.__qualname__ not in name:  # a transpose, JVP or VJP: name the callback too
                 name = f"{fn.__qualname__} ({name})"
@@ -155,7 +160,8 @@ class PythonImplementation:
                                                    self.unwrap_one_tuple, self.synchronize,
                                                    flatten)
         else:
-            adapter = _returning_adapter(fn, name, kwargs, flatten)
+            adapter = _returning_adapter(fn, name, kwargs, flatten,
+                                         aliased=frozenset(j for _, j in aliases))
         return _extension.CallbackEntry(adapter, name)
 
 
@@ -197,11 +203,21 @@ def _flattener(name, out_tree, unwrap_one_tuple) -> Callable[[Any], list]:
     return tree
 
 
-def _returning_adapter(fn, name, kwargs, flatten):
-    """Calls fn(*operands, **kwargs) and copies what it returns into the results."""
+def _returning_adapter(fn, name, kwargs, flatten, aliased=frozenset()):
+    """Calls fn(*operands, **kwargs) and copies what it returns into the results.
+
+    A result in `aliased` shares its buffer with an operand: a returned value
+    that is a view of that buffer (the operand itself, say) is copied out
+    before the first result is stored, so that storing one result cannot
+    change another one still to be stored."""
 
     def adapter(operands, results):
-        for i, (value, out) in enumerate(zip(flatten(fn(*operands, **kwargs)), results)):
+        values = flatten(fn(*operands, **kwargs))
+        if aliased:
+            values = [np.array(v) if isinstance(v, np.ndarray) and any(
+                np.may_share_memory(v, results[j]) for j in aliased if j < len(results))
+                else v for v in values]
+        for i, (value, out) in enumerate(zip(values, results)):
             store_result(name, i, value, out)
 
     return adapter

@@ -282,7 +282,9 @@ def _lower_partitioned(ctx, call, operands):
                 jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
                                            for d, f in zip(aval.shape, array)), aval.dtype)
                 for aval, array in zip(call.result_avals, out_factors))
-            local_call = call.replace(result_avals=local)
+            # An alias holds where its argument and result are split alike.
+            local_call = call.replace(result_avals=local, aliases=tuple(
+                (i, j) for i, j in call.aliases if factors[i] == out_factors[j]))
             # Each result is summed over the mesh axes of the summed factors it lacks.
             sums = [tuple(a for f in call.summed if f not in array for a in chosen.get(f, ()))
                     for array in out_factors]
@@ -308,7 +310,13 @@ def _lower_partitioned(ctx, call, operands):
             tuple(internals.ArrayMapping(*f) for f in factors),
             tuple(internals.ArrayMapping(*f) for f in out_factors),
             reduction_factors=reductions, need_replication_factors=whole))
-    return mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(ctx, *operands)
+    results = mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(
+        ctx, *operands)
+    if call.fn.effect is not None:
+        # jax's custom partitioning call is pure to XLA, which would remove it
+        # (and the per-device calls it becomes) when its results are unused.
+        internals.mark_last_partitioning_side_effecting()
+    return results
 
 
 def _per_device(mesh, body):

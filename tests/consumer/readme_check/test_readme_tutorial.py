@@ -6,7 +6,8 @@ import pathlib
 import re
 import unittest
 
-TUTORIAL_FILES = (".bazelrc", "BUILD.bazel", "WORKSPACE", "scale_handlers.cc",
+TUTORIAL_FILES = (".bazelrc", "BUILD.bazel", "WORKSPACE", "consumer_handlers.bzl",
+                  "scale_handlers.cc",
                   "scale_kernels.cu", "scale_kernels.h", "square_handlers.cc",
                   "table_handlers.cc", "table_kernels.cu", "table_kernels.h",
                   "test_consumer_ops.py")
