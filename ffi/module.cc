@@ -97,12 +97,37 @@ nb::dict CallbackRegistrations() {
   return platforms;
 }
 
-// What XLA reads from an execute-stage handler when it registers it: the FFI
-// API version the handler was built against and its traits (bits of
-// XLA_FFI_Handler_TraitsBits, e.g. 1 = command-buffer compatible). Asked the
-// way XLA asks, with a call frame carrying the metadata extension; the handler
-// touches nothing else. Not for instantiate stages: theirs fails, through an
-// API this frame does not have, until their state type is registered.
+// An XLA FFI API with nothing but errors, for asking a handler for its
+// metadata outside XLA: a handler that refuses (an instantiate stage whose
+// state type is not registered yet, a capsule that is no FFI handler's)
+// builds its error through the API, and gets one it can carry.
+XLA_FFI_Error* CreateError(XLA_FFI_Error_Create_Args* args) {
+  return reinterpret_cast<XLA_FFI_Error*>(new std::string(args->message ? args->message : ""));
+}
+
+std::string TakeError(XLA_FFI_Error* error) {
+  auto* message = reinterpret_cast<std::string*>(error);
+  std::string text = std::move(*message);
+  delete message;
+  return text;
+}
+
+const XLA_FFI_Api* ErrorsOnlyApi() {
+  static const XLA_FFI_Api api = [] {
+    XLA_FFI_Api api{};
+    api.struct_size = XLA_FFI_Api_STRUCT_SIZE;
+    api.api_version = {XLA_FFI_Api_Version_STRUCT_SIZE, nullptr, XLA_FFI_API_MAJOR,
+                       XLA_FFI_API_MINOR};
+    api.XLA_FFI_Error_Create = CreateError;
+    return api;
+  }();
+  return &api;
+}
+
+// What XLA reads from a handler when it registers it: the FFI API version it
+// was built against and its traits (bits of XLA_FFI_Handler_TraitsBits, e.g.
+// 1 = command-buffer compatible). Asked the way XLA asks, with a call frame
+// carrying the metadata extension; a refusal is a RuntimeError.
 nb::dict HandlerMetadata(nb::capsule capsule) {
   auto* handler = reinterpret_cast<XLA_FFI_Handler*>(capsule.data());
   XLA_FFI_Metadata metadata{};
@@ -113,8 +138,11 @@ nb::dict HandlerMetadata(nb::capsule capsule) {
   extension.metadata = &metadata;
   XLA_FFI_CallFrame frame{};
   frame.struct_size = XLA_FFI_CallFrame_STRUCT_SIZE;
+  frame.api = ErrorsOnlyApi();
   frame.extension_start = &extension.extension_base;
-  if (handler(&frame) != nullptr) throw std::runtime_error("the handler refused the metadata query");
+  if (XLA_FFI_Error* error = handler(&frame)) {
+    throw std::runtime_error("the handler refused XLA's metadata query: " + TakeError(error));
+  }
   nb::dict out;
   out["api_version"] = std::make_pair(metadata.api_version.major_version,
                                       metadata.api_version.minor_version);
@@ -141,8 +169,8 @@ NB_MODULE(_xlabind, m) {
         "{platform: {'state_type': {...}, 'targets': {name: {stage: capsule}}}}: the "
         "Python-callback handlers and the type of their instantiate stage's state.");
   m.def("handler_metadata", &HandlerMetadata, nb::arg("capsule"),
-        "{'api_version': (major, minor), 'traits': int}: what XLA reads from an execute "
-        "handler when it is registered.");
+        "{'api_version': (major, minor), 'traits': int}: what XLA reads from a handler "
+        "when it is registered; a RuntimeError if the handler refuses.");
   m.def("status_bytes", [] { return xlabind::native::kStatusBytes; },
         "The size of a call's status result (u8), as the status check reads it.");
 

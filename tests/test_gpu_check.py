@@ -12,6 +12,7 @@ import sys
 import pytest
 
 SCRIPT = pathlib.Path("tools/gpu_check.py")
+REPO = pathlib.Path(".")  # the runfiles' copy of this workspace
 
 
 def gpu_check_module():
@@ -40,15 +41,20 @@ def test_the_gpu_check_builds_the_extension_without_bazel(tmp_path):
 
 
 def test_the_gpu_check_makes_the_modules_bazel_makes():
-    """The Bazel-free build generates each native-op module from the template and
-    table Bazel uses: same source, same targets."""
+    """The Bazel-free build generates each extension module from the template
+    and the handler tables Bazel uses: byte for byte the source Bazel made
+    (stages, state types and command-buffer wrappers included)."""
     check = gpu_check_module()
     modules = check.native_op_modules()
     assert set(modules) == {"_xlabind_ops", "_xlabind_cuda_ops"}
-    source = check.module_source("_xlabind_ops", modules["_xlabind_ops"])
-    assert "PyInit__xlabind_ops" in source and "%{" not in source
-    for target, symbol in modules["_xlabind_ops"]["cpu"].items():
-        assert f'"cpu", "{target}", (void*)&{symbol}' in source
+    generated = {name: check.module_source(name, handlers) for name, handlers in modules.items()}
+    generated["native_api_ops"] = check.module_source("native_api_ops", *check.native_api_handlers())
+    bazel = {"_xlabind_ops": "ffi/_xlabind_ops_module.cc",
+             "_xlabind_cuda_ops": "ffi/_xlabind_cuda_ops_module.cc",
+             "native_api_ops": "tests/native_api_ops_module.cc"}
+    for name, path in bazel.items():
+        assert "%{" not in generated[name] and f"PyInit_{name}" in generated[name]
+        assert generated[name] == (REPO / path).read_text(), name
 
 
 def test_the_summary_comes_even_when_a_step_runs_out_of_time(tmp_path):

@@ -132,19 +132,38 @@ def test_parallel_loops_run_on_xlas_pool():
     assert shares == 1  # too little work to split
 
 
-def test_eight_devices_on_a_small_pool_do_not_deadlock():
-    # Every device's call schedules tasks on the same pool (2 threads on a
-    # 2-core machine) and runs on it: waiting for queued tasks would hang.
-    pool = xlabind.callback(xlabind.ffi_target("native_api_pool"),
-                            lambda x, **_: (x, jax.ShapeDtypeStruct((2,), jnp.int64)))
-    mesh = Mesh(np.array(jax.devices()[:8]), ("d",))
-    f = jax.jit(jax.shard_map(lambda x: pool(x, grain=256), mesh=mesh, in_specs=P("d"),
-                              out_specs=(P("d"), P("d"))))
-    x = jnp.arange(8 << 15, dtype=jnp.float64)
-    for _ in range(5):
-        y, counts = f(x)
-        np.testing.assert_array_equal(y, 2.0 * np.arange(8 << 15))
-    assert counts.shape == (16,)
+def test_eight_devices_share_one_small_pool():
+    # Every device's call schedules tasks on one pool. XLA's CPU client sizes
+    # it max(cores, devices): in a process held to 2 cores, 8 threads for 8
+    # devices' calls at once, each also working itself. (A call that waited
+    # for its queued tasks could wait for ever if XLA ran calls on that pool;
+    # jax 0.9-0.12 run them elsewhere, so this checks results and the deadline
+    # rather than that hang.)
+    code = textwrap.dedent("""
+        import os
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:2])
+        os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import Mesh, PartitionSpec as P
+        import native_api_ops, xlabind
+        jax.config.update("jax_enable_x64", True)
+        xlabind.register_ffi_targets(native_api_ops)
+        pool = xlabind.callback(xlabind.ffi_target("native_api_pool"),
+                                lambda x, **_: (x, jax.ShapeDtypeStruct((2,), jnp.int64)))
+        mesh = Mesh(np.array(jax.devices()), ("d",))
+        f = jax.jit(jax.shard_map(lambda x: pool(x, grain=256), mesh=mesh, in_specs=P("d"),
+                                  out_specs=(P("d"), P("d"))))
+        x = jnp.arange(8 << 15, dtype=jnp.float64)
+        for _ in range(5):
+            y, counts = f(x)
+            np.testing.assert_array_equal(y, 2.0 * np.arange(8 << 15))
+        print(sorted(set(np.asarray(counts).reshape(8, 2)[:, 0].tolist())))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    threads = eval(done.stdout.strip().splitlines()[-1])  # the pool's size, as each device saw it
+    assert len(threads) == 1 and 1 <= threads[0] <= 8, threads
 
 
 def test_scratch_memory_and_a_request_that_cannot_be_met():
@@ -165,6 +184,25 @@ def test_command_buffer_trait_is_set_by_the_macro_and_never_on_python_handlers()
     for targets in _xlabind.registrations().values():
         for capsule in targets.values():
             assert _extension.handler_metadata(capsule)["traits"] == 0
+
+
+def test_a_handler_that_refuses_the_metadata_query_is_an_error_not_a_crash():
+    # Before its state type is registered, XLA refuses an instantiate stage;
+    # here a fresh type id (never registered) stands for that.
+    code = textwrap.dedent("""
+        import native_api_ops
+        from xlabind import _extension
+        stages = native_api_ops.registrations()["cpu"]["native_api_counter"]
+        try:
+            _extension.handler_metadata(stages["instantiate"])
+        except RuntimeError as error:
+            print(error)
+        else:
+            print("no error")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert "must be registered" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
 def test_state_types_wait_for_a_backend_that_does_not_exist_yet():

@@ -67,6 +67,14 @@ def consumer_handlers() -> tuple[dict, dict]:
     return namespace["CONSUMER_HANDLERS"], namespace["CONSUMER_STATE_TYPES"]
 
 
+def native_api_handlers() -> tuple[dict, dict]:
+    """(handlers, state types) of tests/native_api_handlers.cc's module, which
+    tests/test_native_api.py imports, from tests/native_api_module.bzl."""
+    namespace: dict = {}
+    exec((REPO / "tests" / "native_api_module.bzl").read_text(), namespace)
+    return namespace["NATIVE_API_HANDLERS"], namespace["NATIVE_API_STATE_TYPES"]
+
+
 # A target's stages in XLA's order (ffi/defs.bzl's _STAGES).
 STAGES = ("instantiate", "prepare", "initialize", "execute")
 PLATFORM_NAMES = {"cpu": "cpu", "cuda": "CUDA"}
@@ -191,6 +199,12 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         modules["_xlabind_cuda_ops"] = (
             [generated["_xlabind_cuda_ops"]] + [op / "cuda_handlers.cc" for op in ops] +
             [op / "cuda_kernels.cu" for op in ops], "module_exports.lds", cudart)
+    # The test module of tests/test_native_api.py (C++ only: its CUDA handlers
+    # launch nothing), beside the package as Bazel puts it beside the tests.
+    source = out / "generated" / "native_api_ops_module.cc"
+    source.write_text(module_source("native_api_ops", *native_api_handlers()))
+    modules["native_api_ops"] = (
+        [source, REPO / "tests" / "native_api_handlers.cc"], "module_exports.lds", [])
     consumer = REPO / "tests" / "consumer"
     if toolkit is not None and (consumer / "consumer_handlers.bzl").exists():
         # tests/consumer's module (a user's native ops: state, scratch, command
@@ -213,7 +227,7 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     shutil.copytree(REPO / "python" / "xlabind", target,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for name, (_, exports, libraries) in modules.items():
-        folder = package if name == "consumer_ops" else target
+        folder = package if name in ("consumer_ops", "native_api_ops") else target
         module = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
         subprocess.run([cxx, "-shared", *map(str, objects[name]), "-o", str(module),
                         f"-Wl,--version-script={REPO / 'ffi' / exports}", *libraries], check=True)

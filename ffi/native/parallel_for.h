@@ -79,7 +79,9 @@ class WorkGate {
 };
 
 // Runs claim(worker) on `workers` workers, the calling thread as worker 0;
-// each claim loop takes items until none is left.
+// each claim loop takes items until none is left. The body must not throw
+// (XLA handlers return errors); should it throw on the calling thread anyway,
+// the guards below still wait for the workers before the stack unwinds.
 template <typename Claim>
 void RunWorkers(xla::ffi::ThreadPool* pool, int workers, Claim& claim) {
   if (workers <= 1) {
@@ -88,16 +90,24 @@ void RunWorkers(xla::ffi::ThreadPool* pool, int workers, Claim& claim) {
   }
   if (pool == nullptr) {
     std::vector<std::thread> threads;
+    struct Join {
+      std::vector<std::thread>& threads;
+      ~Join() {
+        for (auto& thread : threads) thread.join();
+      }
+    } join{threads};
     threads.reserve(workers - 1);
     for (int w = 1; w < workers; ++w) threads.emplace_back([&claim, w] { claim(w); });
     claim(0);
-    for (auto& thread : threads) thread.join();
     return;
   }
   auto gate = std::make_shared<WorkGate>([&claim](int worker) { claim(worker); });
+  struct Close {
+    WorkGate& gate;
+    ~Close() { gate.CloseAndWait(); }
+  } close{*gate};
   for (int w = 1; w < workers; ++w) pool->Schedule([gate, w] { gate->RunAsWorker(w); });
   claim(0);
-  gate->CloseAndWait();
 }
 
 }  // namespace internal

@@ -102,11 +102,13 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
     come along. ``state_types``, ``{platform: {type name: {"type_id": ...,
     "type_info": ...}}}``, are the per-executable state types of the
     handlers' instantiate stages (ffi/native/state.h): XLA must know a type
-    before a handler that builds it is registered, so a platform's targets
-    are registered after its types, and, before jax has started its
-    backends, when xlabind first lowers a call for that platform (bind such
-    targets with :func:`xlabind.ffi_target`, or call ``jax.devices()`` first
-    when you lower them with ``jax.ffi`` yourself). Platforms are ``"cpu"`` and ``"cuda"`` in any case;
+    before a handler that builds it is registered, which jax cannot promise
+    before its backends start (it then registers handlers first). So targets
+    with an instantiate stage, and their types, wait until then: until
+    xlabind first lowers a call, or a later ``register_ffi_targets`` call
+    finds the backends started. Targets bound with :func:`xlabind.ffi_target`
+    need nothing more; to lower one with ``jax.ffi`` alone, register after
+    ``jax.devices()``. Platforms are ``"cpu"`` and ``"cuda"`` in any case;
     another is a ValueError.
 
     Example:
@@ -119,16 +121,19 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
         registrations = module.registrations()
         if state_types is None and hasattr(module, "state_types"):
             state_types = module.state_types()
+    _register_pending_if_ready()
     typed = {REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", p)]: dict(t)
              for p, t in (state_types or {}).items()}
     for given, targets in registrations.items():
         platform = REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", given)]
-        types = typed.pop(platform, {})
-        if types:
-            _register_typed(platform, types, dict(targets))
-            continue
+        stateful = {name: handler for name, handler in targets.items()
+                    if isinstance(handler, Mapping) and "instantiate" in handler}
         for name, handler in targets.items():
-            _register_target(platform, name, handler)
+            if name not in stateful:
+                _register_target(platform, name, handler)
+        types = typed.pop(platform, {})
+        if types or stateful:
+            _register_typed(platform, types, stateful)
     for platform, types in typed.items():  # types without targets
         _register_typed(platform, types, {})
 
@@ -164,6 +169,19 @@ def _register_types_then_targets(platform: str, types: dict[str, Any],
         _register_target(platform, name, handler)
 
 
+def _register_pending_if_ready() -> None:
+    """Registers what waited for jax's backends, once they have started (so a
+    later register_ffi_targets call, or a first lowering, lets it through)."""
+    if not _PENDING or not _jax_internals.backends_are_initialized():
+        return
+    with _callbacks_lock:
+        waiting = [(platform, entry) for platform, entries in _PENDING.items()
+                   for entry in entries]
+        _PENDING.clear()
+    for platform, (types, targets) in waiting:
+        _register_types_then_targets(REGISTRY_NAMES[platform], types, targets)
+
+
 def _type_registry_exists(platform: str) -> bool:
     """Whether registering now puts a type before its handlers: before jax
     starts its backends it queues handlers and types alike and registers the
@@ -175,8 +193,9 @@ def _type_registry_exists(platform: str) -> bool:
 
 def handler_metadata(capsule: Any) -> dict[str, Any]:
     """``{"api_version": (major, minor), "traits": int}``: what XLA reads from
-    an execute handler when it registers it (traits: 1 = command-buffer
-    compatible)."""
+    a handler when it registers it (traits: 1 = command-buffer compatible); a
+    RuntimeError when the handler refuses (an instantiate stage before its
+    state type is registered)."""
     return _xlabind.handler_metadata(capsule)
 
 
@@ -198,6 +217,7 @@ def register_callback_handlers(platform: str) -> None:
     """Registers the Python-callback handlers (and their state type) for
     `platform` ("cpu" or "cuda"), once, and any stateful targets that waited
     for it (register_ffi_targets); called when a call is lowered for it."""
+    _register_pending_if_ready()
     if platform in _callbacks_registered:
         return
     with _callbacks_lock:

@@ -46,11 +46,19 @@ class FrozenDict(Mapping):
     def __repr__(self) -> str:
         return f"FrozenDict({self._items!r})"
 
+    def __reduce__(self):
+        # Rebuilt, not restored: the hash of strings differs between processes.
+        return (FrozenDict, (dict(self._items),))
+
 
 def freeze(value: Any) -> Any:
-    """`value`, with every dict in it (at any depth of dicts) a FrozenDict."""
+    """`value`, with every dict in it (inside dicts and tuples, at any depth) a
+    FrozenDict."""
     if isinstance(value, Mapping) and not isinstance(value, FrozenDict):
         return FrozenDict(value)
+    if type(value) is tuple:
+        frozen = tuple(freeze(v) for v in value)
+        return frozen if any(a is not b for a, b in zip(frozen, value)) else value
     return value
 
 
@@ -68,7 +76,10 @@ def canonical_key(value: Any) -> Any:
     if isinstance(value, frozenset):
         return (kind, frozenset(canonical_key(v) for v in value))
     if isinstance(value, Mapping):  # any mapping: a dict and its frozen copy are one argument
-        return (dict, tuple(sorted((k, canonical_key(v)) for k, v in value.items())))
+        # Keys by their own canonical keys, so 1, 1.0 and True are three keys;
+        # ordered by repr, which any mix of key types has.
+        return (dict, tuple(sorted(((canonical_key(k), canonical_key(v))
+                                    for k, v in value.items()), key=repr)))
     return (kind, value)
 
 

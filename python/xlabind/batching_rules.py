@@ -127,8 +127,13 @@ def _native(size, args, dims, op, call):
     old_out = call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(avals)
     new_out = tuple(_with_level(entry, axis) for entry, axis in zip(old_out, out_axes))
     assert all(len(e) == n_levels + 1 for e in new + new_out)
+    # A native layout keeps an alias only where the argument and the result
+    # have their batch axes in the same places: in one buffer, a handler that
+    # writes element by element would otherwise overwrite what it has yet to read.
+    aliases = tuple((i, j) for i, j in call.matching_aliases(args, avals)
+                    if new[i] == new_out[j])
     changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out,
-                   aliases=call.matching_aliases(args, avals))
+                   aliases=aliases)
     if call.factors is not None:  # the vmap axis is independent: it may be split too
         level = sharding.new_factor(call.factors, call.out_factors)
         changes.update(

@@ -116,17 +116,21 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
         memory: once the function writes ``out``, reading the argument shows
         the new values. Under vmap a pair stays aliased while the batched
         argument and result still have one shape (``"sequential"``: always;
-        ``"expand_dims"``: where the argument is batched); otherwise it is
-        dropped, never an error. Derivative calls (JVPs, VJPs, transposes)
-        are not aliased; a per-device call with a sharding rule is where the
-        argument and result are split alike.
+        ``"expand_dims"``: where the argument is batched; ``"native"``: where
+        their batch axes are in the same places); otherwise it is dropped,
+        never an error. Transposes, VJPs and JVP functions are other calls,
+        not aliased (a linear function's JVP is the function itself on the
+        tangents, aliases included); a per-device call with a sharding rule
+        is where the argument and result are split alike.
       effect: What the function does besides computing its results, one of
         :data:`EFFECTS`: ``None`` (pure, the default), ``"unordered"`` (it
         runs on every execution even if its results are unused) or
         ``"ordered"`` (also in program order, like
         ``jax.experimental.io_callback(..., ordered=True)``). An effectful
         function has no derivatives (they would run the effect again); an
-        ordered one also refuses ``jax.vmap`` and sharding rules.
+        ordered one also refuses ``jax.vmap`` and sharding rules. Like jax's
+        own callbacks, effectful functions cannot run inside
+        ``jax.checkpoint``.
       name: The name used in error messages; defaults to ``fn.__qualname__``.
 
     Returns:

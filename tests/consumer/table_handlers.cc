@@ -95,10 +95,11 @@ struct TableCpu : native::State<TableCpu> {
   Description description;
   std::vector<double> values;
 
+  // Where x falls among the nodes, clamped to them; NaN stays NaN.
   double Position(double x) const {
     const double t = (x - description.lo) / (description.hi - description.lo) *
                      static_cast<double>(description.size - 1);
-    return std::clamp(t, 0.0, static_cast<double>(description.size - 1));
+    return t != t ? t : std::clamp(t, 0.0, static_cast<double>(description.size - 1));
   }
   int64_t Cell(double position) const {
     return std::min(static_cast<int64_t>(position), description.size - 2);
@@ -128,6 +129,10 @@ ffi::Error TableCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer
     native::ParallelChunks(&pool, n, kChunk, kChunk, [&](int, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) position[i] = table->Position(in[i]);
       for (int64_t i = begin; i < end; ++i) {
+        if (position[i] != position[i]) {  // x is NaN
+          out[i] = static_cast<T>(position[i]);
+          continue;
+        }
         const int64_t cell = table->Cell(position[i]);
         const double w = position[i] - static_cast<double>(cell);
         out[i] = static_cast<T>(table->values[cell] * (1.0 - w) + table->values[cell + 1] * w);
@@ -153,8 +158,8 @@ ffi::Error TableJvpCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuf
     native::ParallelChunks(&pool, static_cast<int64_t>(x.element_count()), kChunk, kChunk,
                            [&](int, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        if (!(xs[i] >= d.lo && xs[i] <= d.hi)) {  // clamped outside the range: flat
-          out[i] = T(0);
+        if (!(xs[i] >= d.lo && xs[i] <= d.hi)) {  // flat outside the range; NaN stays NaN
+          out[i] = xs[i] != xs[i] ? xs[i] : T(0);
           continue;
         }
         const int64_t cell = table->Cell(table->Position(xs[i]));

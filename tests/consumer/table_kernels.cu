@@ -7,10 +7,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// x's position in the table's nodes, clamped to [0, size - 1].
+// x's position in the table's nodes, clamped to [0, size - 1] (fmin/fmax
+// would turn a NaN into a bound: NaN stays NaN).
 __device__ double Position(double x, int64_t size, double lo, double hi) {
   const double t = (x - lo) / (hi - lo) * static_cast<double>(size - 1);
-  return fmin(fmax(t, 0.0), static_cast<double>(size - 1));
+  return isnan(t) ? t : fmin(fmax(t, 0.0), static_cast<double>(size - 1));
 }
 
 __global__ void Locate(const float* x, double* position, int64_t n, int64_t size, double lo,
@@ -23,6 +24,10 @@ __global__ void Interpolate(const double* table, int64_t size, const double* pos
                             float* y, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
+  if (isnan(position[i])) {  // x is NaN
+    y[i] = static_cast<float>(position[i]);
+    return;
+  }
   const int64_t cell = min(static_cast<int64_t>(position[i]), size - 2);
   const double w = position[i] - static_cast<double>(cell);
   y[i] = static_cast<float>(table[cell] * (1.0 - w) + table[cell + 1] * w);
@@ -32,8 +37,8 @@ __global__ void Jvp(const double* table, int64_t size, double lo, double hi, con
                     const float* t, float* dy, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
-  if (!(x[i] >= lo && x[i] <= hi)) {  // clamped outside the range: flat
-    dy[i] = 0.0f;
+  if (!(x[i] >= lo && x[i] <= hi)) {  // flat outside the range; NaN stays NaN
+    dy[i] = isnan(x[i]) ? x[i] : 0.0f;
     return;
   }
   const int64_t cell = min(static_cast<int64_t>(Position(x[i], size, lo, hi)), size - 2);

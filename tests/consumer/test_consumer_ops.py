@@ -56,6 +56,9 @@ def test_table_values_and_derivatives():
                                [np.sin(-4.0), np.sin(4.0)], atol=1e-6)
     np.testing.assert_allclose(jax.grad(lambda x: table(x, table=SIN).sum())(jnp.array([9.0])),
                                [0.0])
+    nan = jnp.array([jnp.nan, 0.5])
+    assert np.isnan(table(nan, table=SIN)[0]) and np.isfinite(table(nan, table=SIN)[1])
+    assert np.isnan(jax.grad(lambda x: table(x, table=SIN).sum())(nan)[0])
 
 
 def test_a_table_is_built_once_per_executable_not_per_call():
