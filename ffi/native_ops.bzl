@@ -7,10 +7,14 @@ NATIVE_OP_MODULES = {
     "_xlabind_ops": {"cpu": {
         "xlabind_map_coordinates": "XlabindMapCoordinatesCpu",
         "xlabind_map_coordinates_transpose": "XlabindMapCoordinatesTransposeCpu",
+        "xlabind_spline_filter": "XlabindSplineFilterCpu",
+        "xlabind_spline_filter_transpose": "XlabindSplineFilterTransposeCpu",
     }},
     # Loaded when the CUDA 13 runtime is there (python/xlabind/_extension.py).
     "_xlabind_cuda_ops": {"CUDA": {
         "xlabind_map_coordinates": "XlabindMapCoordinatesCuda",
         "xlabind_map_coordinates_transpose": "XlabindMapCoordinatesTransposeCuda",
+        "xlabind_spline_filter": "XlabindSplineFilterCuda",
+        "xlabind_spline_filter_transpose": "XlabindSplineFilterTransposeCuda",
     }},
 }

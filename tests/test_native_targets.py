@@ -91,7 +91,10 @@ def test_register_ffi_targets_takes_an_extension_modules_table():
     # Each CPU handler also has its status-reporting variant (ffi/native/call_status.h).
     assert set(table["cpu"]) == {"xlabind_map_coordinates", "xlabind_map_coordinates_transpose",
                                  "xlabind_map_coordinates.xlabind_status",
-                                 "xlabind_map_coordinates_transpose.xlabind_status"}
+                                 "xlabind_map_coordinates_transpose.xlabind_status",
+                                 "xlabind_spline_filter", "xlabind_spline_filter_transpose",
+                                 "xlabind_spline_filter.xlabind_status",
+                                 "xlabind_spline_filter_transpose.xlabind_status"}
     xlabind.register_ffi_targets(table)  # registering again is harmless
 
 

@@ -49,7 +49,9 @@ inline xla::ffi::Error MakeGeometry(const char* op, const std::vector<int64_t>& 
     return InvalidArgument(op, ": ", coords.back(), " coordinates for ", values.back(),
                            " values");
   }
-  if (order != 0 && order != 1) return InvalidArgument(op, ": order must be 0 or 1, got ", order);
+  if (order < 0 || order > 5) {
+    return InvalidArgument(op, ": order must be 0 to 5, got ", order);
+  }
   if (mode < kConstant || mode > kReflect) return InvalidArgument(op, ": unknown mode ", mode);
   if (derivative.size() != static_cast<size_t>(ndim)) {
     return InvalidArgument(op, ": `derivative` needs one entry per grid dimension (", ndim,

@@ -1,8 +1,11 @@
 // The arithmetic of map_coordinates, shared by the CPU handlers (C++) and the
 // CUDA kernels (nvcc): how a coordinate becomes grid indices and weights, and
-// how each boundary mode maps an index into the grid. It follows
-// jax.scipy.ndimage.map_coordinates exactly (orders 0 and 1; modes constant,
-// nearest, wrap, mirror, reflect), with the interpolation weights optionally
+// how each boundary mode maps an index into the grid. Orders 0 and 1 follow
+// jax.scipy.ndimage.map_coordinates exactly (modes constant, nearest, wrap,
+// mirror, reflect); orders 2 to 5 are B-splines over coefficients (the
+// prefilter, ffi/ops/spline_filter), with SciPy's node placement and
+// weights, and the same modes (jax's reading of the names: constant and wrap
+// are SciPy's grid-constant and grid-wrap). The interpolation weights may be
 // differentiated along each axis. Plain C++ whose one library call (fmod)
 // nvcc and the C++ toolchain both provide, so they compile it alike.
 #ifndef XLABIND_FFI_OPS_MAP_COORDINATES_INTERPOLATION_H_
@@ -31,7 +34,7 @@ enum Mode : int32_t { kConstant = 0, kNearest = 1, kWrap = 2, kMirror = 3, kRefl
 struct Geometry {
   int32_t ndim;        // spatial dimensions of the grid
   int32_t batch_dims;  // leading batch dimensions of grid, coordinates and values
-  int32_t order;       // 0 (nearest) or 1 (linear)
+  int32_t order;       // 0 (nearest), 1 (linear), 2-5 (B-spline of that degree)
   int32_t mode;        // Mode
   int64_t points;      // coordinates per batch element
   int64_t batch;       // batch elements (product of batch_shape)
@@ -143,10 +146,75 @@ XLABIND_HOST_DEVICE bool FixIndex(double index, int64_t size, int32_t mode, int6
   }
 }
 
-// The grid nodes coordinate `c` touches along one axis (1 for order 0, 2 for
-// order 1): their offsets (index * stride), their weights differentiated
-// `derivative` times, and whether they lie inside the grid (constant mode).
-// False when the point's value is NaN (see above); weight[0] is then a NaN.
+// The centred B-spline of degree k (0 to 5) at t: (k + 1) polynomial pieces
+// in u = |t|, zero from u = (k + 1) / 2 on.
+template <typename T>
+XLABIND_HOST_DEVICE T BSpline(int k, T t) {
+  const T u = t < T(0) ? -t : t;
+  switch (k) {
+    case 0:
+      return u < T(0.5) ? T(1) : T(0);
+    case 1:
+      return u < T(1) ? T(1) - u : T(0);
+    case 2:
+      if (u < T(0.5)) return T(0.75) - u * u;
+      if (u < T(1.5)) return (T(1.5) - u) * (T(1.5) - u) / T(2);
+      return T(0);
+    case 3:
+      if (u < T(1)) return T(2) / T(3) + u * u * (u / T(2) - T(1));
+      if (u < T(2)) {
+        const T v = T(2) - u;
+        return v * v * v / T(6);
+      }
+      return T(0);
+    case 4: {
+      const T u2 = u * u;
+      if (u < T(0.5)) return T(115) / T(192) + u2 * (u2 / T(4) - T(5) / T(8));
+      if (u < T(1.5)) {
+        return (T(55) + u * (T(20) + u * (T(-120) + u * (T(80) - T(16) * u)))) / T(96);
+      }
+      if (u < T(2.5)) {
+        const T v = T(2.5) - u;
+        return v * v * v * v / T(24);
+      }
+      return T(0);
+    }
+    default: {  // 5
+      const T u2 = u * u;
+      if (u < T(1)) return T(11) / T(20) + u2 * (T(-0.5) + u2 * (T(0.25) - u / T(12)));
+      if (u < T(2)) {
+        return T(17) / T(40) +
+               u * (T(5) / T(8) + u * (T(-7) / T(4) + u * (T(5) / T(4) +
+                                                           u * (T(-3) / T(8) + u / T(24)))));
+      }
+      if (u < T(3)) {
+        const T v = T(3) - u;
+        return v * v * v * v * v / T(120);
+      }
+      return T(0);
+    }
+  }
+}
+
+// The m-th derivative of the degree-k B-spline at t (m <= k): the m-th
+// central difference of the degree k - m one.
+template <typename T>
+XLABIND_HOST_DEVICE T BSplineDerivative(int k, int m, T t) {
+  if (m == 0) return BSpline(k, t);
+  if (m > k) return T(0);
+  T sum = T(0), binomial = T(1);
+  for (int i = 0; i <= m; ++i) {
+    const T term = binomial * BSpline(k - m, t + T(m) / T(2) - T(i));
+    sum += (i & 1) ? -term : term;
+    binomial = binomial * T(m - i) / T(i + 1);
+  }
+  return sum;
+}
+
+// The grid nodes coordinate `c` touches along one axis (kOrder + 1 of them):
+// their offsets (index * stride), their weights differentiated `derivative`
+// times, and whether they lie inside the grid (constant mode). False when
+// the point's value is NaN (see above); weight[0] is then a NaN.
 template <typename T, int kOrder>
 XLABIND_HOST_DEVICE bool AxisNodes(T c, int64_t size, int64_t stride, int32_t mode,
                                    int32_t derivative, int64_t* offset, T* weight, bool* valid) {
@@ -162,12 +230,13 @@ XLABIND_HOST_DEVICE bool AxisNodes(T c, int64_t size, int64_t stride, int32_t mo
     for (int k = 0; k < kNodes; ++k) {
       offset[k] = edge * stride;
       valid[k] = mode == kNearest;
+      weight[k] = T(0);
     }
-    if (kOrder == 0) {
-      weight[0] = derivative == 0 ? T(1) : T(0);
-    } else {
-      weight[0] = derivative == 0 ? T(1) : derivative == 1 ? T(-1) : T(0);
-      weight[1] = derivative == 0 ? T(0) : derivative == 1 ? T(1) : T(0);
+    if (kOrder == 1 && derivative == 1) {
+      weight[0] = T(-1);
+      weight[1] = T(1);
+    } else if (derivative == 0) {
+      weight[0] = T(1);
     }
     return true;
   }
@@ -178,23 +247,43 @@ XLABIND_HOST_DEVICE bool AxisNodes(T c, int64_t size, int64_t stride, int32_t mo
     weight[0] = derivative == 0 ? T(1) : T(0);
     return true;
   }
-  const double lower = FloorOf(static_cast<double>(c));
-  const T upper_weight = c - static_cast<T>(lower);  // exact
-  int64_t low, high;
-  valid[0] = FixIndex(lower, size, mode, &low);
-  // Past 2^53, lower + 1 may round to lower; its weight is zero there.
-  valid[1] = FixIndex(lower + 1.0, size, mode, &high);
-  offset[0] = low * stride;
-  offset[1] = high * stride;
-  if (derivative == 0) {
-    weight[0] = T(1) - upper_weight;
-    weight[1] = upper_weight;
-  } else if (derivative == 1) {
-    weight[0] = T(-1);
-    weight[1] = T(1);
-  } else {  // piecewise linear: no curvature
-    weight[0] = weight[1] = T(0);
+  if (kOrder == 1) {
+    const double lower = FloorOf(static_cast<double>(c));
+    const T upper_weight = c - static_cast<T>(lower);  // exact
+    int64_t low, high;
+    valid[0] = FixIndex(lower, size, mode, &low);
+    // Past 2^53, lower + 1 may round to lower; its weight is zero there.
+    valid[1] = FixIndex(lower + 1.0, size, mode, &high);
+    offset[0] = low * stride;
+    offset[1] = high * stride;
+    if (derivative == 0) {
+      weight[0] = T(1) - upper_weight;
+      weight[1] = upper_weight;
+    } else if (derivative == 1) {
+      weight[0] = T(-1);
+      weight[1] = T(1);
+    } else {  // piecewise linear: no curvature
+      weight[0] = weight[1] = T(0);
+    }
+    return true;
   }
+  // A B-spline of degree k >= 2 spans k + 1 nodes, as SciPy places them: from
+  // floor(c) - k/2 for odd k, from round-half-up(c) - k/2 for even k; node j
+  // is x + k/2 - j away from c, x being c's offset from floor(c) (odd) or
+  // from the nearest node (even). Each node index goes through the mode.
+  const double base = FloorOf(static_cast<double>(c) + ((kOrder & 1) ? 0.0 : 0.5));
+  const T x = c - static_cast<T>(base);
+  const double start = base - static_cast<double>(kOrder / 2);
+  T sum = T(0);
+  for (int j = 0; j < kNodes; ++j) {
+    int64_t index;
+    valid[j] = FixIndex(start + static_cast<double>(j), size, mode, &index);
+    offset[j] = index * stride;
+    weight[j] = BSplineDerivative<T>(kOrder, derivative, x + T(kOrder / 2) - T(j));
+    if (j < kOrder) sum += weight[j];
+  }
+  // The weights of a point sum to one exactly, as SciPy makes them.
+  if (derivative == 0) weight[kOrder] = T(1) - sum;
   return true;
 }
 
@@ -219,13 +308,17 @@ XLABIND_HOST_DEVICE void ForEachNode(const Geometry& g, const Coordinates<T>& co
       return;
     }
   }
-  const int corners = kOrder == 0 ? 1 : 1 << ndim;
+  // The (kOrder + 1)^ndim nodes of the tensor product, one digit per axis.
+  int corners = 1;
+  for (int a = 0; a < ndim; ++a) corners *= kNodes;
   for (int corner = 0; corner < corners; ++corner) {
     int64_t node = 0;
     T w = T(1);
     bool inside = true;
+    int digits = corner;
     for (int a = 0; a < ndim; ++a) {
-      const int k = kOrder == 0 ? 0 : (corner >> a) & 1;
+      const int k = digits % kNodes;
+      digits /= kNodes;
       node += offset[a][k];
       w *= weight[a][k];
       inside = inside && valid[a][k];
@@ -235,7 +328,7 @@ XLABIND_HOST_DEVICE void ForEachNode(const Geometry& g, const Coordinates<T>& co
 }
 
 // Calls body(order, ndim) with both as std::integral_constant-like types the
-// kernels instantiate on: orders 0 and 1, ranks 1-3 unrolled, others generic.
+// kernels instantiate on: orders 0 to 5, ranks 1-3 unrolled, others generic.
 template <int kValue>
 struct Constant {
   static constexpr int value = kValue;
@@ -251,7 +344,14 @@ auto DispatchKernel(const Geometry& g, Body&& body) {
       default: return body(order, Constant<0>{});
     }
   };
-  return g.order == 0 ? by_rank(Constant<0>{}) : by_rank(Constant<1>{});
+  switch (g.order) {
+    case 0: return by_rank(Constant<0>{});
+    case 1: return by_rank(Constant<1>{});
+    case 2: return by_rank(Constant<2>{});
+    case 3: return by_rank(Constant<3>{});
+    case 4: return by_rank(Constant<4>{});
+    default: return by_rank(Constant<5>{});
+  }
 }
 
 // Offsets of batch element `b` (of the values) in the grid and the coordinates.

@@ -1,6 +1,9 @@
 """`xlabind.ops.map_coordinates`: jax.scipy.ndimage.map_coordinates as native
 kernels (ffi/ops/map_coordinates: threads on the CPU, CUDA on GPUs), bound
-with xlabind's API for native targets:
+with xlabind's API for native targets, and beyond jax's orders 0 and 1 the
+B-splines of orders 2 to 5 that scipy.ndimage.map_coordinates has: SciPy's
+prefilter (spline_filter.py, after SciPy's padding for "nearest" and
+"constant"), then the same kernels on the coefficients. Throughout:
 
 * the interpolation is linear in the grid: ``xlabind.linear`` of the native
   gather, with the native scatter-add (atomics on the GPU) as its transpose;
@@ -27,8 +30,16 @@ import numpy as np
 from xlabind.linear import linear
 from xlabind.native_implementation import ffi_target
 from xlabind.nonlinear import nonlinear, traceable
+from xlabind.ops.spline_filter import checked_order, spline_filter
 
-_MODES = {"constant": 0, "nearest": 1, "wrap": 2, "mirror": 3, "reflect": 4}
+# jax's mode names, read as jax reads them at every order ("constant" and
+# "wrap" are SciPy's "grid-constant" and "grid-wrap"), and SciPy's grid-*
+# names for the same.
+_MODES = {"constant": 0, "nearest": 1, "wrap": 2, "mirror": 3, "reflect": 4,
+          "grid-constant": 0, "grid-wrap": 2, "grid-mirror": 4}
+# SciPy pads this much before filtering for "nearest" (edge values) and
+# "grid-constant" (cval), whose extensions no recursion starts from exactly.
+_SPLINE_PAD = 12
 _GATHER = ffi_target("xlabind_map_coordinates", platforms=("cpu", "cuda"))
 _SCATTER = ffi_target("xlabind_map_coordinates_transpose", platforms=("cpu", "cuda"))
 
@@ -69,15 +80,39 @@ def _bound(ndim: int, sharded: bool = True):
                          vmap_method="expand_dims", sharding_rule=rule if sharded else None,
                          name="map_coordinates (linear in the grid)")
 
+    @functools.lru_cache(maxsize=None)
+    def grid_term(order, mode, derivative):
+        """interpolate(t_grid, *coords), also differentiable in the coordinates
+        (derivatives of the JVP: a Hessian, forward over reverse), and still
+        linear in t_grid, so reverse mode transposes it."""
+
+        @jax.custom_jvp
+        def term(t_grid, *coords):
+            return interpolate(t_grid, *coords, order=order, mode=mode, derivative=derivative)
+
+        @term.defjvp
+        def term_jvp(primals, tangents):
+            t_grid, *coords = primals
+            dt_grid, *dcoords = tangents
+            out = term(t_grid, *coords)
+            dout = term(dt_grid, *coords)
+            for axis, dc in enumerate(dcoords):
+                if derivative[axis] >= order:
+                    continue
+                steeper = tuple(d + (a == axis) for a, d in enumerate(derivative))
+                dout = dout + grid_term(order, mode, steeper)(t_grid, *coords) * dc
+            return out, dout
+
+        return term
+
     def jvp(grid, *args, order, mode, derivative):
         coords, t_grid, t_coords = args[:ndim], args[ndim], args[ndim + 1:]
         terms = []
         if t_grid is not None:
-            terms.append(interpolate(t_grid, *coords, order=order, mode=mode,
-                                     derivative=derivative))
+            terms.append(grid_term(order, mode, derivative)(t_grid, *coords))
         for axis, t in enumerate(t_coords):
-            if t is None or order == 0 or derivative[axis]:
-                continue  # nearest values and linear slopes do not move along an axis
+            if t is None or derivative[axis] >= order:
+                continue  # a degree-k spline's k-th derivative is flat between nodes
             steeper = tuple(d + (a == axis) for a, d in enumerate(derivative))
             terms.append(interpolated(grid, *coords, order=order, mode=mode,
                                       derivative=steeper) * t)
@@ -98,86 +133,109 @@ def _bound(ndim: int, sharded: bool = True):
     return interpolate, interpolated
 
 
-def _checked_order(order) -> int:
-    """`order` as the int jax takes it for: integer-valued numbers (1, 1.0, True,
-    numpy integers) compare equal to 0 or 1 in jax's own check."""
-    try:
-        value = operator.index(order)
-    except TypeError:
-        integral = isinstance(order, (float, np.floating)) and float(order).is_integer()
-        value = int(order) if integral else None
-    if value is None:
-        raise ValueError(f"xlabind.ops.map_coordinates: order must be an integer (0 or 1), got "
-                         f"{order!r} of type {type(order).__name__}")
-    if value not in (0, 1):
-        raise NotImplementedError(f"xlabind.ops.map_coordinates: order must be 0 or 1, got "
-                                  f"{order!r}")
-    return value
-
-
 def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "constant",
-                    cval=0.0) -> jax.Array:
+                    cval=0.0, prefilter: bool = True) -> jax.Array:
     """Interpolates ``input`` at ``coordinates``, like
-    :func:`jax.scipy.ndimage.map_coordinates`, with native kernels.
+    :func:`jax.scipy.ndimage.map_coordinates` (orders 0 and 1) and
+    :func:`scipy.ndimage.map_coordinates` (orders 2 to 5), with native kernels.
 
     Args:
       input: the N-dimensional grid (1 to 8 dimensions; float32 or float64).
       coordinates: N arrays (broadcast together), the fractional grid indices
         of the points, one array per grid dimension.
-      order: 0 (nearest) or 1 (linear); an integer-valued number, as jax
-        accepts it (``1.0`` and ``True`` are 1).
+      order: 0 (nearest), 1 (linear), or 2 to 5 (B-spline of that degree);
+        an integer-valued number, as jax accepts it (``1.0`` and ``True``
+        are 1).
       mode: ``"constant"``, ``"nearest"``, ``"wrap"``, ``"mirror"`` or
-        ``"reflect"``, as in JAX.
+        ``"reflect"``, read as jax reads them at every order: ``"constant"``
+        and ``"wrap"`` are SciPy's ``"grid-constant"`` and ``"grid-wrap"``
+        (accepted too, as is ``"grid-mirror"`` for ``"reflect"``). SciPy's
+        own ``"constant"`` (cval at once past the edge) and ``"wrap"``
+        (period n - 1) are not offered.
       cval: the value outside the grid in ``"constant"`` mode.
+      prefilter: for orders 2 to 5, whether ``input`` holds samples, which
+        are first turned into spline coefficients (:func:`spline_filter`, as
+        SciPy does: after padding 12 samples for "nearest" and "constant"),
+        or coefficients already.
 
     Returns:
       The interpolated values, shaped like the (broadcast) coordinates, of
-      ``input``'s dtype. Differentiable in ``input`` and ``coordinates``;
-      vmap runs the kernel once on the whole batch. Every coordinate has a
-      value: NaN gives NaN, infinities and coordinates too large for jax's
-      int32 indices follow the table in the README ("map_coordinates on every
-      input"). A grid with an empty dimension gives ``cval`` in constant mode
-      and is an error in the others (there is nothing to read). Other dtypes
-      (integers, complex) and grids beyond 8 dimensions are handed to jax's
-      own implementation.
+      ``input``'s dtype. Differentiable in ``input`` (through the prefilter's
+      native transpose and the scatter-add) and ``coordinates`` (the
+      B-spline's derivatives: order k is k - 1 times continuously
+      differentiable); vmap runs the kernels once on the whole batch. Every
+      coordinate has a value: NaN gives NaN, infinities and coordinates too
+      large for jax's int32 indices follow the table in the README
+      ("map_coordinates on every input"). A grid with an empty dimension
+      gives ``cval`` in constant mode and is an error in the others (there is
+      nothing to read). Other dtypes (integers, complex) and grids beyond 8
+      dimensions are handed to jax's own implementation (orders 0 and 1).
 
     Example:
-      >>> import jax.numpy as jnp
+      >>> import jax, jax.numpy as jnp
       >>> from xlabind.ops import map_coordinates
       >>> grid = jnp.arange(12.0).reshape(3, 4)
       >>> map_coordinates(grid, [jnp.array([0.5, 2.0]), jnp.array([1.0, 3.5])], order=1)
       Array([3. , 5.5], dtype=float32)
+      >>> wave = jnp.sin(jnp.linspace(0.0, 3.0, 31))  # samples 0.1 apart
+      >>> at = jnp.array([12.5])                       # x = 1.25
+      >>> float(map_coordinates(wave, [at], order=3, mode="mirror")[0])  # doctest: +ELLIPSIS
+      0.94898...
+      >>> slope = jax.grad(lambda t: map_coordinates(wave, [t], order=3, mode="mirror")[0])
+      >>> float(slope(at)[0]) * 10  # d sin(x)/dx = cos(1.25)  # doctest: +ELLIPSIS
+      0.3153...
     """
+    where = "xlabind.ops.map_coordinates"
     grid = jnp.asarray(input)
     coordinates = [jnp.asarray(c) for c in coordinates]
     if len(coordinates) != grid.ndim:
-        raise ValueError(f"xlabind.ops.map_coordinates: coordinates must be a sequence of "
-                         f"length input.ndim, but {len(coordinates)} != {grid.ndim}")
-    order = _checked_order(order)
+        raise ValueError(f"{where}: coordinates must be a sequence of length input.ndim, but "
+                         f"{len(coordinates)} != {grid.ndim}")
+    order = checked_order(where, order, 0)
     if mode not in _MODES:
-        raise NotImplementedError(f"xlabind.ops.map_coordinates: mode must be one of "
-                                  f"{sorted(_MODES)}, got {mode!r}")
+        raise NotImplementedError(f"{where}: mode must be one of {sorted(_MODES)}, got {mode!r}")
     if grid.dtype not in (jnp.float32, jnp.float64) or not 1 <= grid.ndim <= 8:
+        if order > 1:
+            raise NotImplementedError(
+                f"{where}: order {order} needs a float32 or float64 grid of 1 to 8 dimensions, "
+                f"got {grid.dtype} of shape {grid.shape}")
         return jax.scipy.ndimage.map_coordinates(grid, coordinates, order, mode, cval)
     coordinates = jnp.broadcast_arrays(*coordinates)
     shape = coordinates[0].shape
     if grid.size == 0:
-        if mode != "constant":
-            raise ValueError(f"xlabind.ops.map_coordinates: mode {mode!r} has nothing to read "
-                             f"in a grid with an empty dimension (shape {grid.shape}); only "
-                             f"mode='constant' (every point is outside: cval) has values")
+        if _MODES[mode] != _MODES["constant"]:
+            raise ValueError(f"{where}: mode {mode!r} has nothing to read in a grid with an "
+                             f"empty dimension (shape {grid.shape}); only mode='constant' "
+                             f"(every point is outside: cval) has values")
         return jnp.full(shape, cval, grid.dtype)
     # jax computes the weights in the coordinates' precision: float64
     # coordinates on a float32 grid run in float64, cast back at the end.
     dtype = jnp.result_type(grid.dtype, *(c.dtype for c in coordinates
                                           if jnp.issubdtype(c.dtype, jnp.floating)))
     coords = [c.astype(dtype).reshape(-1) for c in coordinates]
+    coefficients = grid.astype(dtype)
+    if order > 1 and prefilter:
+        coefficients, coords = _spline_coefficients(coefficients, coords, order, mode, cval)
     _, interpolated = _bound(grid.ndim, _SHARDED)
     flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * grid.ndim)
-    values = interpolated(grid.astype(dtype), *coords, **flat)
-    if mode == "constant" and not (isinstance(cval, (int, float)) and cval == 0):
-        # Points outside the grid take cval: their weights are what the grid's
-        # inside leaves of 1.
-        outside = 1 - interpolated(jnp.ones(grid.shape, dtype), *coords, **flat)
+    values = interpolated(coefficients, *coords, **flat)
+    if _MODES[mode] == _MODES["constant"] and not (isinstance(cval, (int, float)) and cval == 0):
+        # Nodes outside the grid read cval: their weights are what the
+        # grid's inside leaves of 1.
+        outside = 1 - interpolated(jnp.ones(coefficients.shape, dtype), *coords, **flat)
         values = values + jnp.asarray(cval, dtype) * outside
     return values.astype(grid.dtype).reshape(shape)
+
+
+def _spline_coefficients(grid, coords, order, mode, cval):
+    """The B-spline coefficients SciPy interpolates for `mode`, and the
+    coordinates in them: for "nearest" and "constant" of the grid padded by
+    12 (edge values, cval) on every side, coordinates shifted to match."""
+    if _MODES[mode] in (_MODES["nearest"], _MODES["constant"]):
+        pad = [(_SPLINE_PAD, _SPLINE_PAD)] * grid.ndim
+        if _MODES[mode] == _MODES["nearest"]:
+            grid = jnp.pad(grid, pad, mode="edge")
+        else:
+            grid = jnp.pad(grid, pad, constant_values=jnp.asarray(cval, grid.dtype))
+        coords = [c + _SPLINE_PAD for c in coords]
+    return spline_filter(grid, order, mode), coords

@@ -1,0 +1,92 @@
+#include "ffi/ops/spline_filter/cpu_handlers.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "ffi/native/dtype_dispatch.h"
+#include "ffi/native/errors.h"
+#include "ffi/native/parallel_for.h"
+#include "ffi/native/scratch.h"
+#include "ffi/ops/spline_filter/filter_call.h"
+#include "ffi/ops/spline_filter/line_filter.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace xlabind::spline_filter {
+namespace {
+namespace ffi = xla::ffi;
+
+// Lines per thread below which threads do not pay, and lines a thread takes
+// at a time.
+constexpr int64_t kGrainValues = 1 << 15;
+
+// Filters (or transposes) every line along each axis of `work` (doubles,
+// row-major), one axis after the other, the lines of an axis in parallel.
+void FilterAxes(ffi::ThreadPool* pool, const FilterCall& call, double* work, bool transpose) {
+  const int count = static_cast<int>(call.axes.size());
+  for (int k = 0; k < count; ++k) {
+    const AxisLines& lines = call.axes[transpose ? count - 1 - k : k];
+    if (lines.length < 2 || lines.count == 0) continue;
+    const int64_t grain = std::max<int64_t>(1, kGrainValues / lines.length);
+    native::ParallelChunks(pool, lines.count, grain, grain, [&](int, int64_t begin, int64_t end) {
+      for (int64_t line = begin; line < end; ++line) {
+        const Line c{work + lines.Start(line), lines.length, lines.stride};
+        if (transpose) {
+          FilterLineTranspose(c, call.order, call.boundary);
+        } else {
+          FilterLine(c, call.order, call.boundary);
+        }
+      }
+    });
+  }
+}
+
+ffi::Error Run(const char* op, ffi::ThreadPool& pool, ffi::AnyBuffer x,
+               ffi::Result<ffi::AnyBuffer> y, int64_t order, int64_t boundary,
+               ffi::Span<const int64_t> axes, bool transpose) {
+  FilterCall call;
+  XLABIND_RETURN_IF_ERROR(ReadFilterCall(op, x, *y, order, boundary, axes, &call));
+  return native::DispatchFloating(op, x.element_type(), [&](auto zero) -> ffi::Error {
+    using T = decltype(zero);
+    const T* in = x.typed_data<T>();
+    T* out = y->typed_data<T>();
+    // Doubles throughout: the result itself for float64, scratch for float32.
+    native::Scratch scratch;
+    double* work;
+    if constexpr (std::is_same_v<T, double>) {
+      work = out;
+    } else {
+      XLABIND_ASSIGN_OR_RETURN(work, scratch.Allocate<double>(op, call.size));
+    }
+    if (static_cast<const void*>(in) != static_cast<const void*>(work)) {
+      std::copy(in, in + call.size, work);
+    }
+    FilterAxes(&pool, call, work, transpose);
+    if constexpr (!std::is_same_v<T, double>) {
+      for (int64_t i = 0; i < call.size; ++i) out[i] = static_cast<T>(work[i]);
+    }
+    return ffi::Error::Success();
+  });
+}
+
+ffi::Error SplineFilter(ffi::ThreadPool pool, ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
+                        int64_t order, int64_t boundary, ffi::Span<const int64_t> axes) {
+  return Run("xlabind_spline_filter", pool, x, y, order, boundary, axes, false);
+}
+
+ffi::Error SplineFilterTranspose(ffi::ThreadPool pool, ffi::AnyBuffer x,
+                                 ffi::Result<ffi::AnyBuffer> y, int64_t order, int64_t boundary,
+                                 ffi::Span<const int64_t> axes) {
+  return Run("xlabind_spline_filter_transpose", pool, x, y, order, boundary, axes, true);
+}
+
+}  // namespace
+}  // namespace xlabind::spline_filter
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindSplineFilterCpu, xlabind::spline_filter::SplineFilter,
+                              xlabind::spline_filter::BindFilter(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindSplineFilterTransposeCpu,
+                              xlabind::spline_filter::SplineFilterTranspose,
+                              xlabind::spline_filter::BindFilter(
+                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
