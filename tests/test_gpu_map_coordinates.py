@@ -149,3 +149,55 @@ def test_zero_points_and_zero_batches_on_the_gpu():
         0, 4)
     np.testing.assert_array_equal(
         jax.grad(lambda g: map_coordinates(g, [on_gpu(np.zeros(0))], 1).sum())(grid), np.zeros(5))
+
+
+# -- orders 2 to 5: B-splines (the prefilter's CUDA kernels, then the same
+# interpolation kernels), against SciPy and the CPU kernels.
+SCIPY_MODE = {"constant": "grid-constant", "nearest": "nearest", "mirror": "mirror",
+              "reflect": "reflect", "wrap": "grid-wrap"}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+@pytest.mark.parametrize("mode", MODES)
+def test_spline_values_match_scipy_and_the_cpu(mode, order, dtype):
+    import scipy.ndimage
+    rng = np.random.default_rng(order)
+    grid = rng.normal(size=(24, 25, 26)).astype(dtype)
+    coords = [rng.uniform(-3.0, n + 2.0, 2000).astype(dtype) for n in grid.shape]
+    (g, c), (g_cpu, c_cpu) = both(grid, coords)
+    f = jax.jit(lambda g, c: map_coordinates(g, c, order, mode, cval=0.75))
+    got = f(g, c)
+    assert got.devices() == g.devices()
+    np.testing.assert_allclose(got, f(g_cpu, c_cpu), **tolerance(dtype))
+    want = scipy.ndimage.map_coordinates(grid.astype(np.float64), [x.astype(np.float64)
+                                                                   for x in coords],
+                                         order=order, mode=SCIPY_MODE[mode], cval=0.75)
+    np.testing.assert_allclose(got, want, **(tolerance(dtype) if dtype == np.float64 else
+                                              dict(rtol=2e-4, atol=2e-4)))
+
+
+@pytest.mark.parametrize("order", [2, 3, 5])
+@pytest.mark.parametrize("mode", MODES)
+def test_spline_gradients_match_the_cpu(mode, order):
+    grid, coords = problem((9, 10), np.float64, points=(200,), seed=order)
+    coords = [c + 0.123 for c in coords]
+    (g, c), (g_cpu, c_cpu) = both(grid, coords)
+    loss = lambda g, c0, c1: jnp.sum(jnp.sin(map_coordinates(g, [c0, c1], order, mode, 0.5)))
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+    for got, want in zip(grads(g, *c), grads(g_cpu, *c_cpu)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_spline_filter_and_its_transpose_match_the_cpu():
+    from xlabind.ops import spline_filter
+    x = np.random.default_rng(0).normal(size=(3, 40, 33))
+    for dtype in (np.float32, np.float64):
+        for mode in ("mirror", "reflect", "wrap"):
+            f = jax.jit(lambda v: spline_filter(v, 4, mode, axes=(1, 2)))
+            np.testing.assert_allclose(f(on_gpu(x.astype(dtype))), f(on_cpu(x.astype(dtype))),
+                                       **tolerance(dtype))
+            t = jax.jit(jax.linear_transpose(f, on_cpu(x.astype(dtype))))
+            tg = jax.jit(jax.linear_transpose(f, on_gpu(x.astype(dtype))))
+            np.testing.assert_allclose(tg(on_gpu(x.astype(dtype)))[0],
+                                       t(on_cpu(x.astype(dtype)))[0], **tolerance(dtype))

@@ -296,6 +296,75 @@ def map_coordinates_groups() -> list[list[Case]]:
     return [_map_coordinates_values(grid, coords, "map_coordinates"), gradients]
 
 
+class _Ready:
+    """A NumPy result where the timing loop expects a jax array."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def block_until_ready(self):
+        return self.value
+
+
+def _cubic_by_gathers(coefficients: jax.Array, coords: list[jax.Array]) -> jax.Array:
+    """The pure-jnp reference: order-3 B-spline interpolation of coefficients
+    already filtered (mirror mode), each point's 4^3 = 64 nodes gathered
+    with their weights. What a user writes without xlabind."""
+    n = coefficients.shape
+    weights, indices = [], []
+    for axis, c in enumerate(coords):
+        base = jnp.floor(c)
+        t = c - base
+        w = jnp.stack([(1 - t) ** 3 / 6, (3 * t**3 - 6 * t**2 + 4) / 6,
+                       (-3 * t**3 + 3 * t**2 + 3 * t + 1) / 6, t**3 / 6], axis=-1)
+        period = 2 * (n[axis] - 1)
+        i = jnp.mod(base.astype(jnp.int32)[:, None] + jnp.arange(-1, 3, dtype=jnp.int32), period)
+        indices.append(jnp.where(i >= n[axis], period - i, i))
+        weights.append(w)
+    flat = (indices[0][:, :, None, None] * (n[1] * n[2])
+            + indices[1][:, None, :, None] * n[2] + indices[2][:, None, None, :])
+    w = weights[0][:, :, None, None] * weights[1][:, None, :, None] * weights[2][:, None, None, :]
+    return jnp.sum(coefficients.reshape(-1)[flat] * w, axis=(1, 2, 3))
+
+
+def spline_groups() -> list[list[Case]]:
+    """xlabind.ops.map_coordinates of order 3 (mirror) on 2^20 points in a 64^3
+    float64 grid: the values against SciPy's (prefilter included on both
+    sides) and the pure-jnp reference above (given the coefficients: its
+    prefilter not timed), then the gradient in the grid against the
+    reference's (xlabind's through the prefilter's transpose too)."""
+    import scipy.ndimage
+
+    from xlabind.ops import map_coordinates as ours
+    from xlabind.ops import spline_filter
+
+    grid, coords = _map_coordinates_problem(64, 1 << 20, seed=3)
+    coefficients = spline_filter(grid, 3, "mirror")
+    host_grid, host_coords = np.asarray(grid), np.stack([np.asarray(c) for c in coords])
+    expected = scipy.ndimage.map_coordinates(host_grid, host_coords, order=3, mode="mirror")
+    forward = jax.jit(lambda g, c: ours(g, c, 3, "mirror"))
+    reference = jax.jit(_cubic_by_gathers)
+    values = [
+        Case("spline_xlabind", "map_coordinates order 3, xlabind",
+             lambda g: forward(g, coords), grid, expected),
+        Case("spline_scipy", "map_coordinates order 3, SciPy",
+             lambda g: _Ready(scipy.ndimage.map_coordinates(np.asarray(g), host_coords,
+                                                            order=3, mode="mirror")),
+             grid, expected),
+        Case("spline_jnp", "map_coordinates order 3, jnp gathers (coefficients given)",
+             lambda g: reference(coefficients, coords), grid, expected),
+    ]
+    grad = jax.jit(jax.grad(lambda g, c: jnp.sum(ours(g, c, 3, "mirror") ** 2)))
+    reference_grad = jax.jit(jax.grad(lambda k, c: jnp.sum(_cubic_by_gathers(k, c) ** 2)))
+    gradients = [
+        Case("spline_grad_xlabind", "map_coordinates order 3 grad in input, xlabind",
+             lambda g: grad(g, coords), grid),
+        Case("spline_grad_jnp", "map_coordinates order 3 grad in coefficients, jnp gathers",
+             lambda g: reference_grad(coefficients, coords), grid),
+    ]
+    return [values, gradients]
+
+
 # Grid sides for --grid-sweep: from well inside one core's L2 (2 MiB on the
 # machines the targets were set for) to well past it; 64^3 float64 is exactly 2 MiB.
 SWEEP_SIDES = (32, 48, 56, 60, 64, 72, 96)
@@ -595,8 +664,7 @@ def pin_malloc() -> bool:
 def warm_up(cases: list[Case]) -> None:
     """Compiles every case, checks its result once, and runs it a few times."""
     for case in cases:
-        result = case.fn(case.x)
-        result.block_until_ready()
+        result = case.fn(case.x).block_until_ready()
         if case.expected is not None:
             np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12, atol=1e-12,
                                        err_msg=f"benchmark case {case.key} computes a wrong result")
@@ -654,6 +722,10 @@ SPEEDUPS = [
      1.5),
     ("map_coordinates grad in input, jax / xlabind", "map_coordinates_grad_jax",
      "map_coordinates_grad_xlabind", 5.0),
+    ("order-3 forward, SciPy / xlabind", "spline_scipy", "spline_xlabind", 2.0),
+    ("order-3 forward, jnp gathers / xlabind", "spline_jnp", "spline_xlabind", 4.0),
+    ("order-3 grad in input, jnp gathers / xlabind", "spline_grad_jnp", "spline_grad_xlabind",
+     10.0),
 ]
 
 
@@ -693,7 +765,7 @@ def print_report(cases: list[Case], results: dict[str, dict], ratio_rows: list[d
     for note in notes:
         print(f"note: {note}")
     calls = len(cases[0].times)
-    slow = [c for c in cases if c.key.startswith("map_coordinates")]
+    slow = [c for c in cases if c.key.startswith(("map_coordinates", "spline"))]
     slow_calls = f", {len(slow[0].times)} per native-op case" if slow else ""
     print(f"\n{calls} timed calls per case{slow_calls}, {elapsed:.1f} s; jax {jax.__version__}, "
           f"{os.cpu_count()} CPUs")
@@ -766,7 +838,7 @@ def main(argv: list[str] | None = None) -> int:
     measure(cases, args.rounds, args.calls_per_round)
     # The native ops take milliseconds a call: fewer rounds, each comparison
     # interleaved within itself (see the module docstring).
-    for group in map_coordinates_groups():
+    for group in map_coordinates_groups() + spline_groups():
         warm_up(group)
         measure(group, max(5, args.rounds // 20), 1)
         cases += group

@@ -99,11 +99,12 @@ void ForRuns(const Geometry& g, int64_t begin, int64_t end, Run&& run) {
 }
 
 // Calls body(order, rank, fast) with the kernel's compile-time shape: whether
-// the interior fast path applies (order 1, 1 to 3 dimensions).
+// an interior fast path applies (1 to 3 dimensions; Cell for order 1,
+// SplineCell for orders 2 to 5).
 template <typename Body>
 void DispatchCpu(const Geometry& g, Body&& body) {
   DispatchKernel(g, [&](auto order, auto rank) {
-    constexpr bool kFast = decltype(order)::value == 1 && decltype(rank)::value > 0;
+    constexpr bool kFast = decltype(order)::value >= 1 && decltype(rank)::value > 0;
     body(order, rank, std::integral_constant<bool, kFast>{});
   });
 }
@@ -113,8 +114,11 @@ void DispatchCpu(const Geometry& g, Body&& body) {
 template <typename T, int kOrder, int kNdim, bool kFast>
 XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordinates<T>& coords,
                                 int64_t at) {
-  if constexpr (kFast) {
+  if constexpr (kFast && kOrder == 1) {
     Cell<T, kNdim> cell;
+    if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
+  } else if constexpr (kFast) {
+    SplineCell<T, kOrder, kNdim> cell;
     if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
   }
   T sum = T(0);
@@ -137,7 +141,7 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
       const Geometry g = geometry;
       ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
         const T* grid_b = grid + grid_offset;
-        if constexpr (kFast) {  // order 1, 1 to 3 dimensions
+        if constexpr (kFast && kOrder == 1) {  // 1 to 3 dimensions
           if (vector) {
             auto point = [&](int64_t k) {
               values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
@@ -164,8 +168,14 @@ XLABIND_HOST_DEVICE void ScatterPoint(const Geometry& g, T* grid, const Coordina
                                       int64_t at, T ct) {
   // No shortcut for a zero cotangent: a NaN weight (a NaN coordinate) makes it
   // NaN, as in jax.
-  if constexpr (kFast) {
+  if constexpr (kFast && kOrder == 1) {
     Cell<T, kNdim> cell;
+    if (cell.Load(g, coords, at)) {
+      cell.Add(g, grid + cell.first, ct);
+      return;
+    }
+  } else if constexpr (kFast) {
+    SplineCell<T, kOrder, kNdim> cell;
     if (cell.Load(g, coords, at)) {
       cell.Add(g, grid + cell.first, ct);
       return;
@@ -187,7 +197,7 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
     constexpr bool kFast = decltype(fast)::value;
     ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
       T* grid_b = grid + grid_offset;
-      if constexpr (kFast) {  // order 1, 1 to 3 dimensions
+      if constexpr (kFast && kOrder == 1) {  // 1 to 3 dimensions
         if (vector) {
           auto point = [&](int64_t k) {
             ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
