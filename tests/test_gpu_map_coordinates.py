@@ -169,7 +169,10 @@ def test_spline_values_match_scipy_and_the_cpu(mode, order, dtype):
     f = jax.jit(lambda g, c: map_coordinates(g, c, order, mode, cval=0.75))
     got = f(g, c)
     assert got.devices() == g.devices()
-    np.testing.assert_allclose(got, f(g_cpu, c_cpu), **tolerance(dtype))
+    # float32: up to 216 terms (order 5 in 3-D) summed in another order than
+    # the CPU's; coefficients of noise grow to ~10: a few 1e-6 apart (measured).
+    close = tolerance(dtype) if dtype == np.float64 else dict(rtol=1e-5, atol=5e-5)
+    np.testing.assert_allclose(got, f(g_cpu, c_cpu), **close)
     want = scipy.ndimage.map_coordinates(grid.astype(np.float64), [x.astype(np.float64)
                                                                    for x in coords],
                                          order=order, mode=SCIPY_MODE[mode], cval=0.75)
@@ -180,7 +183,7 @@ def test_spline_values_match_scipy_and_the_cpu(mode, order, dtype):
 @pytest.mark.parametrize("order", [2, 3, 5])
 @pytest.mark.parametrize("mode", MODES)
 def test_spline_gradients_match_the_cpu(mode, order):
-    grid, coords = problem((9, 10), np.float64, points=(200,), seed=order)
+    grid, coords = problem((9, 10), np.float64, points=(4, 50), seed=order)
     coords = [c + 0.123 for c in coords]
     (g, c), (g_cpu, c_cpu) = both(grid, coords)
     loss = lambda g, c0, c1: jnp.sum(jnp.sin(map_coordinates(g, [c0, c1], order, mode, 0.5)))
