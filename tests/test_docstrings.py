@@ -10,7 +10,8 @@ import xlabind  # noqa: F401  (registers the primitive before the modules run)
 # xlabind.callback etc. are the functions; the modules are reached by name.
 MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind.nonlinear",
            "xlabind.native_implementation", "xlabind.ops.map_coordinates", "xlabind.sharding",
-           "xlabind.sharding_check"]
+           "xlabind.sharding_check", "xlabind.bound_function", "xlabind.jaxbind",
+           "xlabind.ops.spline_filter", "xlabind._extension", "xlabind.cuda"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -27,6 +27,7 @@ LOCKS = {
     REPO / "third_party/python/lower_bound.in": REPO / "third_party/python/lower_bound.lock",
     REPO / "third_party/toolchains/zig/requirements.in": REPO / "third_party/toolchains/zig/requirements.lock",
     REPO / "third_party/cuda/requirements.in": REPO / "third_party/cuda/requirements.lock",
+    REPO / "tools/docs/requirements.in": REPO / "tools/docs/requirements.lock",
 }
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 PLATFORMS = ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_27_x86_64",

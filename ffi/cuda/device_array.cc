@@ -241,7 +241,16 @@ void DefineDeviceArray(nb::module_ module) {
                           "One of XLA's CUDA buffers, handed to a callback without copying. "
                           "Use it through __cuda_array_interface__ or DLPack (cupy.asarray, "
                           "torch.as_tensor / torch.from_dlpack, numba.cuda.as_cuda_array). "
-                          "It is valid only during the call.")
+                          "It is valid only during the call.\n\n"
+                          "Example (needs a CUDA device; tests/test_gpu.py runs its like):\n"
+                          "  >>> import jax, jax.numpy as jnp, cupy, xlabind\n"
+                          "  >>> def double(x, *, out):  # x and out are DeviceArrays\n"
+                          "  ...     cupy.multiply(cupy.asarray(x), 2, out=cupy.asarray(out))\n"
+                          "  >>> op = xlabind.callback(double, lambda x: x, in_place=True,\n"
+                          "  ...                       platforms=(\"cuda\",))\n"
+                          "  >>> op(jnp.ones(2, device=jax.devices(\"gpu\")[0]))  "
+                          "# doctest: +SKIP\n"
+                          "  Array([2., 2.], dtype=float32)")
       .def_prop_ro("__cuda_array_interface__", &CudaArrayInterface)
       .def(
           "__dlpack__",

@@ -33,11 +33,15 @@
 
 namespace xlabind::native {
 
-// How many threads ParallelFor would use for n items: up to the pool's size,
-// or the machine's cores without a pool.
+// How many threads ParallelFor would use for n items: up to the machine's
+// cores, and no more than the pool has. (XLA's CPU client sizes its pool
+// max(cores, devices): on 2 cores with 8 devices, 8 threads; more shares than
+// cores would only add work, e.g. the scatter's private grids.)
 inline int ThreadsFor(xla::ffi::ThreadPool* pool, int64_t n, int64_t grain) {
-  int64_t threads = pool != nullptr ? pool->num_threads() : 0;
-  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+  if (pool != nullptr && pool->num_threads() > 0) {
+    threads = std::min<int64_t>(threads, pool->num_threads());
+  }
   return static_cast<int>(std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, threads));
 }
 

@@ -59,6 +59,18 @@ class BatchedResult(NamedTuple):
     bound function when it is called with ``batch_axes`` other than ``None``:
     ``shape`` includes every batch axis, and removing ``batch_axis`` from it
     must give the result's shape one vmap level down.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np, xlabind
+      >>> def shape(x, *, batch_axes):
+      ...     if batch_axes is None:
+      ...         return jax.ShapeDtypeStruct(x.shape, x.dtype)
+      ...     return xlabind.BatchedResult(x.shape, x.dtype, batch_axes[0][-1])
+      >>> def sin(x, *, batch_axes):  # elementwise: any layout works as it comes
+      ...     return np.sin(x)
+      >>> op = xlabind.callback(sin, shape, vmap_method="native")
+      >>> jax.vmap(op, in_axes=1)(jnp.zeros((3, 2))).shape
+      (2, 3)
     """
 
     shape: tuple[int, ...]
@@ -308,7 +320,16 @@ class BoundFunction:
 
     It may be created anywhere, also inside a function being traced or
     jitted, and dropped at any time: the programs that call it keep what they
-    need (its :class:`Definition`) themselves."""
+    need (its :class:`Definition`) themselves.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np, xlabind
+      >>> op = xlabind.callback(np.cos, lambda x: x, name="cos")
+      >>> isinstance(op, xlabind.BoundFunction), op.name, op.vmap_method
+      (True, 'cos', 'sequential')
+      >>> float(jax.jit(op)(jnp.zeros(())))
+      1.0
+    """
 
     __slots__ = ("definition", "__weakref__")
 

@@ -34,10 +34,29 @@ def current_stream() -> int:
 
     Work enqueued on it runs in order with XLA's own. CuPy's current stream is
     this stream during the call (and PyTorch's, when it is imported).
+
+    Example (needs a CUDA device; tests/test_gpu.py runs its like):
+      >>> import jax, jax.numpy as jnp, xlabind, xlabind.cuda
+      >>> def scale(x, *, out):  # a raw CUDA library call would take the stream
+      ...     stream = xlabind.cuda.current_stream()
+      ...     cupy.asarray(out)[...] = 2 * cupy.asarray(x)  # on that stream already
+      >>> op = xlabind.callback(scale, lambda x: x, in_place=True, platforms=("cuda",))
+      >>> op(jnp.ones(3, device=jax.devices("gpu")[0]))  # doctest: +SKIP
+      Array([2., 2., 2.], dtype=float32)
     """
     return _current()[0]
 
 
 def current_device() -> int:
-    """The CUDA device ordinal of the running callback."""
+    """The CUDA device ordinal of the running callback.
+
+    Example (needs a CUDA device; tests/test_gpu.py runs its like):
+      >>> import jax, jax.numpy as jnp, numpy as np, xlabind, xlabind.cuda
+      >>> seen = []
+      >>> def look(x, *, out):
+      ...     seen.append(xlabind.cuda.current_device())
+      >>> op = xlabind.callback(look, lambda x: x, in_place=True, platforms=("cuda",))
+      >>> _ = op(jnp.ones(3, device=jax.devices("gpu")[0])); seen  # doctest: +SKIP
+      [0]
+    """
     return _current()[1]

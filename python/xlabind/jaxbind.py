@@ -54,7 +54,20 @@ class _KwargsDump:
 
 
 def load_kwargs(kwargs_dump: Any, /) -> dict:
-    """A new dict of the keyword arguments a callback was called with."""
+    """A new dict of the keyword arguments a callback was called with.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> from xlabind import jaxbind
+      >>> seen = []
+      >>> def f(out, args, kwargs_dump):
+      ...     seen.append(jaxbind.load_kwargs(kwargs_dump))
+      ...     out[0][()] = args[0]
+      >>> op = jaxbind.get_linear_call(f, f, lambda x, **kw: ((x.shape, x.dtype),),
+      ...                              lambda x, **kw: ((x.shape, x.dtype),))
+      >>> _ = op(jnp.ones(1), mode="fast", n=3); seen
+      [{'mode': 'fast', 'n': 3}]
+    """
     if isinstance(kwargs_dump, _KwargsDump):
         return dict(kwargs_dump._kwargs)
     if isinstance(kwargs_dump, np.ndarray) and kwargs_dump.dtype == np.uint8:
@@ -210,6 +223,19 @@ def get_linear_call(f: Callable, f_T: Callable | Sequence[Callable | None] | Non
     as ``f_T(out, (*fixed_args, *cotangents), kwargs_dump)``; in the
     multilinear form, transpose i as ``T_i(out, (*args_without_i,
     *cotangents), kwargs_dump)``. See the module docstring for conventions.
+
+    Example:
+      >>> import jax, jax.numpy as jnp
+      >>> from xlabind import jaxbind
+      >>> def scale(out, args, kwargs_dump):
+      ...     out[0][()] = jaxbind.load_kwargs(kwargs_dump)["factor"] * args[0]
+      >>> def shapes(x, **kwargs):
+      ...     return ((x.shape, x.dtype),)
+      >>> op = jaxbind.get_linear_call(scale, scale, shapes, shapes)  # its own transpose
+      >>> op(jnp.ones(2), factor=3.0)[0]
+      Array([3., 3.], dtype=float32)
+      >>> jax.grad(lambda x: op(x, factor=3.0)[0].sum())(jnp.ones(2))
+      Array([3., 3.], dtype=float32)
     """
     fixed = _checked_fixed(first_n_args_fixed)
     b = bool(func_can_batch)
@@ -233,6 +259,21 @@ def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
     ``jvp(out, (*args, *tangents_of_non_fixed_args), kwargs_dump)`` writes the
     result tangents; ``vjp(out, (*args, *cotangents), kwargs_dump)`` writes one
     cotangent per non-fixed argument.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from xlabind import jaxbind
+      >>> def square(out, args, kwargs_dump):
+      ...     out[0][()] = args[0] ** 2
+      >>> def jvp(out, args, kwargs_dump):  # (x, dx) -> 2 x dx
+      ...     out[0][()] = 2 * args[0] * args[1]
+      >>> def vjp(out, args, kwargs_dump):  # (x, dy) -> 2 x dy
+      ...     out[0][()] = 2 * args[0] * args[1]
+      >>> def shapes(*args, **kwargs):
+      ...     return ((args[0].shape, args[0].dtype),)
+      >>> op = jaxbind.get_nonlinear_call(square, (jvp, vjp), shapes, shapes)
+      >>> jax.grad(lambda x: op(x)[0].sum())(jnp.array([1.0, 2.0]))
+      Array([2., 4.], dtype=float32)
     """
     jvp, vjp = f_derivative
     fixed = _checked_fixed(first_n_args_fixed)

@@ -26,6 +26,12 @@ class FfiTarget:
 
     Create one with :func:`xlabind.ffi_target`. ``attributes`` are static FFI
     attributes of every call; a call's keyword arguments are added to them.
+
+    Example:
+      >>> import xlabind
+      >>> target = xlabind.ffi_target("xlabind_noop", platforms=("cpu", "cuda"), scale=2.0)
+      >>> target.name, target.platforms, target.attributes
+      ('xlabind_noop', ('cpu', 'cuda'), (('scale', 2.0),))
     """
 
     name: str

@@ -80,9 +80,13 @@ def spline_filter(input, order: int = 3, mode: str = "mirror",
 
     Example:
       >>> import jax.numpy as jnp
-      >>> from xlabind.ops import spline_filter
-      >>> spline_filter(jnp.array([0.0, 1.0, 0.0, 0.0]), order=3)  # doctest: +ELLIPSIS
-      Array([-0.5..., 1.5..., -0.4..., 0.1...], dtype=float32)
+      >>> from xlabind.ops import map_coordinates, spline_filter
+      >>> samples = jnp.array([0.0, 1.0, 0.0, 0.0])
+      >>> coefficients = spline_filter(samples, order=3)  # the cubic through the samples
+      >>> at_nodes = map_coordinates(coefficients, [jnp.arange(4.0)], 3, "mirror",
+      ...                            prefilter=False)
+      >>> jnp.round(at_nodes, 5) + 0.0
+      Array([0., 1., 0., 0.], dtype=float32)
     """
     where = "xlabind.ops.spline_filter"
     x = jnp.asarray(input)
