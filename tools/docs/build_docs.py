@@ -86,14 +86,14 @@ def api_page(api: dict[str, list[str]]) -> str:
             full = f"{module_name}.{name}"
             if inspect.isclass(obj) and getattr(obj, "__module__", "").startswith("xlabind._"):
                 # A compiled (nanobind) type: its docstring, without introspection.
-                out += [f".. py:class:: {full}", "", *indent(inspect.getdoc(obj) or ""), ""]
+                out += [f".. py:class:: {name}", "", *indent(inspect.getdoc(obj) or ""), ""]
             elif inspect.isclass(obj):
                 out += [f".. autoclass:: {full}", "   :members:", ""]
             elif callable(obj):
                 out += [f".. autofunction:: {full}", ""]
             else:
                 text = data_comment(name, module)
-                out += [f".. py:data:: {full}", "", *indent(text), "",
+                out += [f".. py:data:: {name}", "", *indent(text), "",
                         *indent(f"Value: ``{short_repr(obj)}``"), ""]
     return "\n".join(out)
 
@@ -151,10 +151,14 @@ def markdown_for_sphinx(body: str, api: dict[str, list[str]]) -> str:
             continue
 
         def link(match):
-            name = match.group(1)
-            return f"{{py:obj}}`{name}`" if name in public else match.group(0)
+            name, call = match.group(1), match.group(2)
+            if name not in public:
+                return match.group(0)
+            if call:  # `xlabind.callback(fn, ...)`: the whole text, linked to the name
+                return f"{{py:obj}}`{name}{call} <{name}>`"
+            return f"{{py:obj}}`{name}`"
 
-        out.append(re.sub(r"`(xlabind(?:\.\w+)+)`", link, line))
+        out.append(re.sub(r"`(xlabind(?:\.\w+)+)(\([^`<>]*\))?`", link, line))
     return "\n".join(out) + "\n"
 
 
