@@ -148,6 +148,15 @@ _extension_source = rule(
     },
 )
 
+def _registered_platform(name, platform, argument):
+    """The name jax registers `platform` under ("cpu", "CUDA"); fails the build
+    for a platform xlabind_extension does not know."""
+    registered = _PLATFORMS.get(platform.lower())
+    if registered == None:
+        fail("xlabind_extension(%s): unknown platform %r in %s; use %s (any case)" %
+             (name, platform, argument, " or ".join(['"%s"' % p for p in _PLATFORMS])))
+    return registered
+
 def _handler_spec(name, platform, registered, target, handler):
     """The `handlers` entry of _extension_source for one target."""
     if type(handler) == type(""):
@@ -198,18 +207,12 @@ def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = N
     """
     specs = []
     for platform, targets in handlers.items():
-        registered = _PLATFORMS.get(platform.lower())
-        if registered == None:
-            fail("xlabind_extension(%s): unknown platform %r in handlers; use %s (any case)" %
-                 (name, platform, " or ".join(['"%s"' % p for p in _PLATFORMS])))
+        registered = _registered_platform(name, platform, "handlers")
         for target, handler in targets.items():
             specs.append(_handler_spec(name, platform, registered, target, handler))
     type_specs = []
     for platform, symbols in state_types.items():
-        registered = _PLATFORMS.get(platform.lower())
-        if registered == None:
-            fail("xlabind_extension(%s): unknown platform %r in state_types; use %s (any case)" %
-                 (name, platform, " or ".join(['"%s"' % p for p in _PLATFORMS])))
+        registered = _registered_platform(name, platform, "state_types")
         for symbol in symbols:
             type_specs.append("%s %s" % (registered, symbol))
     _extension_source(name = name + "_source", module = name, handlers = specs,

@@ -20,18 +20,15 @@
 #include <utility>
 
 #include "ffi/common/callback_registry.h"
+#include "ffi/native/state.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {
 
+// A state type like any handler author's (ffi/native/state.h): its id is
+// assigned when jax.ffi.register_ffi_type registers it.
 template <typename Platform>
-struct CallbackState {
-  // Assigned by XLA when the type is registered (jax.ffi.register_ffi_type).
-  static inline xla::ffi::TypeId id = XLA_FFI_UNKNOWN_TYPE_ID;
-  static constexpr XLA_FFI_TypeInfo kTypeInfo = {
-      XLA_FFI_TypeInfo_STRUCT_SIZE, nullptr,
-      [](void* state) { delete static_cast<CallbackState*>(state); }};
-
+struct CallbackState : native::State<CallbackState<Platform>> {
   explicit CallbackState(CallbackRef data) : data(std::move(data)) {}
   CallbackRef data;
 };

@@ -22,11 +22,12 @@ class FrozenDict(Mapping):
     """A read-only, hashable copy of a dict with string keys (nested dicts
     frozen too): how a dict keyword argument reaches a Python callback."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_items", "_key", "_hash")
 
     def __init__(self, items: Mapping[str, Any]):
         self._items = {k: freeze(v) for k, v in items.items()}
-        self._hash = hash(canonical_key(self))
+        self._key = canonical_key(self)
+        self._hash = hash(self._key)
 
     def __getitem__(self, key: str) -> Any:
         return self._items[key]
@@ -41,7 +42,9 @@ class FrozenDict(Mapping):
         return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Mapping) and canonical_key(self) == canonical_key(other)
+        if isinstance(other, FrozenDict):
+            return self._key == other._key
+        return isinstance(other, Mapping) and self._key == canonical_key(other)
 
     def __repr__(self) -> str:
         return f"FrozenDict({self._items!r})"
