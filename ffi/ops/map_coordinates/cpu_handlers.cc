@@ -10,6 +10,7 @@
 #include "ffi/native/scratch.h"
 #include "ffi/native/shapes.h"
 #include "ffi/ops/map_coordinates/cpu_avx2_kernels.h"
+#include "ffi/ops/map_coordinates/cpu_avx2_spline_kernels.h"
 #include "ffi/ops/map_coordinates/geometry.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
 #include "xla/ffi/api/ffi.h"
@@ -121,16 +122,21 @@ XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordi
     SplineCell<T, kOrder, kNdim> cell;
     if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
   }
-  T sum = T(0);
-  ForEachNode<T, kOrder, kNdim>(g, coords, at,
-                                [&](int64_t node, T weight) { sum += weight * grid[node]; });
-  return sum;
+  if constexpr (kNdim > 0) {
+    return SumNodes<T, kOrder, kNdim>(g, coords, at, grid);
+  } else {
+    T sum = T(0);
+    ForEachNode<T, kOrder, kNdim>(g, coords, at,
+                                  [&](int64_t node, T weight) { sum += weight * grid[node]; });
+    return sum;
+  }
 }
 
 template <typename T>
 void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             const Coordinates<T>& coords, T* values) {
   const bool vector = Avx2KernelsApply(geometry);
+  const bool cubic_vector = CubicAvx2KernelsApply(geometry);
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
@@ -149,6 +155,16 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             const T* run_coords[kNdim];
             for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
             GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+            return;
+          }
+        } else if constexpr (kFast && kOrder == 3) {
+          if (cubic_vector) {
+            auto point = [&](int64_t k) {
+              values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
+            };
+            const T* run_coords[kNdim];
+            for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
+            GatherCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
             return;
           }
         }
@@ -192,6 +208,7 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
                   T* grid, int64_t begin, int64_t end) {
   const Geometry g = geometry;  // in registers (see Gather)
   const bool vector = Avx2KernelsApply(g);
+  const bool cubic_vector = CubicAvx2KernelsApply(g);
   DispatchCpu(g, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
@@ -205,6 +222,16 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
           const T* run_coords[kNdim];
           for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
           ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+          return;
+        }
+      } else if constexpr (kFast && kOrder == 3) {
+        if (cubic_vector) {
+          auto point = [&](int64_t k) {
+            ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
+          };
+          const T* run_coords[kNdim];
+          for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
+          ScatterCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           return;
         }
       }

@@ -15,9 +15,39 @@ namespace xlabind::spline_filter {
 namespace {
 namespace ffi = xla::ffi;
 
-// Lines per thread below which threads do not pay, and lines a thread takes
-// at a time.
+// Values per thread below which threads do not pay.
 constexpr int64_t kGrainValues = 1 << 15;
+// Lines filtered side by side (line_filter.h): two AVX2 vectors of doubles.
+constexpr int kBlockLanes = 8;
+
+// Filters (or transposes) lines [begin, end) of `lines`, kBlockLanes at a
+// time where they share a stride apart: adjacent in memory along the later
+// axes (lines of an inner axis), or one row after the other (the last axis).
+template <bool kTranspose>
+void FilterLines(const FilterCall& call, const AxisLines& lines, double* work, int64_t begin,
+                 int64_t end) {
+  for (int64_t k = begin; k < end;) {
+    const bool rows = lines.stride == 1;
+    if (k + kBlockLanes <= end && (rows || k % lines.stride + kBlockLanes <= lines.stride)) {
+      const LineBlock<kBlockLanes> block{work + lines.Start(k), lines.length, lines.stride,
+                                         rows ? lines.length : 1};
+      if constexpr (kTranspose) {
+        FilterLineTranspose(block, call.order, call.boundary);
+      } else {
+        FilterLine(block, call.order, call.boundary);
+      }
+      k += kBlockLanes;
+    } else {
+      const Line line{work + lines.Start(k), lines.length, lines.stride, 0};
+      if constexpr (kTranspose) {
+        FilterLineTranspose(line, call.order, call.boundary);
+      } else {
+        FilterLine(line, call.order, call.boundary);
+      }
+      ++k;
+    }
+  }
+}
 
 // Filters (or transposes) every line along each axis of `work` (doubles,
 // row-major), one axis after the other, the lines of an axis in parallel.
@@ -26,15 +56,14 @@ void FilterAxes(ffi::ThreadPool* pool, const FilterCall& call, double* work, boo
   for (int k = 0; k < count; ++k) {
     const AxisLines& lines = call.axes[transpose ? count - 1 - k : k];
     if (lines.length < 2 || lines.count == 0) continue;
-    const int64_t grain = std::max<int64_t>(1, kGrainValues / lines.length);
+    // Whole blocks per chunk where the lines allow.
+    const int64_t grain = std::max<int64_t>(1, kGrainValues / lines.length / kBlockLanes) *
+                          kBlockLanes;
     native::ParallelChunks(pool, lines.count, grain, grain, [&](int, int64_t begin, int64_t end) {
-      for (int64_t line = begin; line < end; ++line) {
-        const Line c{work + lines.Start(line), lines.length, lines.stride};
-        if (transpose) {
-          FilterLineTranspose(c, call.order, call.boundary);
-        } else {
-          FilterLine(c, call.order, call.boundary);
-        }
+      if (transpose) {
+        FilterLines<true>(call, lines, work, begin, end);
+      } else {
+        FilterLines<false>(call, lines, work, begin, end);
       }
     });
   }

@@ -27,7 +27,7 @@ __global__ void Lines(double* work, int64_t length, int64_t stride, int64_t coun
                       int boundary, int transpose) {
   const int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (k >= count) return;
-  const Line line{work + (k / stride) * length * stride + k % stride, length, stride};
+  const Line line{work + (k / stride) * length * stride + k % stride, length, stride, 0};
   if (transpose) {
     FilterLineTranspose(line, order, boundary);
   } else {

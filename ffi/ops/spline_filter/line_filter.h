@@ -14,6 +14,12 @@
 // reverse: the recursions in the other direction, the starting values as
 // scatters of one element into the line. Arithmetic is in double whatever
 // the data's type; a line of one sample is left as it is.
+//
+// Each function runs kLanes lines of one length in lockstep, every step of
+// the recursion for all of them before the next: a recursion is a chain of
+// dependent multiply-adds, so one line at a time leaves a CPU core waiting on
+// each; several lines side by side fill it (and, where the lines are adjacent
+// in memory, the compiler's vectors). CUDA runs one line per thread.
 #ifndef XLABIND_FFI_OPS_SPLINE_FILTER_LINE_FILTER_H_
 #define XLABIND_FFI_OPS_SPLINE_FILTER_LINE_FILTER_H_
 
@@ -45,67 +51,100 @@ XLABIND_HOST_DEVICE Poles PolesOf(int order) {
   }
 }
 
-// A line of n values `stride` apart, read and written as doubles.
-struct Line {
+// kLanes lines of n values: value i of line l at data[l * lane_step + i * stride],
+// read and written as doubles.
+template <int kLanes>
+struct LineBlock {
   double* data;
   int64_t n;
   int64_t stride;
-  XLABIND_HOST_DEVICE double& operator[](int64_t i) const { return data[i * stride]; }
+  int64_t lane_step;
+  XLABIND_HOST_DEVICE double& operator()(int l, int64_t i) const {
+    return data[l * lane_step + i * stride];
+  }
 };
+
+// One line (lane_step unused).
+using Line = LineBlock<1>;
 
 // Below this, a further power of z changes no double sum it is added to.
 constexpr double kNegligible = 1e-18;
 
 // The causal recursion's first value, c[0] <- w . c (the extension's past).
-XLABIND_HOST_DEVICE void CausalStart(const Line& c, double z, int32_t boundary) {
+template <int kLanes>
+XLABIND_HOST_DEVICE void CausalStart(const LineBlock<kLanes>& c, double z, int32_t boundary) {
   const int64_t n = c.n;
+  double sum[kLanes];
   if (boundary == kWrap) {
-    double sum = c[0], zi = z;
-    for (int64_t i = 1; i < n && fabs(zi) > kNegligible; ++i, zi *= z) sum += zi * c[n - i];
-    c[0] = sum / (1.0 - pow(z, static_cast<double>(n)));
+    for (int l = 0; l < kLanes; ++l) sum[l] = c(l, 0);
+    double zi = z;
+    for (int64_t i = 1; i < n && fabs(zi) > kNegligible; ++i, zi *= z) {
+      for (int l = 0; l < kLanes; ++l) sum[l] += zi * c(l, n - i);
+    }
+    const double d = 1.0 - pow(z, static_cast<double>(n));
+    for (int l = 0; l < kLanes; ++l) c(l, 0) = sum[l] / d;
   } else if (boundary == kMirror) {
     const double q = pow(z, static_cast<double>(n - 1));
-    double sum = c[0] + q * c[n - 1], zi = z;
+    for (int l = 0; l < kLanes; ++l) sum[l] = c(l, 0) + q * c(l, n - 1);
+    double zi = z;
     for (int64_t i = 1; i < n - 1 && fabs(zi) > kNegligible; ++i, zi *= z) {
-      sum += zi * (c[i] + q * c[n - 1 - i]);
+      for (int l = 0; l < kLanes; ++l) sum[l] += zi * (c(l, i) + q * c(l, n - 1 - i));
     }
-    c[0] = sum / (1.0 - q * q);
+    const double d = 1.0 - q * q;
+    for (int l = 0; l < kLanes; ++l) c(l, 0) = sum[l] / d;
   } else {  // reflect (SciPy 1.17 and older misread one term on short lines)
     const double r = pow(z, static_cast<double>(n));
-    double sum = c[0] + r * c[n - 1], zi = z;
+    for (int l = 0; l < kLanes; ++l) sum[l] = c(l, 0) + r * c(l, n - 1);
+    double zi = z;
     for (int64_t i = 1; i < n && fabs(zi) > kNegligible; ++i, zi *= z) {
-      sum += zi * (c[i] + r * c[n - 1 - i]);
+      for (int l = 0; l < kLanes; ++l) sum[l] += zi * (c(l, i) + r * c(l, n - 1 - i));
     }
-    c[0] = c[0] + sum * z / (1.0 - r * r);
+    const double d = 1.0 - r * r;
+    for (int l = 0; l < kLanes; ++l) c(l, 0) = c(l, 0) + sum[l] * z / d;
   }
 }
 
 // The anticausal recursion's first value, c[n-1] <- u . c.
-XLABIND_HOST_DEVICE void AnticausalStart(const Line& c, double z, int32_t boundary) {
+template <int kLanes>
+XLABIND_HOST_DEVICE void AnticausalStart(const LineBlock<kLanes>& c, double z, int32_t boundary) {
   const int64_t n = c.n;
   if (boundary == kWrap) {
-    double sum = c[n - 1], zi = z;
-    for (int64_t i = 0; i < n - 1 && fabs(zi) > kNegligible; ++i, zi *= z) sum += zi * c[i];
-    c[n - 1] = sum * z / (pow(z, static_cast<double>(n)) - 1.0);
+    double sum[kLanes];
+    for (int l = 0; l < kLanes; ++l) sum[l] = c(l, n - 1);
+    double zi = z;
+    for (int64_t i = 0; i < n - 1 && fabs(zi) > kNegligible; ++i, zi *= z) {
+      for (int l = 0; l < kLanes; ++l) sum[l] += zi * c(l, i);
+    }
+    const double d = pow(z, static_cast<double>(n)) - 1.0;
+    for (int l = 0; l < kLanes; ++l) c(l, n - 1) = sum[l] * z / d;
   } else if (boundary == kMirror) {
-    c[n - 1] = (z * c[n - 2] + c[n - 1]) * z / (z * z - 1.0);
+    for (int l = 0; l < kLanes; ++l) {
+      c(l, n - 1) = (z * c(l, n - 2) + c(l, n - 1)) * z / (z * z - 1.0);
+    }
   } else {
-    c[n - 1] = c[n - 1] * z / (z - 1.0);
+    for (int l = 0; l < kLanes; ++l) c(l, n - 1) = c(l, n - 1) * z / (z - 1.0);
   }
 }
 
 // Samples to spline coefficients, in place.
-XLABIND_HOST_DEVICE void FilterLine(const Line& c, int order, int32_t boundary) {
+template <int kLanes>
+XLABIND_HOST_DEVICE void FilterLine(const LineBlock<kLanes>& c, int order, int32_t boundary) {
   const int64_t n = c.n;
   if (n < 2) return;
   const Poles poles = PolesOf(order);
-  for (int64_t i = 0; i < n; ++i) c[i] *= poles.gain;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int l = 0; l < kLanes; ++l) c(l, i) *= poles.gain;
+  }
   for (int p = 0; p < poles.count; ++p) {
     const double z = poles.z[p];
     CausalStart(c, z, boundary);
-    for (int64_t i = 1; i < n; ++i) c[i] += z * c[i - 1];
+    for (int64_t i = 1; i < n; ++i) {
+      for (int l = 0; l < kLanes; ++l) c(l, i) += z * c(l, i - 1);
+    }
     AnticausalStart(c, z, boundary);
-    for (int64_t i = n - 2; i >= 0; --i) c[i] = z * (c[i + 1] - c[i]);
+    for (int64_t i = n - 2; i >= 0; --i) {
+      for (int l = 0; l < kLanes; ++l) c(l, i) = z * (c(l, i + 1) - c(l, i));
+    }
   }
 }
 
@@ -141,7 +180,9 @@ XLABIND_HOST_DEVICE double AnticausalWeight(int64_t j, int64_t n, double z, int3
 }
 
 // The transpose of FilterLine, in place.
-XLABIND_HOST_DEVICE void FilterLineTranspose(const Line& c, int order, int32_t boundary) {
+template <int kLanes>
+XLABIND_HOST_DEVICE void FilterLineTranspose(const LineBlock<kLanes>& c, int order,
+                                             int32_t boundary) {
   const int64_t n = c.n;
   if (n < 2) return;
   const Poles poles = PolesOf(order);
@@ -149,28 +190,40 @@ XLABIND_HOST_DEVICE void FilterLineTranspose(const Line& c, int order, int32_t b
     const double z = poles.z[p];
     // The anticausal recursion, transposed: a causal one.
     for (int64_t i = 0; i < n - 1; ++i) {
-      const double t = c[i];
-      c[i] = -z * t;
-      c[i + 1] += z * t;
+      for (int l = 0; l < kLanes; ++l) {
+        const double t = c(l, i);
+        c(l, i) = -z * t;
+        c(l, i + 1) += z * t;
+      }
     }
     // Its start, transposed: c[n-1] spread over the line.
-    const double last = c[n - 1];
+    double last[kLanes];
+    for (int l = 0; l < kLanes; ++l) last[l] = c(l, n - 1);
     for (int64_t j = 0; j < n - 1; ++j) {
       const double u = AnticausalWeight(j, n, z, boundary);
-      if (u != 0.0) c[j] += u * last;
+      if (u == 0.0) continue;
+      for (int l = 0; l < kLanes; ++l) c(l, j) += u * last[l];
     }
-    c[n - 1] = AnticausalWeight(n - 1, n, z, boundary) * last;
+    const double u_last = AnticausalWeight(n - 1, n, z, boundary);
+    for (int l = 0; l < kLanes; ++l) c(l, n - 1) = u_last * last[l];
     // The causal recursion, transposed: an anticausal one.
-    for (int64_t i = n - 1; i >= 1; --i) c[i - 1] += z * c[i];
+    for (int64_t i = n - 1; i >= 1; --i) {
+      for (int l = 0; l < kLanes; ++l) c(l, i - 1) += z * c(l, i);
+    }
     // Its start, transposed: c[0] spread over the line.
-    const double first = c[0];
+    double first[kLanes];
+    for (int l = 0; l < kLanes; ++l) first[l] = c(l, 0);
     for (int64_t j = 1; j < n; ++j) {
       const double w = CausalWeight(j, n, z, boundary);
-      if (fabs(w) > kNegligible * kNegligible) c[j] += w * first;
+      if (!(fabs(w) > kNegligible * kNegligible)) continue;
+      for (int l = 0; l < kLanes; ++l) c(l, j) += w * first[l];
     }
-    c[0] = CausalWeight(0, n, z, boundary) * first;
+    const double w_first = CausalWeight(0, n, z, boundary);
+    for (int l = 0; l < kLanes; ++l) c(l, 0) = w_first * first[l];
   }
-  for (int64_t i = 0; i < n; ++i) c[i] *= poles.gain;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int l = 0; l < kLanes; ++l) c(l, i) *= poles.gain;
+  }
 }
 
 }  // namespace xlabind::spline_filter
