@@ -8,11 +8,12 @@
 // So each point's 4^ndim nodes are 4^(ndim-1) vector loads (or
 // read-add-writes), weighted along the leading axes by broadcasts, while the
 // weights themselves are computed for 4 points at once, a point per lane.
-// Points whose nodes all lie inside the grid (where every boundary mode is
-// the identity: SplineCell's condition) take these paths; any other point
-// takes the scalar one, as does the tail. (Point by point, not group by
-// group: on a 64^3 grid 14% of random points have a node outside, and nearly
-// half the groups of 4 such a point.)
+// Each point's nodes go through the boundary mode axis by axis (no work for
+// the axes where all 4 lie inside, most of them), so points near the edges
+// take these paths too: on a 64^3 grid 14% of random points have a node
+// outside, and nearly half the groups of 4 such a point. Constant mode's
+// edges (whose outside nodes are not read at all), NaN, infinite and huge
+// coordinates, and the tail take the scalar path, point by point.
 //
 // Why: SplineCell sums its 64 nodes (3-D) one multiply-add each, reading each
 // node alone; here the sum is a quarter of the loads and multiply-adds, and
@@ -172,28 +173,43 @@ XLABIND_AVX2_INLINE void CubicWeightsQuad(typename Quad<T>::Vec x, int32_t deriv
   }
 }
 
-// A group of 4 points' cells: each point's first node, and per axis the 4
-// weights of every point, stored lane-major so a point's weight is one
-// broadcast away.
+// Below this magnitude a coordinate's nodes go through the boundary mode
+// here; past it (and for NaN and infinities) the scalar path takes the point.
+constexpr double kCubicModerate = 1 << 22;
+
+// One point's nodes: per axis, the offsets of its 4 nodes (index * stride),
+// through the boundary mode; and whether the last axis' 4 are consecutive
+// (one vector) or not (near an edge: 4 loads).
+template <int kNdim>
+struct CubicNodes {
+  int64_t offset[kNdim][4];
+  bool consecutive;
+};
+
+// A group of 4 points: each point's nodes, and per axis the 4 weights of
+// every point, stored lane-major so a point's weight is one broadcast away.
 template <typename T, int kNdim>
 struct CubicGroup {
   using Q = Quad<T>;
-  int64_t first[4];
+  CubicNodes<kNdim> nodes[4];
   alignas(32) T weight[kNdim][4][4];   // [axis][node][point]
   typename Q::Vec last[4];             // the last axis' weights, a vector per node
 
-  // Fills the group of the 4 points at coords[a] + p; returns which have all
-  // their nodes inside, bit `lane` for each. The others' weights are unused
-  // (NaN, say), their `first` unset.
+  // Fills the group of the 4 points at coords[a] + p; returns the points it
+  // could place, bit `lane` for each: those whose nodes all lie inside the
+  // grid (every mode's identity), and, but in constant mode (whose nodes
+  // outside are not read at all), those near an edge. The others (NaN,
+  // infinite or huge coordinates, constant mode's edges) are the scalar
+  // path's, their weights unused.
   XLABIND_AVX2_INLINE int Load(const Geometry& g, const T* const* coords, int64_t p) {
     alignas(32) T start[kNdim][4];
-    int inside = 0xF;
+    int inside[kNdim];
 #pragma GCC unroll 3
     for (int a = 0; a < kNdim; ++a) {
       const typename Q::Vec c = Q::Load(coords[a] + p);
       const typename Q::Vec base = Q::Floor(c);
       const typename Q::Vec low = Q::Sub(base, Q::Splat(T(1)));
-      inside &= Q::Within(low, Q::Splat(static_cast<T>(g.grid_shape[a] - 4)));
+      inside[a] = Q::Within(low, Q::Splat(static_cast<T>(g.grid_shape[a] - 4)));
       Q::Store(start[a], low);
       typename Q::Vec w[4];
       CubicWeightsQuad<T>(Q::Sub(c, base), g.derivative[a], w);
@@ -202,54 +218,93 @@ struct CubicGroup {
       }
       for (int j = 0; j < 4; ++j) Q::Store(weight[a][j], w[j]);
     }
+    int placed = 0xF;
     for (int lane = 0; lane < 4; ++lane) {
-      if (!(inside >> lane & 1)) continue;  // its start may be NaN or huge
-      int64_t offset = 0;
+      CubicNodes<kNdim>& point = nodes[lane];
       for (int a = 0; a < kNdim; ++a) {
-        offset += static_cast<int64_t>(start[a][lane]) * g.grid_strides[a];
+        const int64_t stride = g.grid_strides[a];
+        if (inside[a] >> lane & 1) {
+          const int64_t first = static_cast<int64_t>(start[a][lane]) * stride;
+          for (int j = 0; j < 4; ++j) point.offset[a][j] = first + j * stride;
+          continue;
+        }
+        const double low = static_cast<double>(start[a][lane]);
+        if (g.mode == kConstant || !(low > -kCubicModerate && low < kCubicModerate)) {
+          placed &= ~(1 << lane);
+          break;
+        }
+        for (int j = 0; j < 4; ++j) {
+          int64_t index;
+          FixIndex(low + j, g.grid_shape[a], g.mode, &index);
+          point.offset[a][j] = index * stride;
+        }
       }
-      first[lane] = offset;
+      point.consecutive = inside[kNdim - 1] >> lane & 1;
     }
-    return inside;
+    return placed;
   }
 };
+
+// The 4 last-axis nodes of a row of `point`, from `row`.
+template <typename T, int kNdim>
+XLABIND_AVX2_INLINE typename Quad<T>::Vec LoadRow(const CubicNodes<kNdim>& point, const T* row) {
+  using Q = Quad<T>;
+  const int64_t* at = point.offset[kNdim - 1];
+  if (point.consecutive) return Q::Load(row + at[0]);
+  alignas(32) T values[4] = {row[at[0]], row[at[1]], row[at[2]], row[at[3]]};
+  return Q::Load(values);
+}
 
 // Point `lane`'s weighted sum of its rows along the last axis, axis by axis
 // from kAxis on: a vector of 4 partial sums, one per last-axis node.
 template <typename T, int kNdim, int kAxis = 0>
 XLABIND_AVX2_INLINE typename Quad<T>::Vec SumRows(const CubicGroup<T, kNdim>& group, int lane,
-                                                  const T* grid, const int64_t* stride) {
+                                                  const T* grid) {
   using Q = Quad<T>;
+  const CubicNodes<kNdim>& point = group.nodes[lane];
   if constexpr (kAxis == kNdim - 1) {
-    return Q::Load(grid);
+    return LoadRow<T, kNdim>(point, grid);
   } else {
-    typename Q::Vec sum = Q::Mul(Q::Broadcast(&group.weight[kAxis][0][lane]),
-                                 SumRows<T, kNdim, kAxis + 1>(group, lane, grid, stride));
+    typename Q::Vec sum =
+        Q::Mul(Q::Broadcast(&group.weight[kAxis][0][lane]),
+               SumRows<T, kNdim, kAxis + 1>(group, lane, grid + point.offset[kAxis][0]));
     for (int j = 1; j < 4; ++j) {
       sum = Q::MulAdd(Q::Broadcast(&group.weight[kAxis][j][lane]),
-                      SumRows<T, kNdim, kAxis + 1>(group, lane, grid + j * stride[kAxis], stride),
+                      SumRows<T, kNdim, kAxis + 1>(group, lane, grid + point.offset[kAxis][j]),
                       sum);
     }
     return sum;
   }
 }
 
+// Adds `add`, a row's 4 terms, into the row's last-axis nodes of `point`.
+template <typename T, int kNdim>
+XLABIND_AVX2_INLINE void AddRow(const CubicNodes<kNdim>& point, T* row,
+                                typename Quad<T>::Vec add) {
+  using Q = Quad<T>;
+  const int64_t* at = point.offset[kNdim - 1];
+  if (point.consecutive) {
+    Q::Store(row + at[0], Q::Add(Q::Load(row + at[0]), add));
+    return;
+  }
+  // One by one: near an edge two nodes may be one (mirrored, say).
+  alignas(32) T terms[4];
+  Q::Store(terms, add);
+  for (int j = 0; j < 4; ++j) row[at[j]] += terms[j];
+}
+
 // Adds `add` (a row's 4 terms, already weighted along the last axis) times
 // point `lane`'s weights along the leading axes from kAxis on, into its rows.
 template <typename T, int kNdim, int kAxis = 0>
 XLABIND_AVX2_INLINE void AddRows(const CubicGroup<T, kNdim>& group, int lane, T* grid,
-                                 const int64_t* stride, typename Quad<T>::Vec add) {
+                                 typename Quad<T>::Vec add) {
   using Q = Quad<T>;
+  const CubicNodes<kNdim>& point = group.nodes[lane];
   if constexpr (kAxis == kNdim - 1) {
-    Q::Store(grid, Q::Add(Q::Load(grid), add));
-  } else if constexpr (kAxis == kNdim - 2) {  // the innermost weight fused into the add
-    for (int j = 0; j < 4; ++j) {
-      T* row = grid + j * stride[kAxis];
-      Q::Store(row, Q::MulAdd(Q::Broadcast(&group.weight[kAxis][j][lane]), add, Q::Load(row)));
-    }
+    AddRow<T, kNdim>(point, grid, add);
   } else {
     for (int j = 0; j < 4; ++j) {
-      AddRows<T, kNdim, kAxis + 1>(group, lane, grid + j * stride[kAxis], stride,
+      AddRows<T, kNdim, kAxis + 1>(group, lane, grid + point.offset[kAxis][j],
                                    Q::Mul(Q::Broadcast(&group.weight[kAxis][j][lane]), add));
     }
   }
@@ -262,21 +317,17 @@ template <typename T, int kNdim, typename Scalar>
 XLABIND_AVX2 void GatherCubicRunAvx2(const Geometry& g, const T* grid, const T* const* coords,
                                      T* values, int64_t count, Scalar& scalar) {
   using Q = Quad<T>;
-  int64_t stride[kNdim];
-  for (int a = 0; a < kNdim; ++a) stride[a] = g.grid_strides[a];
   int64_t p = 0;
   for (; p + 4 <= count; p += 4) {
     CubicGroup<T, kNdim> group;
-    const int inside = group.Load(g, coords, p);
-    if (inside == 0) {
+    const int placed = group.Load(g, coords, p);
+    if (placed == 0) {
       for (int lane = 0; lane < 4; ++lane) scalar(p + lane);
       continue;
     }
     typename Q::Vec rows[4];
     for (int lane = 0; lane < 4; ++lane) {
-      rows[lane] = (inside >> lane & 1)
-                       ? SumRows<T, kNdim>(group, lane, grid + group.first[lane], stride)
-                       : Q::Zero();
+      rows[lane] = (placed >> lane & 1) ? SumRows<T, kNdim>(group, lane, grid) : Q::Zero();
     }
     // rows[lane] holds the point's partial sum per last-axis node; transposed,
     // rows[j] holds node j's for every point, weighted by group.last[j].
@@ -284,9 +335,9 @@ XLABIND_AVX2 void GatherCubicRunAvx2(const Geometry& g, const T* grid, const T* 
     typename Q::Vec value = Q::Mul(group.last[0], rows[0]);
     for (int j = 1; j < 4; ++j) value = Q::MulAdd(group.last[j], rows[j], value);
     Q::Store(values + p, value);
-    if (inside != 0xF) {  // the points near the edges, the general way
+    if (placed != 0xF) {
       for (int lane = 0; lane < 4; ++lane) {
-        if (!(inside >> lane & 1)) scalar(p + lane);
+        if (!(placed >> lane & 1)) scalar(p + lane);
       }
     }
   }
@@ -301,13 +352,11 @@ template <typename T, int kNdim, typename Scalar>
 XLABIND_AVX2 void ScatterCubicRunAvx2(const Geometry& g, T* grid, const T* const* coords,
                                       const T* cotangents, int64_t count, Scalar& scalar) {
   using Q = Quad<T>;
-  int64_t stride[kNdim];
-  for (int a = 0; a < kNdim; ++a) stride[a] = g.grid_strides[a];
   int64_t p = 0;
   for (; p + 4 <= count; p += 4) {
     CubicGroup<T, kNdim> group;
-    const int inside = group.Load(g, coords, p);
-    if (inside == 0) {
+    const int placed = group.Load(g, coords, p);
+    if (placed == 0) {
       for (int lane = 0; lane < 4; ++lane) scalar(p + lane);
       continue;
     }
@@ -318,10 +367,10 @@ XLABIND_AVX2 void ScatterCubicRunAvx2(const Geometry& g, T* grid, const T* const
     for (int j = 0; j < 4; ++j) terms[j] = Q::Mul(group.last[j], ct);
     Q::Transpose(terms);
     for (int lane = 0; lane < 4; ++lane) {
-      if (inside >> lane & 1) {
-        AddRows<T, kNdim>(group, lane, grid + group.first[lane], stride, terms[lane]);
+      if (placed >> lane & 1) {
+        AddRows<T, kNdim>(group, lane, grid, terms[lane]);
       } else {
-        scalar(p + lane);  // near an edge: the general way, in the points' order
+        scalar(p + lane);  // the general way, in the points' order
       }
     }
   }
