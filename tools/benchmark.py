@@ -25,7 +25,18 @@ timed on the CPU:
     their own (a twentieth as many, at least 5), each comparison (ours and
     jax's values; ours and jax's gradients) interleaved within itself: jax's
     gradient churns through hundreds of megabytes, which would evict the
-    coordinates between two calls of the values and time the refill instead.
+    coordinates between two calls of the values and time the refill instead;
+  * ``xlabind.ops.map_coordinates`` of order 3 against SciPy and a jnp
+    reference (``_cubic_by_gathers``), values and the gradient in the grid,
+    the same way. In these groups each timed call follows an untimed call of
+    the same case: XLA hands a call's temporaries back after its result is
+    ready, and for the jnp gradient (half a gigabyte of gathered nodes) that
+    work runs on into the next call. On 2 cores it took a core from whichever
+    case came next: xlabind's order-3 gradient measured 84 ms right after the
+    jnp one and 42 ms after one of its own. So each case is timed the way a
+    loop of it runs, after a call of its own kind. (A pause instead of the
+    untimed call was tried: an idle pause let XLA's threads fall asleep, and
+    jax's order-1 values took 9 ms after one against 6.6 ms without.)
 
 Three more measurements run in processes of their own (each needs a fresh jax):
 
@@ -49,8 +60,8 @@ Three more measurements run in processes of their own (each needs a fresh jax):
 
 ``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
 on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
-outgrows one core's L2 cache (2 MiB on the benchmark's machines, exactly a
-64^3 grid), both sides pay about the same extra time for the misses, which is
+outgrows the L2 caches (1 MiB a core on the benchmark's machines; a 64^3
+grid is 2 MiB), both sides pay about the same extra time for the misses, which is
 what bounds the 64^3 ratio.
 
 Method: every case is compiled and called a few times first. Then, for many
@@ -365,8 +376,8 @@ def spline_groups() -> list[list[Case]]:
     return [values, gradients]
 
 
-# Grid sides for --grid-sweep: from well inside one core's L2 (2 MiB on the
-# machines the targets were set for) to well past it; 64^3 float64 is exactly 2 MiB.
+# Grid sides for --grid-sweep: from well inside one core's L2 (1 MiB on the
+# machines the targets were set for) to well past it; 64^3 float64 is 2 MiB.
 SWEEP_SIDES = (32, 48, 56, 60, 64, 72, 96)
 
 
@@ -672,8 +683,10 @@ def warm_up(cases: list[Case]) -> None:
             case.fn(case.x).block_until_ready()
 
 
-def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0) -> None:
-    """Appends `rounds * calls` timings to every case, the cases interleaved."""
+def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
+            after_itself: bool = False) -> None:
+    """Appends `rounds * calls` timings to every case, the cases interleaved;
+    with `after_itself`, each timed call follows an untimed one of its case."""
     order = list(cases)
     rng = random.Random(seed)  # a fresh order each round, so no case always follows another
     clock = time.perf_counter
@@ -686,6 +699,8 @@ def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0) -> None:
             for case in order:
                 f, x, times = case.fn, case.x, case.times
                 for _ in range(calls):
+                    if after_itself:
+                        f(x).block_until_ready()
                     start = clock()
                     f(x).block_until_ready()
                     times.append(clock() - start)
@@ -840,7 +855,7 @@ def main(argv: list[str] | None = None) -> int:
     # interleaved within itself (see the module docstring).
     for group in map_coordinates_groups() + spline_groups():
         warm_up(group)
-        measure(group, max(5, args.rounds // 20), 1)
+        measure(group, max(5, args.rounds // 20), 1, after_itself=True)
         cases += group
     sharded = [run_worker(["--worker", "sharded", "--rounds", str(max(5, args.rounds // 10)),
                            "--calls-per-round", str(args.calls_per_round)],
@@ -885,7 +900,7 @@ def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> i
     groups = map_coordinates_sweep()
     for group in groups:
         warm_up(group)
-        measure(group, max(5, args.rounds // 20), 1)
+        measure(group, max(5, args.rounds // 20), 1, after_itself=True)
     results = {case.key: summarize(case) for group in groups for case in group}
     print_sweep(groups, results)
     calls = len(groups[0][0].times)
