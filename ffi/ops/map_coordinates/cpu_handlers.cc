@@ -135,8 +135,8 @@ XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordi
 template <typename T>
 void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             const Coordinates<T>& coords, T* values) {
-  const bool vector = Avx2KernelsApply(geometry);
-  const bool cubic_vector = CubicAvx2KernelsApply(geometry);
+  // The vector kernels of the call's order, where they apply.
+  const bool vector = Avx2KernelsApply(geometry) || CubicAvx2KernelsApply(geometry);
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
@@ -147,24 +147,18 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
       const Geometry g = geometry;
       ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
         const T* grid_b = grid + grid_offset;
-        if constexpr (kFast && kOrder == 1) {  // 1 to 3 dimensions
+        if constexpr (kFast && (kOrder == 1 || kOrder == 3)) {  // 1 to 3 dimensions
           if (vector) {
             auto point = [&](int64_t k) {
               values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
             };
             const T* run_coords[kNdim];
             for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-            GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
-            return;
-          }
-        } else if constexpr (kFast && kOrder == 3) {
-          if (cubic_vector) {
-            auto point = [&](int64_t k) {
-              values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
-            };
-            const T* run_coords[kNdim];
-            for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-            GatherCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+            if constexpr (kOrder == 1) {
+              GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+            } else {
+              GatherCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+            }
             return;
           }
         }
@@ -207,31 +201,24 @@ template <typename T>
 void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const T* cotangents,
                   T* grid, int64_t begin, int64_t end) {
   const Geometry g = geometry;  // in registers (see Gather)
-  const bool vector = Avx2KernelsApply(g);
-  const bool cubic_vector = CubicAvx2KernelsApply(g);
+  const bool vector = Avx2KernelsApply(g) || CubicAvx2KernelsApply(g);
   DispatchCpu(g, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
     ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
       T* grid_b = grid + grid_offset;
-      if constexpr (kFast && kOrder == 1) {  // 1 to 3 dimensions
+      if constexpr (kFast && (kOrder == 1 || kOrder == 3)) {  // 1 to 3 dimensions
         if (vector) {
           auto point = [&](int64_t k) {
             ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
           };
           const T* run_coords[kNdim];
           for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-          ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
-          return;
-        }
-      } else if constexpr (kFast && kOrder == 3) {
-        if (cubic_vector) {
-          auto point = [&](int64_t k) {
-            ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
-          };
-          const T* run_coords[kNdim];
-          for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-          ScatterCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+          if constexpr (kOrder == 1) {
+            ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+          } else {
+            ScatterCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+          }
           return;
         }
       }
