@@ -259,11 +259,13 @@ def _host_has_avx2_and_fma() -> bool:
     return "avx2" in flags and "fma" in flags
 
 
-# Order 1: cpu_avx2_kernels.h; order 3: cpu_avx2_spline_kernels.h, whose
-# weights have closed forms for each derivative, and which takes the points
-# near the edges through every mode but constant (whose edges are scalar);
-# the (3, 5, 2) grid has no interior, only edges.
-@pytest.mark.parametrize("order,mode", [(1, "constant")] + [(3, m) for m in MODES])
+# Order 1: cpu_avx2_kernels.h; orders 2-5: cpu_avx2_spline_kernels.h (the
+# cubic's weights in vectors, with closed forms for each derivative; the
+# others' 3, 5 or 6 nodes a row in vectors loaded under a mask), which takes
+# the points near the edges through every mode but constant (whose edges are
+# scalar); the (3, 5, 2) grid has no interior, only edges.
+@pytest.mark.parametrize("order,mode", [(1, "constant")] + [(3, m) for m in MODES] +
+                         [(2, "reflect"), (4, "wrap"), (5, "nearest"), (5, "constant")])
 def test_the_scalar_path_agrees_with_the_vector_kernel(tmp_path, order, mode):
     """XLABIND_NO_SIMD=1 turns the vector kernels off: a new process computes
     the same values and derivatives the scalar way, which must agree to

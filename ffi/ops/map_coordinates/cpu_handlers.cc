@@ -135,8 +135,9 @@ XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordi
 template <typename T>
 void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             const Coordinates<T>& coords, T* values) {
-  // The vector kernels of the call's order, where they apply.
-  const bool vector = Avx2KernelsApply(geometry) || CubicAvx2KernelsApply(geometry);
+  // The vector kernels of the call's order (1: cpu_avx2_kernels.h; 2 to 5:
+  // cpu_avx2_spline_kernels.h), where they apply.
+  const bool vector = Avx2KernelsApply(geometry) || SplineAvx2KernelsApply(geometry);
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
@@ -147,7 +148,7 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
       const Geometry g = geometry;
       ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
         const T* grid_b = grid + grid_offset;
-        if constexpr (kFast && (kOrder == 1 || kOrder == 3)) {  // 1 to 3 dimensions
+        if constexpr (kFast) {  // 1 to 3 dimensions
           if (vector) {
             auto point = [&](int64_t k) {
               values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
@@ -157,7 +158,7 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             if constexpr (kOrder == 1) {
               GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
             } else {
-              GatherCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+              GatherSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, values + i, count, point);
             }
             return;
           }
@@ -201,13 +202,13 @@ template <typename T>
 void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const T* cotangents,
                   T* grid, int64_t begin, int64_t end) {
   const Geometry g = geometry;  // in registers (see Gather)
-  const bool vector = Avx2KernelsApply(g) || CubicAvx2KernelsApply(g);
+  const bool vector = Avx2KernelsApply(g) || SplineAvx2KernelsApply(g);
   DispatchCpu(g, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
     ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
       T* grid_b = grid + grid_offset;
-      if constexpr (kFast && (kOrder == 1 || kOrder == 3)) {  // 1 to 3 dimensions
+      if constexpr (kFast) {  // 1 to 3 dimensions
         if (vector) {
           auto point = [&](int64_t k) {
             ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
@@ -217,7 +218,7 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
           if constexpr (kOrder == 1) {
             ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           } else {
-            ScatterCubicRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+            ScatterSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           }
           return;
         }
