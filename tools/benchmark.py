@@ -58,6 +58,10 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     calls and drops bound functions closing over 1 MB each, next to the same
     loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
 
+``--spline-orders`` measures only map_coordinates of orders 2 to 5 (mirror,
+2^20 points in a 64^3 float64 grid, prefilter included): xlabind's values
+against SciPy's, and xlabind's gradient in the grid.
+
 ``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
 on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
 outgrows the L2 caches (1 MiB a core on the benchmark's machines; a 64^3
@@ -396,6 +400,44 @@ def print_sweep(groups: list[list[Case]], results: dict[str, dict]) -> None:
         mine, jax_ms = (results[c.key]["median_us"] / 1e3 for c in (ours, theirs))
         print(f"{side:>4}^3  {ours.x.nbytes / 2**20:>6.2f}  {mine:>10.2f}  {jax_ms:>8.2f}  "
               f"{jax_ms / mine:>13.2f}")
+
+
+def spline_orders_groups(points: int = 1 << 20) -> list[list[Case]]:
+    """For each spline order 2 to 5 (mirror, 2^`points` in a 64^3 float64
+    grid, prefilter included): xlabind's values against SciPy's, and
+    xlabind's gradient in the grid (nothing else differentiates these)."""
+    import scipy.ndimage
+
+    from xlabind.ops import map_coordinates as ours
+
+    grid, coords = _map_coordinates_problem(64, points, seed=3)
+    host_coords = np.stack([np.asarray(c) for c in coords])
+    groups = []
+    for order in (2, 3, 4, 5):
+        expected = scipy.ndimage.map_coordinates(np.asarray(grid), host_coords, order=order,
+                                                 mode="mirror")
+        values = jax.jit(lambda g, c, k=order: ours(g, c, k, "mirror"))
+        grad = jax.jit(jax.grad(lambda g, c, k=order: jnp.sum(ours(g, c, k, "mirror") ** 2)))
+        groups.append([
+            Case(f"spline{order}_xlabind", f"order {order}, xlabind",
+                 lambda g, f=values: f(g, coords), grid, expected),
+            Case(f"spline{order}_scipy", f"order {order}, SciPy",
+                 lambda g, k=order: _Ready(scipy.ndimage.map_coordinates(
+                     np.asarray(g), host_coords, order=k, mode="mirror")), grid, expected),
+            Case(f"spline{order}_grad_xlabind", f"order {order} grad, xlabind",
+                 lambda g, f=grad: f(g, coords), grid),
+        ])
+    return groups
+
+
+def print_spline_orders(groups: list[list[Case]], results: dict[str, dict]) -> None:
+    print(f"{'order':>5}  {'xlabind ms':>10}  {'SciPy ms':>9}  {'SciPy / xlabind':>15}  "
+          f"{'xlabind grad ms':>15}")
+    for ours, scipy_case, grad in groups:
+        mine, theirs, slope = (results[c.key]["median_us"] / 1e3
+                               for c in (ours, scipy_case, grad))
+        order = ours.key[len("spline")]
+        print(f"{order:>5}  {mine:>10.1f}  {theirs:>9.1f}  {theirs / mine:>15.2f}  {slope:>15.1f}")
 
 
 def all_cases() -> tuple[list[Case], list[str]]:
@@ -822,6 +864,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--grid-sweep", action="store_true",
                         help="only map_coordinates' values against jax's, on grids from 32^3 "
                              "to 96^3 (where the grid outgrows a core's L2)")
+    parser.add_argument("--spline-orders", action="store_true",
+                        help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
+                             "2^20 points): values against SciPy's, and the gradient")
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
@@ -846,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
             report = lifetime_worker(rest[0], int(rest[1]))
         print(json.dumps(report))
         return 0
-    if args.grid_sweep:
+    if args.grid_sweep or args.spline_orders:
         return sweep_main(args, malloc_pinned, start)
     cases, notes = all_cases()
     warm_up(cases)
@@ -897,12 +942,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> int:
-    groups = map_coordinates_sweep()
+    """--grid-sweep and --spline-orders: one table of native-op groups."""
+    if args.grid_sweep:
+        groups, report = map_coordinates_sweep(), print_sweep
+    else:
+        groups = spline_orders_groups(1 << (18 if args.quick else 20))
+        report = print_spline_orders
     for group in groups:
         warm_up(group)
         measure(group, max(5, args.rounds // 20), 1, after_itself=True)
     results = {case.key: summarize(case) for group in groups for case in group}
-    print_sweep(groups, results)
+    report(groups, results)
     calls = len(groups[0][0].times)
     print(f"\n{calls} timed calls per case, {time.perf_counter() - start:.1f} s; "
           f"jax {jax.__version__}, {os.cpu_count()} CPUs")
