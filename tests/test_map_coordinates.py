@@ -216,14 +216,14 @@ def test_many_points_under_vmap():
 
 def _outputs(grid, coords, order, mode):
     """Values, the gradient of a sum of their sines in the grid (the scatter)
-    and in each coordinate array, and for splines the second and third
+    and in each coordinate array, and for the cubic the second and third
     derivatives along the last axis (differentiated weights)."""
     f = lambda g, c: map_coordinates(g, c, order, mode, 0.5)  # noqa: E731
     out = {"values": np.asarray(jax.jit(f)(grid, coords))}
     slopes = jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1))(grid, coords)
     for a, s in enumerate([slopes[0], *slopes[1]]):
         out[f"slope{a}"] = np.asarray(s)
-    if order >= 2:
+    if order == 3:  # the cubic's derivative weights have vector closed forms
         along = lambda last: f(grid, [*coords[:-1], last]).sum()  # noqa: E731
         second = jax.grad(lambda last: jax.grad(along)(last).sum())
         third = jax.grad(lambda last: second(last).sum())
@@ -273,7 +273,11 @@ def test_the_scalar_path_agrees_with_the_vector_kernel(tmp_path, order, mode):
     run: their fused multiply-adds round differently somewhere."""
     inputs, ours = {}, {}
     for dtype in (jnp.float32, jnp.float64):
-        for shape in ((40,), (17, 23), (9, 10, 11), (3, 5, 2)):
+        # Every rank for orders 1 and 3; the other splines share their code
+        # but for the row's length, so 3-D (and no interior) is enough.
+        shapes = ((40,), (17, 23), (9, 10, 11), (3, 5, 2)) if order in (1, 3) else \
+            ((9, 10, 11), (3, 5, 2))
+        for shape in shapes:
             key = f"{np.dtype(dtype).name}-{'x'.join(map(str, shape))}"
             grid, coords = many_points(shape, dtype, seed=len(shape))
             inputs[f"{key}:grid"] = np.asarray(grid)
