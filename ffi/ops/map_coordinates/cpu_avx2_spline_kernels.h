@@ -5,8 +5,8 @@
 //                         node's weight, added into the grid.
 // A spline of degree k touches k + 1 consecutive nodes along the grid's last
 // (contiguous) axis: for a cubic exactly one vector of 4 float64s (or a
-// 128-bit one of 4 float32s), for the others one or two, the last loaded and
-// stored under a mask. So each point's (k+1)^ndim nodes are (k+1)^(ndim-1)
+// 128-bit one of 4 float32s), for the others one or two, a partly filled
+// last one read and written by narrower loads and stores. So each point's (k+1)^ndim nodes are (k+1)^(ndim-1)
 // rows of vector loads (or read-add-writes), weighted along the leading axes
 // by broadcasts. The weights are computed for 4 points at once, a point per
 // lane (in vectors, but for the derivatives of degrees other than 3, which
@@ -19,9 +19,10 @@
 // huge coordinates, and the tail take the scalar path, point by point.
 //
 // Why: SplineCell sums its nodes one multiply-add each, reading each node
-// alone; here the sum is a quarter of the loads and multiply-adds, and the
-// transpose's adds a quarter of the read-modify-writes (tools/benchmark.py,
-// the order-3 cases).
+// alone; here the sum is a quarter to a third of the loads and multiply-adds,
+// and the same share of the transpose's read-modify-writes: about twice as
+// fast at every order (tools/benchmark.py, the order-3 cases and
+// --spline-orders; against XLABIND_NO_SIMD=1).
 //
 // Built with the target attribute, like cpu_avx2_kernels.h: callers check
 // SplineAvx2KernelsApply() first, false without AVX2 and FMA or with
