@@ -6,11 +6,12 @@
 // A spline of degree k touches k + 1 consecutive nodes along the grid's last
 // (contiguous) axis: for a cubic exactly one vector of 4 float64s (or a
 // 128-bit one of 4 float32s), for the others one or two, a partly filled
-// last one read and written by narrower loads and stores. So each point's (k+1)^ndim nodes are (k+1)^(ndim-1)
-// rows of vector loads (or read-add-writes), weighted along the leading axes
-// by broadcasts. The weights are computed for 4 points at once, a point per
-// lane (in vectors, but for the derivatives of degrees other than 3, which
-// SplineWeights computes a lane at a time).
+// last one read and written by narrower loads and stores. So each point's
+// (k+1)^ndim nodes are (k+1)^(ndim-1) rows of vector loads (or
+// read-add-writes), weighted along the leading axes by broadcasts. The
+// weights are computed for 4 points at once, a point per lane (in vectors,
+// but for the derivatives of degrees other than 3, which SplineWeights
+// computes a lane at a time).
 // Each point's nodes go through the boundary mode axis by axis (no work for
 // the axes where all lie inside, most of them), so points near the edges
 // take these paths too: on a 64^3 grid 14% of random points have a cubic

@@ -158,7 +158,8 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             if constexpr (kOrder == 1) {
               GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
             } else {
-              GatherSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, values + i, count, point);
+              GatherSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, values + i, count,
+                                                    point);
             }
             return;
           }
@@ -218,7 +219,8 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
           if constexpr (kOrder == 1) {
             ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           } else {
-            ScatterSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+            ScatterSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, cotangents + i, count,
+                                                   point);
           }
           return;
         }

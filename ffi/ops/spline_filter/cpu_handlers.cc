@@ -21,8 +21,9 @@ constexpr int64_t kGrainValues = 1 << 15;
 constexpr int kBlockLanes = 8;
 
 // Filters (or transposes) lines [begin, end) of `lines`, kBlockLanes at a
-// time where they share a stride apart: adjacent in memory along the later
-// axes (lines of an inner axis), or one row after the other (the last axis).
+// time where they lie a fixed step apart: side by side in memory (the lines
+// of an earlier axis), or one row after the other (the last axis); the rest
+// one at a time.
 template <bool kTranspose>
 void FilterLines(const FilterCall& call, const AxisLines& lines, double* work, int64_t begin,
                  int64_t end) {
