@@ -342,30 +342,35 @@ def _cubic_by_gathers(coefficients: jax.Array, coords: list[jax.Array]) -> jax.A
     return jnp.sum(coefficients.reshape(-1)[flat] * w, axis=(1, 2, 3))
 
 
+def _scipy_spline(host_coords: np.ndarray, order: int) -> Callable[[jax.Array], _Ready]:
+    """SciPy's map_coordinates of `order` (mirror, its prefilter) at
+    host_coords, as a case's function."""
+    import scipy.ndimage
+
+    return lambda g: _Ready(scipy.ndimage.map_coordinates(np.asarray(g), host_coords,
+                                                          order=order, mode="mirror"))
+
+
 def spline_groups() -> list[list[Case]]:
     """xlabind.ops.map_coordinates of order 3 (mirror) on 2^20 points in a 64^3
     float64 grid: the values against SciPy's (prefilter included on both
     sides) and the pure-jnp reference above (given the coefficients: its
     prefilter not timed), then the gradient in the grid against the
     reference's (xlabind's through the prefilter's transpose too)."""
-    import scipy.ndimage
-
     from xlabind.ops import map_coordinates as ours
     from xlabind.ops import spline_filter
 
     grid, coords = _map_coordinates_problem(64, 1 << 20, seed=3)
     coefficients = spline_filter(grid, 3, "mirror")
-    host_grid, host_coords = np.asarray(grid), np.stack([np.asarray(c) for c in coords])
-    expected = scipy.ndimage.map_coordinates(host_grid, host_coords, order=3, mode="mirror")
+    host_coords = np.stack([np.asarray(c) for c in coords])
+    scipy_values = _scipy_spline(host_coords, 3)
+    expected = scipy_values(grid).value
     forward = jax.jit(lambda g, c: ours(g, c, 3, "mirror"))
     reference = jax.jit(_cubic_by_gathers)
     values = [
         Case("spline_xlabind", "map_coordinates order 3, xlabind",
              lambda g: forward(g, coords), grid, expected),
-        Case("spline_scipy", "map_coordinates order 3, SciPy",
-             lambda g: _Ready(scipy.ndimage.map_coordinates(np.asarray(g), host_coords,
-                                                            order=3, mode="mirror")),
-             grid, expected),
+        Case("spline_scipy", "map_coordinates order 3, SciPy", scipy_values, grid, expected),
         Case("spline_jnp", "map_coordinates order 3, jnp gathers (coefficients given)",
              lambda g: reference(coefficients, coords), grid, expected),
     ]
@@ -406,24 +411,20 @@ def spline_orders_groups(points: int = 1 << 20) -> list[list[Case]]:
     """For each spline order 2 to 5 (mirror, 2^`points` in a 64^3 float64
     grid, prefilter included): xlabind's values against SciPy's, and
     xlabind's gradient in the grid (nothing else differentiates these)."""
-    import scipy.ndimage
-
     from xlabind.ops import map_coordinates as ours
 
     grid, coords = _map_coordinates_problem(64, points, seed=3)
     host_coords = np.stack([np.asarray(c) for c in coords])
     groups = []
     for order in (2, 3, 4, 5):
-        expected = scipy.ndimage.map_coordinates(np.asarray(grid), host_coords, order=order,
-                                                 mode="mirror")
+        scipy_values = _scipy_spline(host_coords, order)
+        expected = scipy_values(grid).value
         values = jax.jit(lambda g, c, k=order: ours(g, c, k, "mirror"))
         grad = jax.jit(jax.grad(lambda g, c, k=order: jnp.sum(ours(g, c, k, "mirror") ** 2)))
         groups.append([
             Case(f"spline{order}_xlabind", f"order {order}, xlabind",
                  lambda g, f=values: f(g, coords), grid, expected),
-            Case(f"spline{order}_scipy", f"order {order}, SciPy",
-                 lambda g, k=order: _Ready(scipy.ndimage.map_coordinates(
-                     np.asarray(g), host_coords, order=k, mode="mirror")), grid, expected),
+            Case(f"spline{order}_scipy", f"order {order}, SciPy", scipy_values, grid, expected),
             Case(f"spline{order}_grad_xlabind", f"order {order} grad, xlabind",
                  lambda g, f=grad: f(g, coords), grid),
         ])

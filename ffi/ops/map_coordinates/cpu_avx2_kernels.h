@@ -51,6 +51,7 @@ inline bool Avx2KernelsApply(const Geometry& g) {
 
 #if defined(__x86_64__)
 
+// For the kernels here and in cpu_avx2_spline_kernels.h, which includes this.
 #define XLABIND_AVX2 __attribute__((target("avx2,fma")))
 #define XLABIND_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
@@ -292,9 +293,6 @@ XLABIND_AVX2 void ScatterRunAvx2(const Geometry& g, T* grid, const T* const* coo
   }
   for (; p < count; ++p) scalar(p);
 }
-
-#undef XLABIND_AVX2
-#undef XLABIND_AVX2_INLINE
 
 #else  // not x86-64: never called, since Avx2KernelsApply() is false.
 

@@ -34,6 +34,7 @@
 #include <cstdint>
 
 #include "ffi/native/cpu_features.h"
+#include "ffi/ops/map_coordinates/cpu_avx2_kernels.h"  // Avx2<double>, XLABIND_AVX2
 #include "ffi/ops/map_coordinates/interpolation.h"
 
 #if defined(__x86_64__)
@@ -60,19 +61,17 @@ inline bool SplineAvx2KernelsApply(const Geometry& g) {
 
 #if defined(__x86_64__)
 
-#define XLABIND_AVX2 __attribute__((target("avx2,fma")))
-#define XLABIND_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
-
 // Four values of T in one vector: a cubic's 4 nodes along the last axis, or
 // one quantity of 4 points.
 template <typename T>
 struct Quad;
 
+// Avx2<double> (cpu_avx2_kernels.h) has the loads, stores and arithmetic of
+// 4 doubles already; these are what the splines add.
 template <>
-struct Quad<double> {
-  using Vec = __m256d;
-  XLABIND_AVX2_INLINE static Vec Load(const double* p) { return _mm256_loadu_pd(p); }
-  XLABIND_AVX2_INLINE static void Store(double* p, Vec v) { _mm256_storeu_pd(p, v); }
+struct Quad<double> : Avx2<double> {
+  XLABIND_AVX2_INLINE static Vec Broadcast(const double* p) { return _mm256_broadcast_sd(p); }
+  XLABIND_AVX2_INLINE static Vec Zero() { return _mm256_setzero_pd(); }
   // The first `lanes` (1 to 3) values only: the others read as 0 and are
   // neither read nor written (no fault past the end of the grid). Plain
   // narrower loads and stores: AVX's masked ones are slow on some CPUs
@@ -91,23 +90,9 @@ struct Quad<double> {
     _mm_storeu_pd(p, low);
     if (lanes == 3) _mm_store_sd(p + 2, _mm256_extractf128_pd(v, 1));
   }
-  XLABIND_AVX2_INLINE static Vec Splat(double x) { return _mm256_set1_pd(x); }
-  XLABIND_AVX2_INLINE static Vec Broadcast(const double* p) { return _mm256_broadcast_sd(p); }
-  XLABIND_AVX2_INLINE static Vec Zero() { return _mm256_setzero_pd(); }
-  XLABIND_AVX2_INLINE static Vec Floor(Vec x) {
-    return _mm256_round_pd(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-  }
-  // Lanes with 0 <= x <= highest as bits; NaN lanes fail.
-  XLABIND_AVX2_INLINE static int Within(Vec x, Vec highest) {
-    return _mm256_movemask_pd(_mm256_and_pd(_mm256_cmp_pd(x, Zero(), _CMP_GE_OQ),
-                                            _mm256_cmp_pd(x, highest, _CMP_LE_OQ)));
-  }
   XLABIND_AVX2_INLINE static Vec Add(Vec a, Vec b) { return _mm256_add_pd(a, b); }
   XLABIND_AVX2_INLINE static Vec Abs(Vec a) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), a); }
-  XLABIND_AVX2_INLINE static Vec Sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
-  XLABIND_AVX2_INLINE static Vec Mul(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
   XLABIND_AVX2_INLINE static Vec Div(Vec a, Vec b) { return _mm256_div_pd(a, b); }
-  XLABIND_AVX2_INLINE static Vec MulAdd(Vec a, Vec b, Vec c) { return _mm256_fmadd_pd(a, b, c); }
   // Rows to columns: v[i] lane j becomes v[j] lane i.
   XLABIND_AVX2_INLINE static void Transpose(Vec* v) {
     const Vec t0 = _mm256_unpacklo_pd(v[0], v[1]), t1 = _mm256_unpackhi_pd(v[0], v[1]);
@@ -119,6 +104,7 @@ struct Quad<double> {
   }
 };
 
+// 4 floats in a 128-bit vector (Avx2<float> holds 8 in 256 bits).
 template <>
 struct Quad<float> {
   using Vec = __m128;
@@ -565,9 +551,6 @@ XLABIND_AVX2 void ScatterSplineRunAvx2(const Geometry& g, T* grid, const T* cons
   }
   for (; p < count; ++p) scalar(p);
 }
-
-#undef XLABIND_AVX2
-#undef XLABIND_AVX2_INLINE
 
 #else  // not x86-64: never called, since SplineAvx2KernelsApply() is false.
 

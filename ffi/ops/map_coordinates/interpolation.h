@@ -410,6 +410,22 @@ struct SplineCell {
   }
 };
 
+// Each axis' nodes (AxisNodes) of the point at `at` of the coordinate
+// arrays, for the first `ndim` axes; returns the first axis whose coordinate
+// makes the point's value NaN (its weight[0] is then a NaN), or -1.
+template <typename T, int kOrder>
+XLABIND_HOST_DEVICE int PointNodes(const Geometry& g, const Coordinates<T>& coords, int64_t at,
+                                   int ndim, int64_t (*offset)[kOrder + 1],
+                                   T (*weight)[kOrder + 1], bool (*valid)[kOrder + 1]) {
+  for (int a = 0; a < ndim; ++a) {
+    if (!AxisNodes<T, kOrder>(coords.axis[a][at], g.grid_shape[a], g.grid_strides[a], g.mode,
+                              g.derivative[a], offset[a], weight[a], valid[a])) {
+      return a;
+    }
+  }
+  return -1;
+}
+
 // The nodes of one point from axis kAxis on, for a rank known at compile
 // time: nested loops, axis 0 outermost, each node's weight the product of
 // its axes' weights in axis order. (The rank-generic path below decodes a
@@ -445,12 +461,10 @@ XLABIND_HOST_DEVICE void ForEachNode(const Geometry& g, const Coordinates<T>& co
   int64_t offset[kNdim > 0 ? kNdim : kMaxDims][kNodes];
   T weight[kNdim > 0 ? kNdim : kMaxDims][kNodes];
   bool valid[kNdim > 0 ? kNdim : kMaxDims][kNodes];
-  for (int a = 0; a < ndim; ++a) {
-    if (!AxisNodes<T, kOrder>(coords.axis[a][at], g.grid_shape[a], g.grid_strides[a], g.mode,
-                              g.derivative[a], offset[a], weight[a], valid[a])) {
-      visit(int64_t{0}, weight[a][0]);
-      return;
-    }
+  const int nan_axis = PointNodes<T, kOrder>(g, coords, at, ndim, offset, weight, valid);
+  if (nan_axis >= 0) {
+    visit(int64_t{0}, weight[nan_axis][0]);
+    return;
   }
   if constexpr (kNdim > 0) {
     VisitTensorProduct<T, kNodes, kNdim, 0>(offset, weight, valid, int64_t{0}, T(1), visit);
@@ -505,12 +519,8 @@ XLABIND_HOST_DEVICE T SumNodes(const Geometry& g, const Coordinates<T>& coords, 
   int64_t offset[kNdim][kNodes];
   T weight[kNdim][kNodes];
   bool valid[kNdim][kNodes];
-  for (int a = 0; a < kNdim; ++a) {
-    if (!AxisNodes<T, kOrder>(coords.axis[a][at], g.grid_shape[a], g.grid_strides[a], g.mode,
-                              g.derivative[a], offset[a], weight[a], valid[a])) {
-      return weight[a][0] * grid[0];
-    }
-  }
+  const int nan_axis = PointNodes<T, kOrder>(g, coords, at, kNdim, offset, weight, valid);
+  if (nan_axis >= 0) return weight[nan_axis][0] * grid[0];
   return SumTensorProduct<T, kNodes, kNdim, 0>(offset, weight, valid, grid);
 }
 
