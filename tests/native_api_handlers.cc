@@ -6,6 +6,10 @@
 //   native_api_pool           parallel loops on XLA's intra-op thread pool;
 //   native_api_scratch        scratch memory;
 //   native_api_scale          y = factor * x, for aliasing a result to x;
+//   native_api_ticket         jax's ordering token in and out (effect="ordered"):
+//                             y = x, and the call's place in the process's
+//                             order of calls (1, 2, ...), so a test sees the
+//                             order XLA ran them in;
 //   native_api_nothing[_cb]   CUDA handlers without and with the
 //                             command-buffer trait (xlabind_extension).
 #include <algorithm>
@@ -107,6 +111,18 @@ ffi::Error ScaleExecute(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, double 
   });
 }
 
+// How many native_api_ticket calls have run in this process.
+std::atomic<int32_t> tickets{0};
+
+ffi::Error TicketExecute(ffi::Token, ffi::AnyBuffer x, ffi::Result<ffi::Token>,
+                         ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::BufferR0<ffi::S32>> ticket) {
+  XLABIND_RETURN_IF_ERROR(native::CheckShape("native_api_ticket", "y", *y, native::ShapeOf(x)));
+  std::copy_n(static_cast<const char*>(x.untyped_data()), x.size_bytes(),
+              static_cast<char*>(y->untyped_data()));
+  *ticket->typed_data() = ++tickets;
+  return ffi::Error::Success();
+}
+
 ffi::Error Nothing(void*) { return ffi::Error::Success(); }
 
 }  // namespace
@@ -143,6 +159,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NativeApiScale, ScaleExecute,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<double>("factor"));
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(NativeApiTicket, TicketExecute,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Token>()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::Token>()
+                                  .Ret<ffi::AnyBuffer>()
+                                  .Ret<ffi::BufferR0<ffi::S32>>());
 
 // Launches nothing: the same (empty) device work on every call, so a CUDA
 // graph may capture it; registered with and without the trait.

@@ -10,6 +10,7 @@ NATIVE_API_HANDLERS = {
         "native_api_pool": "NativeApiPool",
         "native_api_scratch": "NativeApiScratch",
         "native_api_scale": "NativeApiScale",
+        "native_api_ticket": "NativeApiTicket",
     },
     "cuda": {
         "native_api_nothing": "NativeApiNothingCuda",

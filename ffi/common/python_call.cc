@@ -121,6 +121,21 @@ std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObj
 
 }  // namespace
 
+std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_results) {
+  const std::string index = std::to_string(i);
+  if (data.style == CallStyle::kJaxbind) {
+    return "raised TypeError: " + data.name + " wrote nothing into out[" + index +
+           "] (its first and last elements are still as xlabind left them): a jaxbind "
+           "callback must fill every result, e.g. out[" + index + "][...] = value";
+  }
+  const std::string which = num_results == 1 ? "`out`" : "result " + index + " of `out`";
+  return "raised TypeError: " + data.name + " wrote nothing into " + which +
+         " (its first and last elements are still as xlabind left them): an in_place "
+         "function must fill every result it is given, since XLA's result memory starts "
+         "uninitialised; write every element (e.g. out[...] = value), also on the paths "
+         "that skip the work";
+}
+
 ffi::Error CallbackError(const std::string& name, const std::string& what) {
   return ffi::Error(ffi::ErrorCode::kUnknown, "xlabind callback '" + name + "' " + what);
 }

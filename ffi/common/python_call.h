@@ -10,14 +10,16 @@
 //   // A new reference to the view of `buffer`, or null with a Python error set.
 //   PyObject* View(const ffi::AnyBuffer& buffer, bool is_result);
 //   std::string Detach(ViewList& views, const std::vector<size_t>& escaped);
-//   // After a successful call; results start at views[num_operands].
-//   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands);
+//   // After a successful call; results start at views[num_operands], and at
+//   // rets[first_ret] (after jax's token, in an ordered call).
+//   ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands,
+//                     size_t first_ret);
 //   // The call's status (native/call_status.h) into `status`; without the GIL.
 //   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message);
-//   // Before and after a jaxbind-style call: mark a result's view, and whether
-//   // it is still as marked (nothing was written). A platform that cannot tell
-//   // says no.
-//   void MarkUnwritten(PyObject* result_view);
+//   // Before and after a call that writes its results itself (in_place,
+//   // jaxbind): mark a result's view (false: it cannot be marked), and whether
+//   // it is still as marked (nothing was written).
+//   bool MarkUnwritten(PyObject* result_view);
 //   bool Unwritten(PyObject* result_view);
 //
 // All but WriteStatus run with the GIL held. Detach must leave every escaped view (and
@@ -141,11 +143,39 @@ std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num
                                                  const std::vector<size_t>&),
                            void* platform);
 
-// Views of every operand, then of the first `num_results` results, into
-// `views`; or the error.
+// Where a call's arrays are in its frame. An ordered call's first argument and
+// first result are jax's ordering token (lowered as io_callback lowers it):
+// no array, so no view.
+struct FrameLayout {
+  size_t first_arg = 0;
+  size_t num_args = 0;
+  size_t first_ret = 0;
+  size_t num_results = 0;
+};
+
+// The layout of a frame whose first `num_rets` results are the callable's
+// (a status may follow them).
+inline FrameLayout LayoutOf(xla::ffi::RemainingArgs args, xla::ffi::RemainingRets rets,
+                            size_t num_rets) {
+  namespace ffi = xla::ffi;
+  FrameLayout layout;
+  if (args.size() > 0) {
+    auto first = args.get<ffi::AnyBuffer>(0);
+    layout.first_arg = first.has_value() && first->element_type() == ffi::DataType::TOKEN;
+  }
+  if (num_rets > 0) {
+    auto first = rets.get<ffi::AnyBuffer>(0);
+    layout.first_ret = first.has_value() && (*first)->element_type() == ffi::DataType::TOKEN;
+  }
+  layout.num_args = args.size() - layout.first_arg;
+  layout.num_results = num_rets - layout.first_ret;
+  return layout;
+}
+
+// Views of every operand, then of every result, into `views`; or the error.
 template <typename Platform>
 std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
-                     xla::ffi::RemainingRets rets, size_t num_results, ViewList& views) {
+                     xla::ffi::RemainingRets rets, const FrameLayout& layout, ViewList& views) {
   namespace ffi = xla::ffi;
   auto add = [&](const ffi::AnyBuffer& buffer, bool is_result) {
     PyObject* view = platform.View(buffer, is_result);
@@ -153,25 +183,48 @@ std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
     views.Add(view);
     return true;
   };
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto buffer = args.get<ffi::AnyBuffer>(i);
+  for (size_t i = 0; i < layout.num_args; ++i) {
+    auto buffer = args.get<ffi::AnyBuffer>(layout.first_arg + i);
     if (buffer.has_error()) return "operand " + std::to_string(i) + " is not a buffer";
     if (!add(*buffer, false)) return TakePythonError();
   }
-  for (size_t i = 0; i < num_results; ++i) {
-    auto buffer = rets.get<ffi::AnyBuffer>(i);
+  for (size_t i = 0; i < layout.num_results; ++i) {
+    auto buffer = rets.get<ffi::AnyBuffer>(layout.first_ret + i);
     if (buffer.has_error()) return "result " + std::to_string(i) + " is not a buffer";
     if (!add(**buffer, true)) return TakePythonError();
   }
   return "";
 }
 
+// Whether result `i` shares memory with an operand (input_output_aliases): the
+// function reads the operand through it, so no sentinel may be written there.
+inline bool SharesOperandMemory(xla::ffi::RemainingArgs args, xla::ffi::RemainingRets rets,
+                                const FrameLayout& layout, size_t i) {
+  namespace ffi = xla::ffi;
+  auto result = rets.get<ffi::AnyBuffer>(layout.first_ret + i);
+  if (result.has_error()) return true;
+  const auto* start = static_cast<const char*>((*result)->untyped_data());
+  const auto* end = start + (*result)->size_bytes();
+  for (size_t k = 0; k < layout.num_args; ++k) {
+    auto operand = args.get<ffi::AnyBuffer>(layout.first_arg + k);
+    if (operand.has_error()) continue;
+    const auto* data = static_cast<const char*>(operand->untyped_data());
+    if (data < end && start < data + operand->size_bytes()) return true;
+  }
+  return false;
+}
+
+// What a function that writes its results (in_place, jaxbind) must be told
+// when result `i` of `num_results` still holds what xlabind marked it with.
+std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_results);
+
 // The handler body shared by every platform: takes the GIL, lets `platform`
-// make the views of the operands and the first `num_results` results, calls,
-// checks, and lets `platform` finish. No C++ exception crosses into XLA.
+// make the views of the operands and of the first `num_rets` results (after
+// the token, if any), calls, checks, and lets `platform` finish. No C++
+// exception crosses into XLA.
 template <typename Platform>
 xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs args,
-                           xla::ffi::RemainingRets rets, size_t num_results,
+                           xla::ffi::RemainingRets rets, size_t num_rets,
                            Platform& platform) {
   namespace ffi = xla::ffi;
   try {
@@ -179,34 +232,37 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
       return ffi::Error(ffi::ErrorCode::kUnavailable,
                         "xlabind: the Python interpreter is shutting down");
     }
+    const FrameLayout layout = LayoutOf(args, rets, num_rets);
     GilScope gil;
-    ViewList views(args.size() + num_results, args.size(), Platform::kReleaseView);
-    std::string error = AddViews(platform, args, rets, num_results, views);
+    ViewList views(layout.num_args + layout.num_results, layout.num_args,
+                   Platform::kReleaseView);
+    std::string error = AddViews(platform, args, rets, layout, views);
     if (!error.empty()) return CallbackError(data.name, "failed: " + error);
-    // jaxbind callbacks must write every result; what the platform can check.
-    const bool check_written = data.style == CallStyle::kJaxbind;
-    if (check_written) {
-      for (size_t i = 0; i < num_results; ++i) platform.MarkUnwritten(views[args.size() + i]);
+    // XLA's result memory is uninitialised: a function that writes its results
+    // must write every one, which the platform checks where it can (not in a
+    // result that is an operand's memory, which must keep the operand's values).
+    const bool check_written = data.style != CallStyle::kAdapter;
+    std::array<bool, 64> marked{};  // results past the 64th go unchecked
+    for (size_t i = 0; check_written && i < layout.num_results && i < marked.size(); ++i) {
+      if (SharesOperandMemory(args, rets, layout, i)) continue;
+      marked[i] = platform.MarkUnwritten(views[layout.num_args + i]);
     }
     error = InvokeAndCheck(
-        data, views, args.size(),
+        data, views, layout.num_args,
         [](void* p, ViewList& v, const std::vector<size_t>& escaped) {
           return static_cast<Platform*>(p)->Detach(v, escaped);
         },
         &platform);
-    for (size_t i = 0; check_written && error.empty() && i < num_results; ++i) {
-      if (platform.Unwritten(views[args.size() + i])) {
-        error = "raised TypeError: " + data.name + " wrote nothing into out[" +
-                std::to_string(i) + "] (its first and last elements are still as xlabind left "
-                "them): a jaxbind callback must fill every result, e.g. out[" +
-                std::to_string(i) + "][...] = value";
+    for (size_t i = 0; error.empty() && i < layout.num_results && i < marked.size(); ++i) {
+      if (marked[i] && platform.Unwritten(views[layout.num_args + i])) {
+        error = UnwrittenResultError(data, i, layout.num_results);
       }
     }
     if (!error.empty()) {
       return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
                         "xlabind callback '" + data.name + "' " + error);
     }
-    return platform.Finish(rets, views, args.size());
+    return platform.Finish(rets, views, layout.num_args, layout.first_ret);
   } catch (const std::exception& e) {
     return ffi::Error::Internal(std::string("xlabind: C++ exception in the callback handler: ") +
                                 e.what());

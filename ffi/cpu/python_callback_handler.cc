@@ -34,14 +34,15 @@ struct CpuBuffers {
            "it. Keep or pass a copy instead (numpy.array(x)).";
   }
 
-  ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands) {
+  ffi::Error Finish(ffi::RemainingRets rets, ViewList& views, size_t num_operands,
+                    size_t first_ret) {
     for (size_t i = num_operands; i < views.size(); ++i) {
-      StoreResult(**rets.get<ffi::AnyBuffer>(i - num_operands), views[i]);
+      StoreResult(**rets.get<ffi::AnyBuffer>(first_ret + i - num_operands), views[i]);
     }
     return ffi::Error::Success();
   }
 
-  void MarkUnwritten(PyObject* view) { xlabind::MarkUnwritten(view); }
+  bool MarkUnwritten(PyObject* view) { return xlabind::MarkUnwritten(view); }
   bool Unwritten(PyObject* view) { return StillUnwritten(view); }
 
   ffi::Error WriteStatus(ffi::AnyBuffer status, bool failed, const std::string& message) {

@@ -43,7 +43,7 @@ Layout LayoutOf(PyObject* view) {
   // Packed sub-byte types arrive as copies the view owns: not XLA's memory.
   if (layout.count == 0 || PyArray_CHKFLAGS(array, NPY_ARRAY_OWNDATA)) return layout;
   const bool is_bool = PyArray_TYPE(array) == NPY_BOOL;
-  layout.checked = layout.width > 0 && (is_bool || layout.width * layout.count >= 4);
+  layout.checked = is_bool || (layout.width >= 4 && layout.width <= 16);
   return layout;
 }
 
@@ -62,15 +62,16 @@ bool ForMarked(const Layout& layout, Visit&& visit) {
 
 }  // namespace
 
-void MarkUnwritten(PyObject* view) {
+bool MarkUnwritten(PyObject* view) {
   const Layout layout = LayoutOf(view);
-  if (!layout.checked) return;
+  if (!layout.checked) return false;
   uint8_t sentinel[16];
   Sentinel(layout.width, sentinel);
   ForMarked(layout, [&](uint8_t* element) {
     std::memcpy(element, sentinel, layout.width);
     return true;
   });
+  return true;
 }
 
 bool StillUnwritten(PyObject* view) {

@@ -61,10 +61,13 @@ struct CudaBuffers {
            "and must not be used. Keep or pass a copy instead (e.g. cupy.array(x)).";
   }
 
-  ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t) { return ffi::Error::Success(); }
+  ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t, size_t) {
+    return ffi::Error::Success();
+  }
 
-  // Device memory: checking a result costs a copy and a synchronization.
-  void MarkUnwritten(PyObject*) {}
+  // Device memory: checking a result would cost a copy and a host sync per
+  // call, so a CUDA function that writes its results must write them all.
+  bool MarkUnwritten(PyObject*) { return false; }
   bool Unwritten(PyObject*) { return false; }
 
   // The status lives on the device: success is one byte set on XLA's stream;

@@ -7,9 +7,9 @@ from __future__ import annotations
 import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
+from jax._src import callback as _callback
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
-from jax._src import effects as _effects
 from jax._src import sharding_impls as _sharding_impls
 from jax._src import util as _util
 from jax._src.custom_partitioning import custom_partitioning
@@ -21,8 +21,9 @@ SPMDAxisContext = _sharding_impls.SPMDAxisContext
 _ManualAxisType = getattr(_core, "ManualAxisType", None)
 
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
-           "agree_on_varying_axes", "cached_weakly", "custom_partitioning", "effects_of",
-           "mark_last_partitioning_side_effecting", "ordered_call",
+           "abstract_token", "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
+           "effects_of", "mark_last_partitioning_side_effecting", "ordered_token",
+           "set_ordered_token",
            "gspmd_aborts_in_partly_manual", "manual_axes",
            "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]
 
@@ -121,42 +122,34 @@ def backends_are_initialized() -> bool:
 
 
 # -- side effects (a bound function's `effect`) --------------------------------
-# Like jax.experimental.io_callback's: an effect keeps jax (and, with
-# has_side_effect, XLA) from removing a call whose results are unused; the
-# ordered one makes jax thread a token through every call, in program order,
-# and through consecutive jitted calls.
-
-
-class CallEffect(_effects.Effect):
-    """A bound function with effect="unordered"."""
-
-    def __str__(self):
-        return "xlabind"
-
-
-class OrderedCallEffect(_effects.Effect):
-    """A bound function with effect="ordered"."""
-
-    def __str__(self):
-        return "xlabind (ordered)"
-
-
-_CALL_EFFECT = CallEffect()
-_ORDERED_CALL_EFFECT = OrderedCallEffect()
-for _type in (CallEffect, OrderedCallEffect):
-    _effects.lowerable_effects.add_type(_type)
-    # Inside lax.map / scan / cond / while_loop (sequential vmap, call_status.py).
-    _effects.control_flow_allowed_effects.add_type(_type)
-# Not shardable: jax refuses it in a program over several devices, whose copies
-# of the call could not run in one order.
-_effects.ordered_effects.add_type(OrderedCallEffect)
+# jax.experimental.io_callback's own effect objects: jax's rules refuse, by
+# identity, what they cannot do with them (vmap of a cond or while_loop with a
+# batched predicate, which would run the effect for elements that took the
+# other branch or had left the loop; remat), and the ordered one shares its
+# token with io_callback(ordered=True), so the two kinds of call keep one
+# program order, also across consecutive jitted calls and over several devices.
+_IO_EFFECT = _callback._IOEffect
+_ORDERED_IO_EFFECT = _callback._OrderedIOEffect
+abstract_token = _core.abstract_token
 
 
 def effects_of(effect: "str | None") -> set:
     """The jax effects of a call of a function with this `effect`."""
     if effect is None:
         return set()
-    return {_ORDERED_CALL_EFFECT if effect == "ordered" else _CALL_EFFECT}
+    return {_ORDERED_IO_EFFECT if effect == "ordered" else _IO_EFFECT}
+
+
+def ordered_token(ctx):
+    """The ordered effect's token coming into the call being lowered."""
+    return ctx.tokens_in.get(_ORDERED_IO_EFFECT)
+
+
+def set_ordered_token(ctx, token) -> None:
+    """Hands on the token the call being lowered returned, to the next ordered call."""
+    from jax.interpreters import mlir
+
+    ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_IO_EFFECT: token})))
 
 
 def mark_last_partitioning_side_effecting() -> None:
@@ -172,23 +165,3 @@ def mark_last_partitioning_side_effecting() -> None:
             op.attributes["has_side_effect"] = ir.BoolAttr.get(True)
             return
     raise AssertionError("xlabind: no custom partitioning call to mark")  # pragma: no cover
-
-
-def ordered_call(ctx, operands, emit):
-    """`emit(ctx, *operands)` in program order among the ordered calls: jax's
-    token for the ordered effect goes in and comes out of the call through
-    optimization barriers, which XLA cannot look through or reorder around.
-    The custom call itself takes no token (neither xlabind's handlers nor a
-    user's FFI target expect one), so the order rides on the data: the
-    operands pass the barrier with the incoming token, and the outgoing token
-    passes one with the results; a call needs at least one of each
-    (Definition.call checks it)."""
-    from jax._src.lib.mlir.dialects import hlo
-    from jax.interpreters import mlir
-
-    token = ctx.tokens_in.get(_ORDERED_CALL_EFFECT)
-    token, *operands = hlo.OptimizationBarrierOp([token, *operands]).results
-    results = list(emit(ctx, *operands))
-    token, *results = hlo.OptimizationBarrierOp([token, *results]).results
-    ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_CALL_EFFECT: token})))
-    return results

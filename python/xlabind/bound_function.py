@@ -160,12 +160,6 @@ class Definition:
             factors, out_factors, summed = sharding.parse_rule(
                 self.name, self.sharding_rule, operands, kwargs.as_dict(), result_avals)
         self._check_aliases(operands, result_avals)
-        if self.effect == "ordered" and not (operands and result_avals):
-            raise ValueError(
-                f"{self.name}: effect='ordered' needs a call with at least one argument and one "
-                f"result (it has {len(operands)} and {len(result_avals)}): xlabind orders the "
-                f"call through its data, since the custom call takes no token. Return a "
-                f"small result (e.g. a scalar) and pass an array, or use effect='unordered'.")
         results = self.bind(operands, kwargs, out_tree, result_avals, factors=factors,
                             out_factors=out_factors, summed=summed,
                             aliases=self.input_output_aliases)

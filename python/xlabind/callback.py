@@ -8,7 +8,7 @@ from typing import Callable, Mapping, Sequence
 
 from xlabind.bound_function import BoundFunction, Definition, ResultSpec, derived_vmap_method
 from xlabind.native_implementation import (FfiTarget, NativeImplementation,
-                                           check_reserved_attributes, is_native,
+                                           check_targets, is_native,
                                            targets_by_platform)
 from xlabind.python_implementation import (PythonImplementation, function_name,
                                            functions_by_platform)
@@ -32,7 +32,7 @@ def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
     name = name or function_name(fn)
     if is_native(fn):
         targets = targets_by_platform(fn)
-        check_reserved_attributes(name, targets, vmap_method)
+        check_targets(name, targets, vmap_method, effect)
         implementation = NativeImplementation(targets)
     else:
         implementation = PythonImplementation(

@@ -81,6 +81,9 @@ def add_tangents(terms: list[list], result_avals) -> list:
 
 
 def jvp_rule(primals, tangents, *, call: Call):
+    if any(not is_zero(t) for t in tangents):
+        # Before the primal call, which eagerly would run the effect at once.
+        _refuse_effect(call.fn, "differentiated")
     outs = bind(call, primals)
     return outs, output_tangents(call.fn, primals, tangents, call)
 

@@ -6,7 +6,7 @@ call (python_implementation.py: the Python-callback handler with a registry
 key; native_implementation.py: the FFI target with its attributes), and gives
 it the placement that makes it run once per program, or once per device on
 its shard (sharding.py). A function with effect="ordered" gets jax's token
-threaded through its call (_jax_internals.ordered_call).
+threaded through its call, as io_callback threads it (custom_calls.py).
 """
 
 from __future__ import annotations
@@ -25,17 +25,28 @@ def _lowering_for(platform: str):
                 f"xlabind: jax.export cannot serialize '{op.name}': it calls a Python function "
                 f"that lives only in this process. Export the parts of the program around it, "
                 f"or bind a native FFI target instead.")
+        if op.effect == "ordered" and sharding.spans_devices(ctx):
+            return sharding.lower_on_first_device(ctx, call, operands)
         emit, keepalive = implementation.emitter(platform, op, call)
         if keepalive is not None:
             ctx.module_context.add_keepalive(keepalive)
-        if op.effect == "ordered":
-            unordered_emit = emit
-
-            def emit(ctx, *operands):
-                return _jax_internals.ordered_call(ctx, operands, unordered_emit)
-        return sharding.lower(ctx, call, operands, emit)
+        return sharding.lower(ctx, call, operands, _threading_token(op, emit))
 
     return rule
+
+
+def _threading_token(op, emit):
+    """`emit` as emit(ctx, *operands) -> results; for an ordered function with
+    jax's ordering token going into the call and coming out of it."""
+    if op.effect != "ordered":
+        return lambda ctx, *operands: emit(ctx, operands)[0]
+
+    def ordered(ctx, *operands):
+        results, token = emit(ctx, operands, _jax_internals.ordered_token(ctx))
+        _jax_internals.set_ordered_token(ctx, token)
+        return results
+
+    return ordered
 
 
 _jax_internals.needs_devices_to_lower(xlabind_call_p)

@@ -11,10 +11,10 @@ import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
-from jax.ffi import build_ffi_lowering_function
+from jax._src.lib.mlir.dialects import hlo
 from jax.interpreters import mlir
 
-from xlabind import _extension
+from xlabind import _extension, custom_calls
 from xlabind._platforms import platform_name, platform_names
 from xlabind._static_kwargs import freeze
 from xlabind._extension import register_ffi_targets  # noqa: F401  (public, from here)
@@ -26,6 +26,8 @@ class FfiTarget:
 
     Create one with :func:`xlabind.ffi_target`. ``attributes`` are static FFI
     attributes of every call; a call's keyword arguments are added to them.
+    ``takes_token``: the target's first operand and first result are jax's
+    ordering token (needed for ``effect="ordered"``).
 
     Example:
       >>> import xlabind
@@ -37,10 +39,11 @@ class FfiTarget:
     name: str
     platforms: tuple[str, ...] = ("cpu",)
     attributes: tuple[tuple[str, Any], ...] = ()
+    takes_token: bool = False
 
 
-
-def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
+def ffi_target(name: str, *, platforms=("cpu",), takes_token: bool = False,
+               **attributes) -> FfiTarget:
     """A registered XLA FFI target (typed API, api_version=1) to bind with
     :func:`xlabind.callback`, :func:`xlabind.linear`, :func:`xlabind.multilinear`
     or :func:`xlabind.nonlinear` in place of a Python function.
@@ -54,7 +57,13 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
     ``vmap_method="native"`` it also receives ``batch_axes``: an i64 array of
     operands × vmap levels, -1 where a level does not batch an operand.
     ``platforms``: ``"cpu"``, ``"cuda"`` (any case) or a sequence of them.
-    Register targets first, e.g. with :func:`xlabind.register_ffi_targets`.
+    ``takes_token=True``: the handler's first operand and first result are
+    jax's ordering token (``.Arg<ffi::Token>()`` and ``.Ret<ffi::Token>()``
+    first in its binding), which a bound function with ``effect="ordered"``
+    threads through it so that XLA runs its calls in program order, as
+    ``jax.experimental.io_callback(..., ordered=True)`` does; without
+    ``effect="ordered"`` the handler receives a fresh token. Register
+    targets first, e.g. with :func:`xlabind.register_ffi_targets`.
 
     Example:
       >>> import jax.numpy as jnp, xlabind
@@ -68,8 +77,11 @@ def ffi_target(name: str, *, platforms=("cpu",), **attributes) -> FfiTarget:
     platforms = platform_names(f"xlabind.ffi_target({name!r})", platforms)
     for key, value in attributes.items():  # refused here, not at the first lowering
         ffi_attribute(key, f"xlabind.ffi_target({name!r})", value)
+    if not isinstance(takes_token, bool):
+        raise TypeError(f"xlabind.ffi_target({name!r}): takes_token must be a bool, got "
+                        f"{takes_token!r}")
     frozen = tuple(sorted((k, freeze(v)) for k, v in attributes.items()))
-    return FfiTarget(name, platforms, frozen)
+    return FfiTarget(name, platforms, frozen, takes_token)
 
 
 def is_native(fn: Any) -> bool:
@@ -144,8 +156,22 @@ def _ir_values(attributes: dict) -> dict:
     return out
 
 
-def check_reserved_attributes(name: str, targets: Mapping[str, FfiTarget], vmap_method: str):
-    """A static attribute xlabind would overwrite is an error, not a surprise."""
+def check_targets(name: str, targets: Mapping[str, FfiTarget], vmap_method: str,
+                  effect: str | None) -> None:
+    """What a bound function's targets must be for its options: each takes jax's
+    token when its calls are ordered; no static attribute xlabind would
+    overwrite (an error, not a surprise)."""
+    if effect == "ordered":
+        for target in targets.values():
+            if not target.takes_token:
+                raise ValueError(
+                    f"{name}: effect='ordered' needs FFI targets that take jax's ordering "
+                    f"token, and {target.name!r} was not declared to: XLA orders calls by "
+                    f"what they read and write, so the calls of a target without the token "
+                    f"may run in any order. Bind the target's handler with "
+                    f".Arg<ffi::Token>() and .Ret<ffi::Token>() first, and declare it with "
+                    f"xlabind.ffi_target({target.name!r}, takes_token=True); or use "
+                    f"effect='unordered'.")
     if vmap_method != "native":
         return
     for target in targets.values():
@@ -197,27 +223,37 @@ class NativeImplementation:
         if op.vmap_method == "native" and call.batch_axes is not None:
             attributes["batch_axes"] = np.asarray(
                 [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64)
+        attributes = _ir_values(attributes)
         # Aliases and has_side_effect (primitive.Call.custom_call_options).
         options = call.custom_call_options
-        if not call.reports_status:
-            lowering = build_ffi_lowering_function(target.name, **options)
-            return (lambda ctx, *operands: lowering(ctx, *operands,
-                                                    **_ir_values(attributes)).results), None
-        if (platform, target.name) in _extension.STATUS_VARIANTS:
+        name = target.name
+        if call.reports_status and (platform, name) in _extension.STATUS_VARIANTS:
             # Built with xlabind_extension: a variant that reports its error as the
             # status instead of failing (ffi/native/call_status.h).
-            lowering = build_ffi_lowering_function(target.name + _extension.STATUS_TARGET_SUFFIX,
-                                                   **options)
-            return (lambda ctx, *operands: lowering(ctx, *operands,
-                                                    **_ir_values(attributes)).results), None
-        # Registered some other way: its errors stop only the device it fails on
-        # (README, "Errors"); the status says success. The aliases name the
-        # function's own results, which come first: they hold without the status.
-        lowering = build_ffi_lowering_function(target.name, **options)
+            name += _extension.STATUS_TARGET_SUFFIX
+        elif call.reports_status:
+            # Registered some other way: its errors stop only the device it fails on
+            # (README, "Errors"); the status says success. The aliases name the
+            # function's own results, which come first: they hold without the status.
+            def emit_without_status(ctx, operands, token=None):
+                results, token = emit(ctx.replace(avals_out=ctx.avals_out[:-1]), operands, token)
+                return [*results, mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8))], \
+                    token
 
-        def emit_without_status(ctx, *operands):
-            results = lowering(ctx.replace(avals_out=ctx.avals_out[:-1]), *operands,
-                               **_ir_values(attributes)).results
-            return [*results, mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8))]
+            def emit(ctx, operands, token=None):
+                return self._emit(name, target, ctx, operands, attributes, options, token)
 
-        return emit_without_status, None
+            return emit_without_status, None
+        return (lambda ctx, operands, token=None: self._emit(
+            name, target, ctx, operands, attributes, options, token)), None
+
+    @staticmethod
+    def _emit(name, target, ctx, operands, attributes, options, token):
+        if not target.takes_token:
+            # A target that takes no token (effect="unordered", or none).
+            return custom_calls.emit(name, ctx, operands, attributes, options)
+        if token is None:  # not ordered: a fresh token, whose successor is dropped
+            token = hlo.create_token()
+            results, _ = custom_calls.emit(name, ctx, operands, attributes, options, token)
+            return results, None
+        return custom_calls.emit(name, ctx, operands, attributes, options, token)

@@ -19,9 +19,8 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.ffi import build_ffi_lowering_function
 
-from xlabind import _extension, cuda_calls
+from xlabind import _extension, cuda_calls, custom_calls
 from xlabind._platforms import platform_name, platform_names
 
 
@@ -103,21 +102,19 @@ class PythonImplementation:
                             f"Python; supported dtypes: {supported}")
 
     def emitter(self, platform: str, op, call):
-        """(emit(ctx, *operands) -> the call's results, what the lowered program must
-        keep alive until it is compiled)."""
+        """(emit(ctx, operands, token) -> (the call's results, token out), what the
+        lowered program must keep alive until it is compiled)."""
         _extension.register_callback_handlers(platform)
         entry = self.registry_entry(platform, op.name, call)
-        key = np.uint64(entry.key)
+        attributes = {"callback_key": np.uint64(entry.key)}
         target = (_extension.PYTHON_CALLBACK_STATUS_TARGET if call.reports_status
                   else _extension.PYTHON_CALLBACK_TARGET)
         options = call.custom_call_options
-        lowering = (build_ffi_lowering_function(target, **options) if options
-                    else _STATUS_OP if call.reports_status else _CALL_OP)
 
-        def emit(ctx, *operands):
+        def emit(ctx, operands, token=None):
             if platform == "cuda":
                 _check_cuda_dtypes(op.name, ctx)
-            return lowering(ctx, *operands, callback_key=key).results
+            return custom_calls.emit(target, ctx, operands, attributes, options, token)
 
         return emit, entry
 
@@ -164,9 +161,6 @@ class PythonImplementation:
                                          aliased=frozenset(j for _, j in aliases))
         return _extension.CallbackEntry(adapter, name)
 
-
-_CALL_OP = build_ffi_lowering_function(_extension.PYTHON_CALLBACK_TARGET)
-_STATUS_OP = build_ffi_lowering_function(_extension.PYTHON_CALLBACK_STATUS_TARGET)
 
 # XLA packs these several to a byte; neither the CUDA array interface nor
 # DLPack can describe that.

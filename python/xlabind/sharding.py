@@ -229,6 +229,56 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     return emit(ctx, *operands)
 
 
+def spans_devices(ctx) -> bool:
+    """Whether the call is lowered into a program over several devices, whose
+    arrays XLA partitions (not inside jax.shard_map, where each device runs
+    its own copy of the program)."""
+    axis_context = ctx.module_context.axis_context
+    return isinstance(axis_context, internals.ShardingContext) and axis_context.num_devices > 1
+
+
+def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
+    """An ordered call in a program over several devices: once, on the first
+    device, on whole arrays, in a ``jax.shard_map`` over all the program's
+    devices, which (unlike a custom partitioning) threads jax's ordering
+    token through to the call, as it does for io_callback(ordered=True); a
+    failure stops every device at this call (call_status.py)."""
+    mesh = _program_mesh(ctx.module_context.axis_context)
+    axes = tuple(mesh.axis_names)
+    processes = call_status.row_processes(mesh, axes)
+    whole = PartitionSpec()
+    once = jax.shard_map(
+        lambda *xs: tuple(call_status.call_on_first_device(call, xs, axes, processes)),
+        mesh=mesh, in_specs=(whole,) * len(operands),
+        out_specs=(whole,) * len(call.result_avals), check_vma=False)
+
+    def gathered(*xs):
+        # Arrays sharded over Explicit mesh axes are gathered first (shard_map
+        # takes them only as they are); others XLA gathers by itself.
+        xs = [jax.sharding.reshard(x, NamedSharding(mesh, whole)) if _explicitly_sharded(x)
+              else x for x in xs]
+        return list(once(*xs))
+
+    return mlir.lower_fun(gathered, multiple_results=True)(ctx, *operands)
+
+
+def _program_mesh(axis_context) -> jax.sharding.Mesh:
+    """The mesh of the program's devices: the one the program's arrays name,
+    or one axis over all its devices."""
+    devices = np.asarray(axis_context.device_assignment)
+    abstract = axis_context.abstract_mesh
+    if abstract is not None and abstract.axis_names and abstract.size == devices.size:
+        return jax.sharding.Mesh(devices.reshape(abstract.axis_sizes), abstract.axis_names,
+                                 axis_types=abstract.axis_types)
+    return jax.sharding.Mesh(devices, ("xlabind_devices",))
+
+
+def _explicitly_sharded(x) -> bool:
+    sharding = getattr(jax.typeof(x), "sharding", None)
+    spec = getattr(sharding, "spec", None)
+    return bool(spec) and any(s is not None for s in spec)
+
+
 def _lower_partitioned(ctx, call, operands):
     """Custom partitioning: XLA asks, once it knows how the operands are
     sharded, for the per-device computation."""
