@@ -164,3 +164,29 @@ def test_serialize_executable_says_why_it_cannot_serialize_a_python_function():
     with pytest.raises(TypeError, match=r"an executable that calls the Python function "
                                         r"'local_fn' cannot be serialized"):
         serialize(compiled)
+
+
+def test_a_call_with_the_wrong_number_of_arguments_names_the_bound_function():
+    one = xlabind.callback(lambda x: x, lambda x: x, name="one")
+    with pytest.raises(TypeError, match=r"one: called with 2 positional arguments, but its "
+                                        r"result_shape_dtypes function <lambda>\(x\) cannot "
+                                        r"take them"):
+        one(jnp.ones(2), jnp.ones(3))
+    fixed = xlabind.callback(lambda x: x, jax.ShapeDtypeStruct((2,), jnp.float32), name="fixed")
+    with pytest.raises(TypeError, match=r"fixed: called with 2 positional arguments, but its "
+                                        r"function <lambda>\(x\) cannot take them"):
+        jax.jit(fixed)(jnp.ones(2), jnp.ones(3))
+    with pytest.raises(TypeError, match=r"fixed: called with 1 positional argument and keyword "
+                                        r"arguments scale, but its function <lambda>\(x\)"):
+        fixed(jnp.ones(2), scale=2.0)
+
+    def writes(x, out):
+        out[...] = x
+
+    in_place = xlabind.callback(writes, lambda x, y: x, in_place=True, name="writes")
+    with pytest.raises(TypeError, match=r"writes: called with 2 positional arguments, but its "
+                                        r"function writes\(x, out\) cannot take them \(with "
+                                        r"out, which xlabind passes\)"):
+        in_place(jnp.ones(2), jnp.ones(2))
+    # Functions whose signature cannot be read are called as they are.
+    np.testing.assert_allclose(xlabind.callback(np.sin, lambda x: x)(jnp.zeros(2)), [0.0, 0.0])

@@ -158,3 +158,22 @@ def test_static_kwargs_reach_every_derivative_callback():
     g = jax.grad(lambda x: op(x, power=3).sum())(jnp.full(2, 2.0))
     np.testing.assert_allclose(g, [12.0, 12.0])
     assert seen == [("f", 3), ("vjp", 3)]
+
+
+def test_a_traceable_jvp_with_a_wrong_tangent_shape_is_refused_when_traced():
+    # As jax.custom_jvp refuses it: in every transform that calls the rule.
+    f = xlabind.nonlinear(np.sin, like, jvp=xlabind.traceable(lambda x, t: t[:2]), name="sin")
+    message = (r"sin: the traceable jvp returned a tangent of shape \(2,\) for result 0, which "
+               r"has shape \(3,\)")
+    x = jnp.ones(3)
+    for transform in (lambda: jax.jvp(f, (x,), (x,)),
+                      lambda: jax.jit(lambda a, b: jax.jvp(f, (a,), (b,)))(x, x),
+                      lambda: jax.linearize(f, x),
+                      lambda: jax.grad(lambda a: f(a).sum())(x),
+                      lambda: jax.vmap(lambda a: jax.jvp(f, (a,), (a,)))(jnp.ones((2, 3)))):
+        with pytest.raises(TypeError, match=message):
+            transform()
+    complex_tangent = xlabind.nonlinear(np.sin, like, name="sin",
+                                        jvp=xlabind.traceable(lambda x, t: t * 1j))
+    with pytest.raises(TypeError, match=r"sin: the traceable jvp returned a complex tangent"):
+        jax.jvp(complex_tangent, (x,), (x,))

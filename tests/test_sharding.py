@@ -499,3 +499,14 @@ def test_derivatives_keep_whole_what_the_function_keeps_whole(mesh, partitioner)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     assert set(calls.take()) == {((4, 16), (16,), (4,))}
+
+
+def test_check_sharding_with_nothing_split_says_it_checked_nothing(mesh):
+    total = xlabind.callback(lambda x: np.asarray(np.asarray(x).sum()),
+                             lambda x: jax.ShapeDtypeStruct((), x.dtype), name="total",
+                             sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"))
+    replicated = jax.device_put(np.arange(16.0), NamedSharding(mesh, P()))
+    for args in ((np.arange(16.0),), (jnp.arange(16.0),), (replicated,)):
+        with pytest.raises(ValueError, match=r"check_sharding: total: no argument is split "
+                                             r"across devices, so .* nothing to compare"):
+            xlabind.check_sharding(total, *args)

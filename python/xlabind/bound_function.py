@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind import sharding
+from xlabind import _signatures, sharding
 from xlabind.primitive import BatchAxes, Call, bind
 
 ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
@@ -123,6 +123,7 @@ class Definition:
         #: What the programs compiled for eager calls name it by (weakly).
         self.weak = WeakDefinition(self)
         self._eager: dict[Call, Callable] = {}
+        self._arities: set[tuple[int, tuple[str, ...]]] = set()
 
     def __repr__(self) -> str:
         return self.name
@@ -151,6 +152,7 @@ class Definition:
         """The results (a pytree) of calling the function on `args` (arrays) with
         `static_kwargs`: what calling the BoundFunction does."""
         kwargs = self.check_kwargs(static_kwargs)
+        self._check_arity(len(args), tuple(static_kwargs))
         operands = [self._as_operand(i, x) for i, x in enumerate(args)]
         self._check_nondiff_argnums(len(operands))
         result_avals, out_tree, _ = self.result_avals(operands, kwargs)
@@ -200,6 +202,21 @@ class Definition:
                 raise TypeError(f"{self.name}: keyword argument '{reserved}' is reserved by "
                                 f"xlabind for this function; rename it")
         return StaticKwargs.from_call(self.name, static_kwargs)
+
+    def _check_arity(self, num_args: int, keywords: tuple[str, ...]) -> None:
+        """The function, and the result-shape function, can take this call's
+        arguments (each signature checked once per arity and keywords)."""
+        key = (num_args, keywords)
+        if key in self._arities:
+            return
+        extra = ("batch_axes",) if self.vmap_method == "native" else ()
+        if self.has_shape_function:
+            _signatures.check_takes(self.name, "result_shape_dtypes function",
+                                    self.result_shape_dtypes, num_args, keywords, extra)
+        own = extra + (("out",) if self.in_place else ())
+        for fn in _signatures.callable_functions(getattr(self.implementation, "functions", None)):
+            _signatures.check_takes(self.name, "function", fn, num_args, keywords, own)
+        self._arities.add(key)
 
     def _as_operand(self, index: int, x: Any) -> jax.Array:
         try:

@@ -167,12 +167,29 @@ class _Nonlinear:
 
 
 def _flat(out, call) -> list:
-    """A rule's result as the flat list of the call's result tangents."""
+    """A rule's result as the flat list of the call's result tangents, checked
+    as jax.custom_jvp checks a rule's: one per result, of the result's shape
+    (cast to the result's dtype, but never from complex to real)."""
+    name = call.op.name
     leaves = jax.tree_util.tree_leaves(out)
     if len(leaves) != len(call.result_avals):
-        raise TypeError(f"{call.op.name}: the traceable jvp returned {len(leaves)} tangents, "
+        raise TypeError(f"{name}: the traceable jvp returned {len(leaves)} tangents, "
                         f"expected {len(call.result_avals)} (one per result)")
-    return [jax.numpy.asarray(t, a.dtype) for t, a in zip(leaves, call.result_avals)]
+    tangents = []
+    for j, (t, aval) in enumerate(zip(leaves, call.result_avals)):
+        shape = tuple(jax.numpy.shape(t))
+        if shape != tuple(aval.shape):
+            raise TypeError(f"{name}: the traceable jvp returned a tangent of shape {shape} "
+                            f"for result {j}, which has shape {tuple(aval.shape)}; a JVP rule "
+                            f"returns one tangent of each result's shape (as jax.custom_jvp "
+                            f"requires)")
+        dtype = jax.numpy.result_type(t)
+        if (jax.numpy.issubdtype(dtype, jax.numpy.complexfloating)
+                and not jax.numpy.issubdtype(aval.dtype, jax.numpy.complexfloating)):
+            raise TypeError(f"{name}: the traceable jvp returned a complex tangent ({dtype}) "
+                            f"for result {j}, which is real ({aval.dtype})")
+        tangents.append(jax.numpy.asarray(t, aval.dtype))
+    return tangents
 
 
 def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,

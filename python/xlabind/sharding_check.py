@@ -29,6 +29,13 @@ def _tolerance(dtype: np.dtype) -> float:
     return 1e-9 if bits >= 64 else 1e-4 if bits >= 32 else 1e-2 if bits >= 16 else 0.25
 
 
+def _is_split(x: Any) -> bool:
+    """Whether `x` is an array whose pieces live on different devices."""
+    sharding = getattr(x, "sharding", None)
+    return (sharding is not None and len(sharding.device_set) > 1
+            and not sharding.is_fully_replicated)
+
+
 def check_sharding(fn: Any, *args: Any, rtol: float | None = None, atol: float | None = None,
                    **static_kwargs: Any) -> None:
     """Checks that `fn` (a bound function, or any function of arrays that calls
@@ -36,8 +43,9 @@ def check_sharding(fn: Any, *args: Any, rtol: float | None = None, atol: float |
     and on one device, where every call sees whole arrays. Raises
     ``AssertionError`` naming the result and the largest difference.
 
-    Use it in your tests, on data like your own, when you write a
-    ``sharding_rule``: a factor declared independent or summed that is not
+    Use it in your tests, on data like your own (at least one argument
+    split across devices: otherwise it raises ``ValueError``, having
+    nothing to compare), when you write a ``sharding_rule``: a factor declared independent or summed that is not
     shows up here as a difference. By default the results must agree to the
     rounding of their dtype (``rtol`` 1e-9 for 64-bit floats, 1e-4 for 32-bit,
     1e-2 for 16-bit, 0.25 for 8-bit; exact for integers and bools), with ``atol``
@@ -54,11 +62,17 @@ def check_sharding(fn: Any, *args: Any, rtol: float | None = None, atol: float |
       ...                          sharding_rule=xlabind.ShardingRule("b n -> n", summed="b"))
       >>> xlabind.check_sharding(total, rows)
     """
+    name = getattr(fn, "name", getattr(fn, "__name__", repr(fn)))
+    if not any(_is_split(x) for x in jax.tree.leaves(args)):
+        raise ValueError(
+            f"xlabind.check_sharding: {name}: no argument is split across devices, so the "
+            f"call as placed is the call on one device and there is nothing to compare. Place "
+            f"an argument over several devices first, e.g. jax.device_put(x, "
+            f"jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('d'))).")
     sharded = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(*args)
     one = jax.devices()[0]
     whole = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(
         *[jax.device_put(np.asarray(x), one) if isinstance(x, jax.Array) else x for x in args])
-    name = getattr(fn, "name", getattr(fn, "__name__", repr(fn)))
     got, want = jax.tree.leaves(sharded), jax.tree.leaves(whole)
     for j, (a, b) in enumerate(zip(got, want)):
         a, b = np.asarray(a), np.asarray(b)
