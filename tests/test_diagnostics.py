@@ -1,5 +1,5 @@
 """`python -m xlabind`: the installation report that README's troubleshooting
-starts from — versions against the supported ranges, devices, what is
+starts from — versions against the tested ranges and the floors, devices, what is
 registered, what is unavailable and why."""
 
 import os
@@ -19,23 +19,30 @@ def test_the_report_of_a_working_installation():
     done = run_report()
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert f"jax {jax.__version__}: supported (xlabind supports jax>=" in out
+    assert f"jax {jax.__version__}: tested (xlabind's tests ran on >=" in out
     assert "xlabind 0." in out and "jax devices: cpu:" in out
     assert "Python callbacks: CPU and CUDA handlers registered (CUDA, cpu)" in out
     assert "native CUDA kernels (xlabind.ops on GPUs): " in out
     assert "no GPU visible to jax" in out  # JAX_PLATFORMS=cpu in the tests
 
 
-def test_versions_outside_the_ranges_are_named_with_the_range():
-    fake = ("import importlib.metadata as m\nreal = m.version\n"
-            "m.version = lambda n: '0.13.0' if n in ('jax', 'jaxlib') else real(n)\n")
-    # Without the override xlabind does not import: its ImportError is the report.
-    done = run_report(fake)
-    assert done.returncode == 1 and "ImportError: xlabind supports jax>=0.9.1,<0.13" in done.stderr
-    done = run_report(fake, XLABIND_ALLOW_UNSUPPORTED_VERSIONS="1")
-    assert done.returncode == 1, done.stderr
-    assert "jax 0.13.0: NOT SUPPORTED (xlabind supports jax>=0.9.1,<0.13)" in done.stdout
+def test_versions_outside_the_tested_ranges_are_named_with_the_range():
+    newer = ("import importlib.metadata as m\nreal = m.version\n"
+             "m.version = lambda n: '0.13.0' if n in ('jax', 'jaxlib') else real(n)\n")
+    # Newer than tested: a working report that says so.
+    done = run_report(newer)
+    assert done.returncode == 0, done.stderr
+    assert "jax 0.13.0: untested, should work (xlabind's tests ran on >=0.9.1,<0.13)" in \
+        done.stdout
     assert "jax devices: cpu:" in done.stdout  # and the rest of the report
+    older = newer.replace("'0.13.0'", "'0.8.0'")
+    # Known to fail: xlabind does not import, and its ImportError is the report.
+    done = run_report(older)
+    assert done.returncode == 1
+    assert "ImportError: xlabind cannot work here: jax 0.8.0 is older than 0.9.1" in done.stderr
+    done = run_report(older, XLABIND_ALLOW_UNSUPPORTED_VERSIONS="1")
+    assert done.returncode == 1, done.stderr
+    assert "jax 0.8.0: TOO OLD (xlabind's tests ran on >=0.9.1,<0.13)" in done.stdout
 
 
 def test_the_report_mentions_the_persistent_cache_when_one_is_set(tmp_path):

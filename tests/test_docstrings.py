@@ -2,16 +2,22 @@
 
 import doctest
 import importlib
+import os
 
-import pytest
+# Several devices, as the sharding examples (check_sharding) need.
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=4")
 
-import xlabind  # noqa: F401  (registers the primitive before the modules run)
+import pytest  # noqa: E402
+
+import xlabind  # noqa: E402,F401  (registers the primitive before the modules run)
 
 # xlabind.callback etc. are the functions; the modules are reached by name.
 MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind.nonlinear",
            "xlabind.native_implementation", "xlabind.ops.map_coordinates", "xlabind.sharding",
            "xlabind.sharding_check", "xlabind.bound_function", "xlabind.jaxbind",
-           "xlabind.ops.spline_filter", "xlabind._extension", "xlabind.cuda"]
+           "xlabind.ops.spline_filter", "xlabind._extension", "xlabind.cuda",
+           "xlabind.traced_rules"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -77,6 +77,22 @@ def test_second_derivatives_in_the_coordinates():
                                atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["constant", "nearest", "mirror"])
+def test_hessian_over_grid_and_coordinates_is_jaxs(mode):
+    # jax.hessian is jacfwd(jacrev): the grid's gradient (the scatter) is
+    # differentiated in the coordinates.
+    grid, coords = problem((5, 6), jnp.float64)
+    coords = [c + 0.123 for c in coords]
+    f = lambda g, c0, c1: jnp.sum(jnp.sin(map_coordinates(g, [c0, c1], 1, mode, cval=0.5)))
+    g = lambda g, c0, c1: jnp.sum(jnp.sin(reference(g, [c0, c1], 1, mode, 0.5)))
+    ours = jax.hessian(f, argnums=(0, 1, 2))(grid, *coords)
+    theirs = jax.hessian(g, argnums=(0, 1, 2))(grid, *coords)
+    for row in range(3):
+        for column in range(3):
+            np.testing.assert_allclose(ours[row][column], theirs[row][column], rtol=1e-10,
+                                       atol=1e-12)
+
+
 @pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)])
 def test_vmap_runs_once_on_the_batch(in_axes):
     grid, coords = problem((5, 6, 7), jnp.float64)

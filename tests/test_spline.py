@@ -137,6 +137,52 @@ def test_gradients_in_both_arguments_to_second_order(order, mode):
                 rtol=1e-6)
 
 
+COMPOSITIONS = {
+    "hessian": lambda f, argnums: jax.hessian(f, argnums),
+    "jacfwd(jacrev)": lambda f, argnums: jax.jacfwd(jax.jacrev(f, argnums), argnums),
+    "jacrev(jacrev)": lambda f, argnums: jax.jacrev(jax.jacrev(f, argnums), argnums),
+    "jacrev(jacfwd)": lambda f, argnums: jax.jacrev(jax.jacfwd(f, argnums), argnums),
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("mode", ["constant", "mirror"])
+def test_second_derivatives_over_grid_and_coordinates_in_every_composition(order, mode):
+    # Reverse over anything transposes the grid term into the scatter, which
+    # must be differentiable in the coordinates itself. Forward over forward
+    # (which never transposes) is the reference.
+    rng = np.random.default_rng(order)
+    grid = jnp.asarray(rng.normal(size=(6, 7)))
+    coords = jnp.asarray(rng.uniform(-1.0, 6.0, (2, 5)).round() + 0.31)
+
+    def f(g, c):
+        return jnp.sum(jnp.sin(map_coordinates(g, [c[0], c[1]], order, mode, cval=0.5)))
+
+    want = jax.jacfwd(jax.jacfwd(f, (0, 1)), (0, 1))(grid, coords)
+    for name, compose in COMPOSITIONS.items():
+        got = compose(f, (0, 1))(grid, coords)
+        for row in range(2):
+            for column in range(2):
+                np.testing.assert_allclose(got[row][column], want[row][column], rtol=1e-10,
+                                           atol=1e-10, err_msg=f"{name}[{row}][{column}]")
+    # Under jit and vmap too.
+    jitted = jax.jit(jax.hessian(f, (0, 1)))(grid, coords)
+    np.testing.assert_allclose(jitted[1][0], want[1][0], rtol=1e-10, atol=1e-10)
+    batched = jax.vmap(jax.hessian(f, (0, 1)), in_axes=(None, 0))(grid, jnp.stack([coords] * 2))
+    np.testing.assert_allclose(batched[0][1][1], want[0][1], rtol=1e-10, atol=1e-10)
+
+
+def test_third_derivatives_through_the_scatter():
+    # Reverse three times: the scatter's derivative in the coordinates is
+    # itself differentiable (its own scatter, one degree steeper).
+    grid = jnp.asarray(np.random.default_rng(5).normal(size=(9,)))
+    f = lambda g, c: jnp.sum(map_coordinates(g, [c], 5, "mirror") ** 3)  # noqa: E731
+    c = jnp.array([2.3, 4.6])
+    third = jax.jacrev(jax.jacrev(jax.jacrev(f, 1), 0), 1)(grid, c)
+    want = jax.jacfwd(jax.jacfwd(jax.jacfwd(f, 1), 0), 1)(grid, c)
+    np.testing.assert_allclose(third, want, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("order", ORDERS)
 def test_the_coordinate_derivative_is_the_splines(order):
     # sin sampled finely: the spline's derivative is cos to the spline's accuracy.

@@ -13,7 +13,8 @@ built for the interpreter Bazel used (`XLABIND_PYTHON`, else python3 on
 PATH): the tag is cpXY-cpXY, and the platform tag is the newest glibc symbol
 version the modules need (2.17 with the zig toolchain).
 
-Dependencies are ranges, from python/xlabind/_compatibility.py. Entries carry
+Dependencies are lower bounds (the tested ones, no upper caps: only what is
+known to fail refuses), from python/xlabind/_compatibility.py. Entries carry
 a fixed time stamp, so the same inputs give the same bytes.
 """
 
@@ -123,7 +124,7 @@ def metadata(version: str) -> bytes:
         *(f"Classifier: {c}" for c in CLASSIFIERS),
         f"Requires-Python: =={sys.version_info.major}.{sys.version_info.minor}.*",
         *(f"Requires-Dist: {_compatibility.requirement(name)}"
-          for name in _compatibility.SUPPORTED),
+          for name in _compatibility.TESTED),
         "Provides-Extra: cuda13",
         f'Requires-Dist: {cuda_runtime_requirement()}; extra == "cuda13"',
         "Description-Content-Type: text/markdown",

@@ -15,8 +15,10 @@ Public API:
   xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
 """
 
-# First: a jax outside the tested range gets a clear ImportError, not a crash.
+# First: a jax known not to work gets a clear ImportError, not a crash; one
+# the tests have not run on, a warning.
 from xlabind import _compatibility
+from xlabind._compatibility import UntestedVersionWarning
 
 _compatibility.check()
 
@@ -30,7 +32,8 @@ from xlabind.callback import callback
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
 from xlabind.native_implementation import FfiTarget, ffi_target, register_ffi_targets
-from xlabind.nonlinear import nonlinear, traceable
+from xlabind.nonlinear import nonlinear
+from xlabind.traced_rules import traceable
 from xlabind.sharding import ShardingRule
 from xlabind.sharding_check import check_sharding
 
@@ -39,5 +42,5 @@ Callback = BoundFunction
 
 __version__ = "0.4.0"
 __all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget", "SUPPORTED_DTYPES",
-           "ShardingRule", "VMAP_METHODS", "callback", "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
+           "ShardingRule", "UntestedVersionWarning", "VMAP_METHODS", "callback", "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
            "register_ffi_targets", "traceable"]

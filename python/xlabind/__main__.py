@@ -1,7 +1,7 @@
 """`python -m xlabind`: what this installation can do, and why not where it
 cannot — the first thing to run when something does not work (README:
-Troubleshooting). Prints a report; exits 1 when a version is outside the
-supported ranges. (When xlabind cannot be imported at all, the ImportError
+Troubleshooting). Prints a report; exits 1 when a version is known not to
+work (below its floor). (When xlabind cannot be imported at all, the ImportError
 it raises instead is the report: it says what is wrong.)"""
 
 from __future__ import annotations
@@ -17,13 +17,16 @@ def report() -> tuple[list[str], bool]:
              f"{sys.version_info.minor}) at {sys.executable}"]
     versions = _compatibility.installed_versions()
     for name, version in versions.items():
+        low, high = _compatibility.TESTED[name]
         verdict = "not installed" if version is None else (
-            "supported" if _compatibility.is_supported(name, version) else "NOT SUPPORTED")
-        lines.append(f"{name} {version or ''}: {verdict} (xlabind supports "
-                     f"{_compatibility.requirement(name)})")
-    message = _compatibility.unsupported_message(versions)
-    if message:
-        lines.append(message)
+            "tested" if _compatibility.is_tested(name, version) else
+            "untested, should work" if _compatibility.works(name, version) else "TOO OLD")
+        lines.append(f"{name} {version or ''}: {verdict} (xlabind's tests ran on "
+                     f">={low},<{high})")
+    message = _compatibility.failing_message(versions)
+    for text in (message, _compatibility.untested_message(versions)):
+        if text:
+            lines.append(text)
     import xlabind
     from xlabind import _extension
 

@@ -1,15 +1,23 @@
 """The versions of jax, jaxlib, NumPy and ml_dtypes this xlabind works with.
 
-One table feeds both the wheel's ``Requires-Dist`` (tools/build_wheel.py) and
-the check at import, so the two cannot disagree. Each range is what the test
-suite ran against: the lower bound is the locked version of
-third_party/python/lower_bound.in, the upper bound the first minor version no
-test has run on.
+Two tables, one rule: only what is known to fail refuses.
 
-Why jaxlib 0.9.1: xlabind's handlers are compiled against the XLA FFI headers
-of the build's jaxlib (API version 0.3), and XLA refuses to register a
-handler built for a newer API than its own; jaxlib 0.9.1 is the first with
-API 0.3. This module imports nothing heavy: it runs before anything else.
+* ``TESTED``: what the test suite ran against. The lower bound is the locked
+  version of third_party/python/lower_bound.in, the upper bound the first
+  minor version no test has run on. Outside it (newer, or older but above
+  the floor) xlabind imports with one ``UntestedVersionWarning``: newer
+  releases of these keep what xlabind uses (XLA's FFI api_version 1 is
+  ABI-stable across jaxlib releases, NumPy's C API across 2.x, ml_dtypes'
+  types are looked up by name), and a refusal would only stop a user from
+  finding out.
+* ``FLOORS``: what is known to fail below it, and why. There the import is
+  an ImportError that says so (``XLABIND_ALLOW_UNSUPPORTED_VERSIONS=1``
+  turns it into a warning).
+
+The wheel's ``Requires-Dist`` is the tested lower bound with no upper cap
+(tools/build_wheel.py), by the same rule: pip may install a newer release
+beside xlabind, and the import says it is untested. This module imports
+nothing heavy: it runs before anything else.
 """
 
 from __future__ import annotations
@@ -19,22 +27,37 @@ import os
 import re
 import warnings
 
-#: {distribution: (lowest supported version, first unsupported version)}
-SUPPORTED: dict[str, tuple[str, str]] = {
+#: {distribution: (lowest version tested, first version no test has run on)}
+TESTED: dict[str, tuple[str, str]] = {
     "jax": ("0.9.1", "0.13"),
     "jaxlib": ("0.9.1", "0.13"),
-    "numpy": ("2.1", "3"),
-    "ml_dtypes": ("0.5", "0.7"),
+    "numpy": ("2.1", "2.5"),
+    "ml_dtypes": ("0.5", "0.8"),
 }
 
-#: Set to 1 to import beside versions outside SUPPORTED (a warning, not an error).
+#: {distribution: (first version that works, why an older one cannot)}
+FLOORS: dict[str, tuple[str, str]] = {
+    "jaxlib": ("0.9.1", "XLA refuses xlabind's handlers: they are built for XLA FFI API 0.3, "
+                        "which jaxlib 0.9.1 introduced"),
+    "jax": ("0.9.1", "it comes with a jaxlib older than 0.9.1, whose XLA refuses xlabind's "
+                     "handlers (XLA FFI API 0.3)"),
+    "numpy": ("2.0", "xlabind's compiled modules use NumPy 2's C API"),
+}
+
+#: Set to 1 to import beside versions below FLOORS (a warning, not an error).
 OVERRIDE = "XLABIND_ALLOW_UNSUPPORTED_VERSIONS"
 
 
+class UntestedVersionWarning(UserWarning):
+    """xlabind imported beside a version of jax, jaxlib, NumPy or ml_dtypes
+    that its tests have not run against (``warnings.simplefilter("ignore",
+    xlabind.UntestedVersionWarning)`` silences it)."""
+
+
 def requirement(name: str) -> str:
-    """A PEP 508 requirement, e.g. ``jax>=0.9.1,<0.13``."""
-    low, high = SUPPORTED[name]
-    return f"{name}>={low},<{high}"
+    """The wheel's PEP 508 requirement, e.g. ``jax>=0.9.1``: the tested lower
+    bound, no upper cap."""
+    return f"{name}>={TESTED[name][0]}"
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -50,15 +73,21 @@ def version_tuple(version: str) -> tuple[int, ...]:
     return tuple(numbers)
 
 
-def is_supported(name: str, version: str) -> bool:
-    low, high = SUPPORTED[name]
+def is_tested(name: str, version: str) -> bool:
+    low, high = TESTED[name]
     return version_tuple(low) <= version_tuple(version) < version_tuple(high)
 
 
+def works(name: str, version: str) -> bool:
+    """Whether `version` is at or above the floor of what is known to work."""
+    floor = FLOORS.get(name)
+    return floor is None or version_tuple(version) >= version_tuple(floor[0])
+
+
 def installed_versions() -> dict[str, str | None]:
-    """The installed version of each package in SUPPORTED (None if not found)."""
+    """The installed version of each package in TESTED (None if not found)."""
     found: dict[str, str | None] = {}
-    for name in SUPPORTED:
+    for name in TESTED:
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
@@ -72,26 +101,41 @@ def installed_versions() -> dict[str, str | None]:
     return found
 
 
-def unsupported_message(versions: dict[str, str | None]) -> str | None:
-    """What is wrong with `versions`, or None when every one is supported."""
-    wrong = {name: version for name, version in versions.items()
-             if version is not None and not is_supported(name, version)}
-    if not wrong:
+def failing_message(versions: dict[str, str | None]) -> str | None:
+    """Why `versions` cannot work (some are below their FLOORS), or None."""
+    below = {name: version for name, version in versions.items()
+             if version is not None and not works(name, version)}
+    if not below:
         return None
-    found = ", ".join(f"{name} {version}" for name, version in wrong.items())
-    wanted = " ".join(f"'{requirement(name)}'" for name in wrong)
-    return (f"xlabind supports {', '.join(requirement(n) for n in SUPPORTED)}; found {found}. "
-            f"Install supported versions (pip install {wanted}) or an xlabind built for "
-            f"yours; or set {OVERRIDE}=1 to try anyway (jaxlib before 0.9.1 refuses "
-            f"xlabind's handlers: they use XLA FFI API 0.3).")
+    reasons = "; ".join(f"{name} {version} is older than {FLOORS[name][0]}: {FLOORS[name][1]}"
+                        for name, version in below.items())
+    wanted = " ".join(f"'{name}>={FLOORS[name][0]}'" for name in below)
+    return (f"xlabind cannot work here: {reasons}. Install newer versions (pip install "
+            f"{wanted}), or set {OVERRIDE}=1 to try anyway.")
+
+
+def untested_message(versions: dict[str, str | None]) -> str | None:
+    """Which of `versions` (that work) the tests have not run against, or None."""
+    untested = {name: version for name, version in versions.items()
+                if version is not None and works(name, version) and not is_tested(name, version)}
+    if not untested:
+        return None
+    found = ", ".join(f"{name} {version}" for name, version in untested.items())
+    ranges = ", ".join(f"{name} >={TESTED[name][0]},<{TESTED[name][1]}" for name in untested)
+    return (f"xlabind's tests have not run beside {found} (they ran on {ranges}); it should "
+            f"work, since newer releases keep what xlabind uses. Please report what does not: "
+            f"`python -m xlabind` prints what this installation can do.")
 
 
 def check() -> None:
-    """Raises ImportError when an installed version is outside SUPPORTED."""
-    message = unsupported_message(installed_versions())
-    if message is None:
-        return
-    if os.environ.get(OVERRIDE) == "1":
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-        return
-    raise ImportError(message)
+    """Raises ImportError where an installed version is known to fail; warns
+    once where one is untested."""
+    versions = installed_versions()
+    failing = failing_message(versions)
+    if failing is not None:
+        if os.environ.get(OVERRIDE) != "1":
+            raise ImportError(failing)
+        warnings.warn(failing, RuntimeWarning, stacklevel=3)
+    untested = untested_message(versions)
+    if untested is not None:
+        warnings.warn(untested, UntestedVersionWarning, stacklevel=3)

@@ -23,7 +23,7 @@ _ManualAxisType = getattr(_core, "ManualAxisType", None)
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
            "abstract_token", "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
            "effects_of", "mark_last_partitioning_side_effecting", "ordered_token",
-           "set_ordered_token",
+           "InconclusiveDimensionOperation", "is_symbolic_dim", "set_ordered_token",
            "gspmd_aborts_in_partly_manual", "manual_axes",
            "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]
 
@@ -34,6 +34,15 @@ def cached_weakly(param_type: type) -> None:
     they hold jaxprs: an entry then dies with the last equation that uses it,
     instead of keeping what the parameter refers to alive until evicted."""
     _util.weakref_cache_key_types.add(param_type)
+
+
+#: What jax raises where a symbolic dimension cannot decide an operation.
+InconclusiveDimensionOperation = _core.InconclusiveDimensionOperation
+
+
+def is_symbolic_dim(d) -> bool:
+    """Whether `d` is a symbolic dimension (jax.export's shape polymorphism)."""
+    return _core.is_symbolic_dim(d)
 
 
 def needs_devices_to_lower(primitive) -> None:

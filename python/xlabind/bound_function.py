@@ -12,6 +12,7 @@ it for the custom call). Calling a :class:`BoundFunction` binds the
 
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
@@ -19,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xlabind import _jax_internals as internals
 from xlabind import _signatures, sharding
 from xlabind.primitive import BatchAxes, Call, bind
 
@@ -252,7 +254,17 @@ class Definition:
         if self.has_shape_function:
             structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]
             extra = {"batch_axes": batch_axes} if self.vmap_method == "native" else {}
-            spec = spec(*structs, **kwargs.as_dict(), **extra)
+            try:
+                spec = spec(*structs, **kwargs.as_dict(), **extra)
+            except internals.InconclusiveDimensionOperation as error:
+                symbolic = [tuple(s.shape) for s in structs
+                            if any(internals.is_symbolic_dim(d) for d in s.shape)]
+                raise TypeError(
+                    f"{self.name}: its result_shape_dtypes function needs concrete sizes, but "
+                    f"the arguments have symbolic shapes {symbolic} (jax.export with "
+                    f"symbolic dimensions): {str(error).splitlines()[0]}. Compute the result "
+                    f"shapes with arithmetic on the dimensions (x.shape[0] * 2), which "
+                    f"symbolic dimensions support, or export with concrete shapes.") from None
         leaves, out_tree = jax.tree_util.tree_flatten(
             spec, is_leaf=lambda x: isinstance(x, BatchedResult))
         avals, axes = [], []
@@ -261,14 +273,7 @@ class Definition:
                 raise TypeError(f"{self.name}: result_shape_dtypes must be a pytree of objects "
                                 f"with .shape and .dtype (e.g. jax.ShapeDtypeStruct); leaf {i} "
                                 f"is {type(leaf).__name__}")
-            try:
-                shape = tuple(int(d) for d in leaf.shape)
-            except TypeError:
-                raise TypeError(f"{self.name}: result {i} has shape {leaf.shape!r}; a shape is "
-                                f"a tuple of ints") from None
-            if any(d < 0 for d in shape):
-                raise ValueError(f"{self.name}: result {i} has shape {shape}, with a negative "
-                                 f"dimension; check result_shape_dtypes")
+            shape = _checked_shape(self.name, i, leaf.shape)
             # Like every jax array: float64 is float32 while jax_enable_x64 is off,
             # eagerly and under jit alike.
             dtype = jax.dtypes.canonicalize_dtype(np.dtype(leaf.dtype))
@@ -278,6 +283,27 @@ class Definition:
         return tuple(avals), out_tree, tuple(axes)
 
 
+
+
+def _checked_shape(name: str, index: int, shape) -> tuple:
+    """Result `index`'s shape: ints, or jax.export's symbolic dimensions (the
+    result's shape then follows from the arguments' at every size)."""
+    dims = []
+    try:
+        for d in shape:
+            dims.append(d if internals.is_symbolic_dim(d) else operator.index(d))
+    except TypeError:
+        raise TypeError(f"{name}: result {index} has shape {shape!r}; a shape is a tuple of "
+                        f"ints (or of jax.export's symbolic dimensions)") from None
+    for d in dims:
+        try:
+            negative = d < 0
+        except internals.InconclusiveDimensionOperation:
+            negative = False  # e.g. n - 2: jax.export checks it for the sizes it is run with
+        if negative:
+            raise ValueError(f"{name}: result {index} has shape {tuple(dims)}, with a negative "
+                             f"dimension; check result_shape_dtypes")
+    return tuple(dims)
 
 
 def _checked_aliases(name: str, aliases) -> tuple[tuple[int, int], ...]:

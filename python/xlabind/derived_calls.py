@@ -51,11 +51,11 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
     table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
     in_axes = [table[kind][i] for kind, i in operand_entries]
     out_axes = [table[kind][j] for kind, j in result_entries]
-    core_avals = [jax.core.ShapedArray(_without(aval.shape, axes), aval.dtype)
+    core_avals = [jax.core.ShapedArray(without_axes(aval.shape, axes), aval.dtype)
                   for aval, axes in zip(result_avals, out_axes)]
     if factors is not None:  # the vmap levels add their factors back
-        factors = tuple(_without(f, axes) for f, axes in zip(factors, in_axes))
-        out_factors = tuple(_without(f, axes) for f, axes in zip(out_factors, out_axes))
+        factors = tuple(without_axes(f, axes) for f, axes in zip(factors, in_axes))
+        out_factors = tuple(without_axes(f, axes) for f, axes in zip(out_factors, out_axes))
         # The levels' own factors are the vmaps' below (independent, or summed by them).
         in_operands = {f for array in factors for f in array}
         summed = tuple(f for f in summed if f in in_operands)
@@ -97,7 +97,7 @@ def call_under_levels(parent: Call, unbatched, operands: Sequence[Any],
     return list(fn(*operands))
 
 
-def _without(shape, axes) -> tuple[int, ...]:
+def without_axes(shape, axes) -> tuple[int, ...]:
     drop = {a for a in axes if a is not None}
     return tuple(d for k, d in enumerate(shape) if k not in drop)
 

@@ -18,6 +18,7 @@ from xlabind.callback import Function, derived_function, make_definition
 from xlabind.derivative_rules import LinearityRules
 from xlabind.derived_calls import bind_derived
 from xlabind.sharding import Rule
+from xlabind.traced_rules import Traceable, traced_tangent, transposed_tangent
 
 
 def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
@@ -27,29 +28,53 @@ def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
 class _LinearPair:
     """f and its transpose, each a Definition whose transpose calls the other."""
 
-    def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, options):
+    def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, jvp, options):
+        #: The arguments f is not linear in; differentiable only with a jvp rule.
+        self.nondiff = tuple(sorted(set(int(i) for i in options["nondiff_argnums"])))
+        if jvp is not None and not isinstance(jvp, Traceable):
+            raise TypeError(f"xlabind.linear: jvp must be a rule written in JAX, "
+                            f"xlabind.traceable(rule), got {type(jvp).__name__}")
+        self.jvp = jvp
+        fixed_tangent = None
+        if jvp is not None:
+            # Differentiable in every argument: the nondiff ones through the rule.
+            options = {**options, "nondiff_argnums": ()}
+            fixed_tangent = lambda op, primals, tangents, call: traced_tangent(  # noqa: E731
+                jvp.fn, self.nondiff, primals, tangents, call)
         self.forward = make_definition(
             fn, result_shape_dtypes, **options,
-            rules=LinearityRules(groups=lambda n: [_diff_positions(n, self.nondiff)],
+            rules=LinearityRules(groups=self._groups,
                                  transposes=[self._call_transpose] if transpose is not None else [],
+                                 params_tangent=fixed_tangent,
                                  missing_transpose_hint="Pass transpose= to xlabind.linear."))
-        self.nondiff = self.forward.nondiff_argnums
         self.transpose_fn = transpose
         self.transpose_shape_dtypes = transpose_shape_dtypes
         self.platforms = options["platforms"]
         self._transposes: dict[Any, Definition] = {}  # by the forward call's result tree
+
+    def _groups(self, n: int) -> list[list[int]]:
+        out_of_range = [i for i in self.nondiff if i >= n]
+        if out_of_range:
+            raise ValueError(f"{self.forward.name}: nondiff_argnums {out_of_range} out of range "
+                             f"for a call with {n} positional arguments")
+        return [_diff_positions(n, self.nondiff)]
 
     def transposed(self, forward_out_tree) -> Definition:
         """The transpose: (nondiff args..., cotangents...) -> one cotangent per diff arg."""
         op = self._transposes.get(forward_out_tree)
         if op is None:
             k = len(self.nondiff)
+            fixed_tangent = None
+            if self.jvp is not None:
+                fixed_tangent = lambda op, primals, tangents, call: transposed_tangent(  # noqa: E731
+                    self.jvp.fn, self.nondiff, primals, tangents, call)
             op = derived_function(
                 self.forward, self.platforms, self.transpose_fn, self.transpose_shape_dtypes,
-                "transpose", nondiff_argnums=range(k),
+                "transpose", nondiff_argnums=range(k) if self.jvp is None else (),
                 rules=LinearityRules(
                     groups=lambda n: [list(range(k, n))],
-                    transposes=[lambda *a: self._call_forward(forward_out_tree, *a)]))
+                    transposes=[lambda *a: self._call_forward(forward_out_tree, *a)],
+                    params_tangent=fixed_tangent))
             self._transposes[forward_out_tree] = op
         return op
 
@@ -77,7 +102,8 @@ class _LinearPair:
 def linear(fn: Function, transpose: Function | None,
            result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
            transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
-           nondiff_argnums: Sequence[int] = (), in_place: bool = False,
+           nondiff_argnums: Sequence[int] = (), jvp: Traceable | None = None,
+           in_place: bool = False,
            vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
            sharding_rule: Rule | None = None, synchronize: bool = False,
            input_output_aliases: Mapping[int, int] | None = None,
@@ -100,8 +126,18 @@ def linear(fn: Function, transpose: Function | None,
         results of ``transpose``. Needed only for ``vmap_method="native"``
         batching of the transpose; without it the transpose is batched
         sequentially.
-      nondiff_argnums: Positions of arguments ``fn`` is not linear in; they
-        are never differentiated (doing so is an error that names them).
+      nondiff_argnums: Positions of arguments ``fn`` is not linear in;
+        without ``jvp`` they are never differentiated (doing so is an error
+        that names them).
+      jvp: The derivative in the ``nondiff_argnums`` arguments, which makes
+        them differentiable: a rule written in JAX, ``xlabind.traceable(rule)``
+        with ``rule(*args, *tangents, **static_kwargs)`` taking one tangent
+        per ``nondiff_argnums`` argument (``None`` where it is zero) and
+        returning the tangents of the results. It must be linear in those
+        tangents and in ``fn``'s linear arguments (e.g. ``fn`` itself, or
+        another bound function, applied to them). The transpose's
+        derivative in those arguments is derived from it, so derivatives of
+        every order in every argument work (``jax.hessian`` over both).
       in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
         :func:`xlabind.callback`; they apply to ``transpose`` as well.
       input_output_aliases, effect: As in :func:`xlabind.callback`; they apply
@@ -120,4 +156,4 @@ def linear(fn: Function, transpose: Function | None,
                    input_output_aliases=input_output_aliases, effect=effect,
                    name=name)
     return BoundFunction(_LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
-                                     options).forward)
+                                     jvp, options).forward)

@@ -30,9 +30,20 @@ def _lowering_for(platform: str):
         emit, keepalive = implementation.emitter(platform, op, call)
         if keepalive is not None:
             ctx.module_context.add_keepalive(keepalive)
+        if not implementation.exportable:
+            # A Python function that lives in this process: jax writes no
+            # persistent cache entry for a program that registered a host
+            # callback (it could not be called from another process), as for
+            # its own callbacks. Nothing calls this one: xlabind's handler
+            # finds its function by the registry key.
+            ctx.module_context.add_host_callback(_lives_in_this_process)
         return sharding.lower(ctx, call, operands, _threading_token(op, emit))
 
     return rule
+
+
+def _lives_in_this_process(*args):  # pragma: no cover - never called
+    raise AssertionError("xlabind: this host callback only marks the program as uncacheable")
 
 
 def _threading_token(op, emit):

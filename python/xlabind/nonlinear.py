@@ -19,40 +19,10 @@ import jax
 from xlabind._trees import flat_results_tree
 from xlabind.bound_function import BoundFunction, Definition, ResultSpec
 from xlabind.callback import Function, derived_function, make_definition
-from xlabind.derivative_rules import LinearityRules, instantiate, is_zero, output_tangents
-from xlabind.derived_calls import bind_derived, call_under_levels
+from xlabind.derivative_rules import LinearityRules, instantiate, output_tangents
+from xlabind.derived_calls import bind_derived
 from xlabind.sharding import Rule
-
-
-class Traceable:
-    """A derivative rule written in JAX (see :func:`xlabind.traceable`)."""
-
-    def __init__(self, fn: Callable):
-        if not callable(fn):
-            raise TypeError(f"xlabind.traceable: expected a function, got {type(fn).__name__}")
-        self.fn = fn
-
-
-def traceable(fn: Callable) -> Traceable:
-    """Marks a JVP rule as written in JAX (jnp, lax, other bound functions): JAX
-    traces it, differentiates it further and transposes it for reverse mode, so
-    :func:`xlabind.nonlinear` then needs no ``vjp``.
-
-    The rule is called as ``jvp(*args, *tangents, **static_kwargs)``, with
-    ``None`` for tangents known to be zero, and returns the tangents of the
-    results. It must be linear in the tangents. Under ``vmap_method="native"``
-    it sees one element of the batch; under ``"expand_dims"`` or
-    ``"broadcast_all"`` the batched arrays, batch axes in front (as the
-    function itself does).
-
-    Example:
-      >>> import jax, jax.numpy as jnp, numpy as np, xlabind
-      >>> sin = xlabind.nonlinear(np.sin, lambda x: x,
-      ...                         jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t))
-      >>> jax.grad(lambda x: sin(x).sum())(jnp.zeros(2)).tolist()
-      [1.0, 1.0]
-    """
-    return Traceable(fn)
+from xlabind.traced_rules import Traceable, traced_tangent
 
 
 class _Nonlinear:
@@ -133,18 +103,7 @@ class _Nonlinear:
     def _traced_tangent(self, op, primals, tangents, call):
         """f's output tangents from a JAX-traceable rule (on every vmap level's
         elements, when the call is batched natively)."""
-        n = len(primals)
-        given = [i for i in self._diff(n) if not is_zero(tangents[i])]
-        rule, kwargs = self.jvp.fn, call.kwargs.as_dict()
-
-        def tangents_of(*xs):
-            ts = dict(zip(given, xs[n:]))
-            return _flat(rule(*xs[:n], *(ts.get(i) for i in self._diff(n)), **kwargs), call)
-
-        return call_under_levels(call, tangents_of, [*primals, *(tangents[i] for i in given)],
-                                 [("arg", i) for i in range(n)] + [("arg", i) for i in given],
-                                 call.result_avals,
-                                 [("out", j) for j in range(len(call.result_avals))])
+        return traced_tangent(self.jvp.fn, self._diff(len(primals)), primals, tangents, call)
 
     def _call_vjp(self, op, outside, cts, group_avals, call):
         # The jvp op transposed in its tangents: outside = f's args, cts = per f result.
@@ -164,32 +123,6 @@ class _Nonlinear:
                             [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
                             out_tree, group_avals,
                             [("arg", n + k) for k in range(len(group_avals))])
-
-
-def _flat(out, call) -> list:
-    """A rule's result as the flat list of the call's result tangents, checked
-    as jax.custom_jvp checks a rule's: one per result, of the result's shape
-    (cast to the result's dtype, but never from complex to real)."""
-    name = call.op.name
-    leaves = jax.tree_util.tree_leaves(out)
-    if len(leaves) != len(call.result_avals):
-        raise TypeError(f"{name}: the traceable jvp returned {len(leaves)} tangents, "
-                        f"expected {len(call.result_avals)} (one per result)")
-    tangents = []
-    for j, (t, aval) in enumerate(zip(leaves, call.result_avals)):
-        shape = tuple(jax.numpy.shape(t))
-        if shape != tuple(aval.shape):
-            raise TypeError(f"{name}: the traceable jvp returned a tangent of shape {shape} "
-                            f"for result {j}, which has shape {tuple(aval.shape)}; a JVP rule "
-                            f"returns one tangent of each result's shape (as jax.custom_jvp "
-                            f"requires)")
-        dtype = jax.numpy.result_type(t)
-        if (jax.numpy.issubdtype(dtype, jax.numpy.complexfloating)
-                and not jax.numpy.issubdtype(aval.dtype, jax.numpy.complexfloating)):
-            raise TypeError(f"{name}: the traceable jvp returned a complex tangent ({dtype}) "
-                            f"for result {j}, which is real ({aval.dtype})")
-        tangents.append(jax.numpy.asarray(t, aval.dtype))
-    return tangents
 
 
 def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,

@@ -7,9 +7,11 @@ prefilter (spline_filter.py, after SciPy's padding for "nearest" and
 
 * the interpolation is linear in the grid: ``xlabind.linear`` of the native
   gather, with the native scatter-add (atomics on the GPU) as its transpose;
-* in the coordinates it is differentiable: ``xlabind.nonlinear`` with a JVP
-  rule written in JAX (``xlabind.traceable``) from the same kernel with its
-  weights differentiated, so every derivative in either argument works;
+* in the coordinates it is differentiable through a JVP rule written in JAX
+  (``linear``'s ``jvp=xlabind.traceable(...)``): the same kernel with its
+  weights differentiated; xlabind derives the scatter's derivative in the
+  coordinates from it, so every derivative in either argument, to any
+  order and in any composition (``jax.hessian`` over both), works;
 * vmap calls the kernels once on the whole batch (their leading dimensions);
 * under a sharded jit the points are split across devices (each device
   interpolates its own points; no gather), and the grid's gradient, a sum
@@ -29,7 +31,7 @@ import numpy as np
 
 from xlabind.linear import linear
 from xlabind.native_implementation import ffi_target
-from xlabind.nonlinear import nonlinear, traceable
+from xlabind.traced_rules import traceable
 from xlabind.ops.spline_filter import checked_order, spline_filter
 
 # jax's mode names, read as jax reads them at every order ("constant" and
@@ -51,9 +53,10 @@ _SHARDED = True
 
 @functools.lru_cache(maxsize=None)
 def _bound(ndim: int, sharded: bool = True):
-    """(grid -> values linear, (grid, coordinates...) -> values) for an ndim-D grid.
-    The kernels take the grid and one array of coordinates per axis, each
-    (*batch, points); leading batch dimensions (vmap) broadcast."""
+    """(grid, coordinates...) -> values for an ndim-D grid: linear in the grid,
+    differentiable in the coordinates. The kernels take the grid and one
+    array of coordinates per axis, each (*batch, points); leading batch
+    dimensions (vmap) broadcast."""
 
     def values(grid, *coords, **_):
         batch = np.broadcast_shapes(grid.shape[:grid.ndim - ndim], coords[0].shape[:-1])
@@ -76,43 +79,17 @@ def _bound(ndim: int, sharded: bool = True):
         return (", ".join(" ".join(f) or "()" for f in operands) + " -> "
                 + (" ".join(result) or "()"))
 
-    interpolate = linear(_GATHER, _SCATTER, values, nondiff_argnums=range(1, ndim + 1),
-                         vmap_method="expand_dims", sharding_rule=rule if sharded else None,
-                         name="map_coordinates (linear in the grid)")
-
-    @functools.lru_cache(maxsize=None)
-    def grid_term(order, mode, derivative):
-        """interpolate(t_grid, *coords), also differentiable in the coordinates
-        (derivatives of the JVP: a Hessian, forward over reverse), and still
-        linear in t_grid, so reverse mode transposes it."""
-
-        @jax.custom_jvp
-        def term(t_grid, *coords):
-            return interpolate(t_grid, *coords, order=order, mode=mode, derivative=derivative)
-
-        @term.defjvp
-        def term_jvp(primals, tangents):
-            t_grid, *coords = primals
-            dt_grid, *dcoords = tangents
-            out = term(t_grid, *coords)
-            dout = term(dt_grid, *coords)
-            for axis, dc in enumerate(dcoords):
-                if derivative[axis] >= order:
-                    continue
-                steeper = tuple(d + (a == axis) for a, d in enumerate(derivative))
-                dout = dout + grid_term(order, mode, steeper)(t_grid, *coords) * dc
-            return out, dout
-
-        return term
-
-    def jvp(grid, *args, order, mode, derivative):
-        coords, t_grid, t_coords = args[:ndim], args[ndim], args[ndim + 1:]
+    def coordinate_jvp(grid, *args, order, mode, derivative):
+        """The derivative in the coordinates: per axis, the interpolation with
+        that axis' weights differentiated once more, times the axis' tangent
+        (a degree-k spline's k-th derivative is flat between nodes). Linear in
+        the grid, as the linear binding needs: its transpose, the scatter,
+        gets its own derivative in the coordinates from this rule."""
+        coords, t_coords = args[:ndim], args[ndim:]
         terms = []
-        if t_grid is not None:
-            terms.append(grid_term(order, mode, derivative)(t_grid, *coords))
         for axis, t in enumerate(t_coords):
             if t is None or derivative[axis] >= order:
-                continue  # a degree-k spline's k-th derivative is flat between nodes
+                continue
             steeper = tuple(d + (a == axis) for a, d in enumerate(derivative))
             terms.append(interpolated(grid, *coords, order=order, mode=mode,
                                       derivative=steeper) * t)
@@ -120,17 +97,15 @@ def _bound(ndim: int, sharded: bool = True):
             return jnp.zeros(values(grid, *coords).shape, grid.dtype)
         return sum(terms[1:], terms[0])
 
-    interpolated = nonlinear(_GATHER, values, jvp=traceable(jvp), vjp=None,
-                             vmap_method="expand_dims", sharding_rule=rule if sharded else None,
-                             name="map_coordinates")
+    interpolated = linear(_GATHER, _SCATTER, values, nondiff_argnums=range(1, ndim + 1),
+                          jvp=traceable(coordinate_jvp), vmap_method="expand_dims",
+                          sharding_rule=rule if sharded else None, name="map_coordinates")
     # The kernels read every coordinate array with the same batch layout: under
     # vmap a coordinate array that is not batched is broadcast like the others
     # (derived calls, the scatter among them, inherit the pairs).
-    coordinate_pairs = tuple((1, k) for k in range(2, ndim + 1)) + tuple(
+    interpolated.definition.aligned_pairs = tuple((1, k) for k in range(2, ndim + 1)) + tuple(
         (k, 1) for k in range(2, ndim + 1))
-    for op in (interpolate, interpolated):
-        op.definition.aligned_pairs = coordinate_pairs
-    return interpolate, interpolated
+    return interpolated
 
 
 def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "constant",
@@ -186,14 +161,36 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
       0.3153...
     """
     where = "xlabind.ops.map_coordinates"
-    grid = jnp.asarray(input)
+    order = checked_order(where, order, 0)
+    if not isinstance(mode, str) or mode not in _MODES:
+        raise NotImplementedError(f"{where}: mode must be one of {sorted(_MODES)}, got {mode!r}")
+    # A number is static, as jax's map_coordinates takes it (its zero then
+    # needs no outside term); an array is traced.
+    number = isinstance(cval, (int, float, np.number)) and not isinstance(cval, np.ndarray)
+    return _map_coordinates(as_array(input), [as_array(c) for c in coordinates],
+                            None if number else cval, order=order, mode=mode,
+                            prefilter=bool(prefilter), static_cval=cval if number else None,
+                            sharded=_SHARDED)
+
+
+def as_array(x):
+    """`x` as jit takes it: arrays and scalars as they are, sequences as arrays."""
+    return jnp.asarray(x) if isinstance(x, (list, tuple)) else x
+
+
+# One executable per static configuration and shapes, as jax's own op: called
+# eagerly, the ops below are one dispatch, not one per jnp operation.
+@functools.partial(jax.jit, static_argnames=("order", "mode", "prefilter", "static_cval",
+                                             "sharded"))
+def _map_coordinates(grid, coordinates, traced_cval, *, order, mode, prefilter, static_cval,
+                     sharded):
+    where = "xlabind.ops.map_coordinates"
+    cval = traced_cval if static_cval is None else static_cval
+    grid = jnp.asarray(grid)
     coordinates = [jnp.asarray(c) for c in coordinates]
     if len(coordinates) != grid.ndim:
         raise ValueError(f"{where}: coordinates must be a sequence of length input.ndim, but "
                          f"{len(coordinates)} != {grid.ndim}")
-    order = checked_order(where, order, 0)
-    if mode not in _MODES:
-        raise NotImplementedError(f"{where}: mode must be one of {sorted(_MODES)}, got {mode!r}")
     if grid.dtype not in (jnp.float32, jnp.float64) or not 1 <= grid.ndim <= 8:
         if order > 1:
             raise NotImplementedError(
@@ -216,10 +213,10 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
     coefficients = grid.astype(dtype)
     if order > 1 and prefilter:
         coefficients, coords = _spline_coefficients(coefficients, coords, order, mode, cval)
-    _, interpolated = _bound(grid.ndim, _SHARDED)
+    interpolated = _bound(grid.ndim, sharded)
     flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * grid.ndim)
     values = interpolated(coefficients, *coords, **flat)
-    if _MODES[mode] == _MODES["constant"] and not (isinstance(cval, (int, float)) and cval == 0):
+    if _MODES[mode] == _MODES["constant"] and not (static_cval is not None and cval == 0):
         # Nodes outside the grid read cval: their weights are what the
         # grid's inside leaves of 1.
         outside = 1 - interpolated(jnp.ones(coefficients.shape, dtype), *coords, **flat)

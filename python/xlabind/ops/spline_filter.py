@@ -89,27 +89,36 @@ def spline_filter(input, order: int = 3, mode: str = "mirror",
       Array([0., 1., 0., 0.], dtype=float32)
     """
     where = "xlabind.ops.spline_filter"
-    x = jnp.asarray(input)
     order = checked_order(where, order, 0)
-    if mode not in BOUNDARIES:
+    if not isinstance(mode, str) or mode not in BOUNDARIES:
         raise NotImplementedError(f"{where}: mode must be one of {sorted(BOUNDARIES)}, got "
                                   f"{mode!r}")
+    if axes is not None:
+        axes = (operator.index(axes),) if not isinstance(axes, Sequence) else tuple(
+            operator.index(a) for a in axes)
+    x = jnp.asarray(input) if isinstance(input, (list, tuple)) else input
+    return _spline_filter(x, order=order, mode=mode, axes=axes)
+
+
+# One executable per static configuration and shape: one dispatch eagerly.
+@functools.partial(jax.jit, static_argnames=("order", "mode", "axes"))
+def _spline_filter(x, *, order: int, mode: str, axes: tuple[int, ...] | None):
+    where = "xlabind.ops.spline_filter"
+    x = jnp.asarray(x)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return jax.lax.complex(spline_filter(x.real, order, mode, axes),
-                               spline_filter(x.imag, order, mode, axes))
+        return jax.lax.complex(_spline_filter(x.real, order=order, mode=mode, axes=axes),
+                               _spline_filter(x.imag, order=order, mode=mode, axes=axes))
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.result_type(float))  # float32, or float64 with jax_enable_x64
     elif x.dtype not in (jnp.float32, jnp.float64):  # float16, bfloat16, float8: via float32
-        return spline_filter(x.astype(jnp.float32), order, mode, axes).astype(x.dtype)
+        return _spline_filter(x.astype(jnp.float32), order=order, mode=mode,
+                              axes=axes).astype(x.dtype)
     if axes is None:
         axes = tuple(range(x.ndim))
-    elif isinstance(axes, int):
-        axes = (axes,)
     counted_from_end = []
-    for axis in axes:
-        a = operator.index(axis)
+    for a in axes:
         if not -x.ndim <= a < x.ndim:
-            raise ValueError(f"{where}: axis {axis} is out of range for an array of "
+            raise ValueError(f"{where}: axis {a} is out of range for an array of "
                              f"{x.ndim} dimensions")
         counted_from_end.append(a - x.ndim if a >= 0 else a)
     if len(set(counted_from_end)) != len(counted_from_end):
