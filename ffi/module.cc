@@ -13,6 +13,7 @@
 #include "ffi/common/callback_registry.h"
 #include "ffi/common/element_types.h"
 #include "ffi/common/noop_handler.h"
+#include "ffi/common/python_call.h"
 #include "ffi/cpu/numpy_views.h"
 #include "ffi/cpu/python_callback_handler.h"
 #include "ffi/cpu/status_check_handler.h"
@@ -39,6 +40,7 @@ nb::capsule HandlerCapsule(Fn* fn) {
 nb::dict Registrations() {
   nb::dict cpu;
   cpu["xlabind_noop"] = HandlerCapsule(XlabindNoop);
+  cpu["xlabind_copy"] = HandlerCapsule(XlabindCpuCopy);
   cpu["xlabind_check_status"] = HandlerCapsule(XlabindCpuCheckStatus);
   nb::dict cuda;
   cuda["xlabind_noop"] = HandlerCapsule(XlabindNoop);
@@ -190,6 +192,9 @@ NB_MODULE(_xlabind, m) {
       },
       nb::arg("dtypes"), "Installs {element type code: numpy.dtype} for buffer views.");
 
+  m.def("set_checks_unwritten_results", &xlabind::SetChecksUnwrittenResults,
+        nb::arg("checks"),
+        "Whether in-place results are checked to be written (tools/benchmark.py only).");
   m.def("live_callback_count", &xlabind::LiveCallbackCount,
         "How many callback keys are registered.");
   m.def("live_callback_data_count", &xlabind::LiveCallbackDataCount,

@@ -17,7 +17,7 @@ MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind
            "xlabind.native_implementation", "xlabind.ops.map_coordinates", "xlabind.sharding",
            "xlabind.sharding_check", "xlabind.bound_function", "xlabind.jaxbind",
            "xlabind.ops.spline_filter", "xlabind._extension", "xlabind.cuda",
-           "xlabind.traced_rules"]
+           "xlabind.traced_rules", "xlabind._compatibility"]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,8 +1,10 @@
-"""The programs users write, all of them: every public constructor × every way
-of running (eager, jit, grad, vmap, shard_map, 8-device jit without and with
-a sharding rule) × the op made outside or inside the traced function × the
-garbage collector running between trace, compile, dispatch and read. Each
-gives jnp's value (and gradient), on 8 virtual CPU devices."""
+"""The programs users write, all of them: every public constructor and option
+(in_place, effect=, a traceable JVP, linear's jvp) × every way of running
+(eager, jit, grad, vmap, shard_map, 8-device jit without and with a sharding
+rule, jax.export with a symbolic size) × the op made outside or inside the
+traced function × the garbage collector running between trace, compile,
+dispatch and read. Each gives jnp's value (and gradient), on 8 virtual CPU
+devices, or the error that says why it cannot (REFUSED)."""
 
 import os
 
@@ -18,6 +20,7 @@ import pytest  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 import xlabind  # noqa: E402
+from jax import export  # noqa: E402
 from xlabind import jaxbind  # noqa: E402
 from xlabind.ops import map_coordinates  # noqa: E402
 
@@ -83,9 +86,60 @@ MAKERS = {
                                                     "mirror")),
 }
 
-DIFFERENTIABLE = set(MAKERS) - {"callback"}
+def _double_into(x, out):
+    out[...] = 2.0 * np.asarray(x)
 
-MODES = ["eager", "jit", "grad", "vmap", "shard_map", "shard_map_grad", "jit8", "jit8_rule"]
+
+def _scaled(a, x):
+    return np.asarray(a) * np.asarray(x)
+
+
+MAKERS.update({
+    "in_place": lambda rule: (
+        xlabind.callback(_double_into, lambda x: x, in_place=True, sharding_rule=rule),
+        lambda x: 2.0 * x),
+    "in_place_linear": lambda rule: (
+        xlabind.linear(_double_into, _double_into, lambda x: x, in_place=True,
+                       sharding_rule=rule),
+        lambda x: 2.0 * x),
+    "unordered": lambda rule: (
+        xlabind.linear(lambda x: 2.0 * np.asarray(x), lambda ct: 2.0 * np.asarray(ct),
+                       lambda x: x, effect="unordered", sharding_rule=rule),
+        lambda x: 2.0 * x),
+    "ordered": lambda rule: (
+        xlabind.callback(lambda x: 2.0 * np.asarray(x), lambda x: x, effect="ordered",
+                         sharding_rule=rule),
+        lambda x: 2.0 * x),
+    # Linear in x, differentiable in the scale a through a traceable rule.
+    "linear_jvp": lambda rule: (
+        (lambda op: lambda x: op(jnp.sin(x), x))(xlabind.linear(
+            _scaled, lambda a, ct: np.asarray(a) * np.asarray(ct), lambda a, x: x,
+            nondiff_argnums=(0,), jvp=xlabind.traceable(lambda a, x, da: da * x),
+            sharding_rule=None if rule is None else "n, n -> n")),
+        lambda x: jnp.sin(x) * x),
+})
+
+DIFFERENTIABLE = set(MAKERS) - {"callback", "in_place", "unordered", "ordered"}
+# What only native code can be: jax.export serializes it.
+EXPORTABLE = {"ffi_target", "map_coordinates"}
+
+MODES = ["eager", "jit", "grad", "vmap", "shard_map", "shard_map_grad", "jit8", "jit8_rule",
+         "export"]
+
+# (kind, mode) -> (exception, message): what is refused, and how it says so.
+REFUSED = {
+    **{(kind, mode): (TypeError, r"has no derivative rules")
+       for kind in ("callback", "in_place") for mode in ("grad", "shard_map_grad")},
+    **{(kind, mode): (TypeError, r"has effect='(un)?ordered', so it cannot be differentiated")
+       for kind in ("unordered", "ordered") for mode in ("grad", "shard_map_grad")},
+    ("ordered", "vmap"): (ValueError, r"has effect='ordered', so it cannot be batched"),
+    ("ordered", "jit8_rule"): (ValueError, r"effect='ordered' cannot have a sharding_rule"),
+    **{(kind, "export"): (NotImplementedError, r"jax.export cannot serialize .*: it calls a "
+                                               r"Python function")
+       for kind in set(MAKERS) - EXPORTABLE},
+}
+_CHECKS = [export.DisabledSafetyCheck.custom_call(name) for name in (
+    "xlabind_map_coordinates", "xlabind_map_coordinates_transpose")]
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +177,12 @@ def _program(mode, make, inside, mesh):
     if mode == "vmap":
         xs = jnp.stack([x, 2 * x])
         return jax.jit(jax.vmap(body)), xs, jax.vmap(reference)
+    if mode == "export":
+        # Exported for every size n, then called at this one.
+        n, = export.symbolic_shape("n")
+        exported = export.export(jax.jit(body), disabled_checks=_CHECKS)(
+            jax.ShapeDtypeStruct((n,), x.dtype))
+        return _Called(exported), x, reference
     sharded = jax.device_put(x, NamedSharding(mesh, P("d")))
 
     def blockwise(x):  # shard_map's meaning: the function on each device's block
@@ -138,16 +198,42 @@ def _program(mode, make, inside, mesh):
     return jax.jit(body), sharded, reference  # jit8, jit8_rule
 
 
+class _Called:
+    """An exported artifact as the sweep runs a program: traced, then called."""
+
+    def __init__(self, exported):
+        self.exported = exported
+
+    def trace(self, x):
+        return _CalledStage(self.exported, x)
+
+
+class _CalledStage:
+    def __init__(self, exported, x):
+        del x  # the artifact takes any size
+        self.exported = exported
+
+    def lower(self):
+        return self
+
+    def compile(self):
+        return self.exported.call
+
+
 @pytest.mark.parametrize("inside", [False, True], ids=["made_outside", "made_inside"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", sorted(MAKERS))
 def test_every_constructor_every_way(kind, mode, inside, mesh):
     make = MAKERS[kind]
-    program, x, reference = _program(mode, make, inside, mesh)
-    if kind not in DIFFERENTIABLE and "grad" in mode:
-        with pytest.raises(TypeError, match=r"has no derivative rules"):
-            program.trace(x)
+    refused = REFUSED.get((kind, mode))
+    if refused is not None:
+        error, message = refused
+        with pytest.raises(error, match=message):
+            program, x, _ = _program(mode, make, inside, mesh)
+            program.trace(x) if mode != "eager" else program(x)
         return
+    assert kind in DIFFERENTIABLE or "grad" not in mode
+    program, x, reference = _program(mode, make, inside, mesh)
     want = np.asarray(reference(np.asarray(x) if mode != "vmap" else x))
     if mode == "eager":
         got = program(x)
@@ -180,3 +266,16 @@ def test_the_plain_jit_path_with_collections_between_dispatch_and_read(kind, mes
         gc.collect()
         np.testing.assert_allclose(np.asarray(y), np.asarray(make(None)[1](np.asarray(x))) + 1,
                                    rtol=1e-10, atol=1e-12)
+
+
+def test_ordered_calls_with_collections_between_dispatch_and_read(mesh):
+    seen = []
+    for x in (_x(), jax.device_put(_x(), NamedSharding(mesh, P("d")))):
+        for tag in ("a", "b"):
+            log = xlabind.callback(lambda x, tag=tag: (seen.append(tag), 2.0 * np.asarray(x))[1],
+                                   lambda x: x, effect="ordered")
+            y = jax.jit(lambda x: log(x * 3.0) + log(x))(x)  # dropped at once
+            gc.collect()
+            np.testing.assert_allclose(np.asarray(y), 8.0 * np.asarray(x), rtol=1e-12)
+    jax.effects_barrier()
+    assert seen == ["a", "a", "b", "b"] * 2

@@ -14,7 +14,11 @@ timed on the CPU:
   * no-op host callbacks: ``jax.pure_callback``,
     ``jax.experimental.buffer_callback`` (where this jax has it), and
     ``xlabind.callback`` in place (no copy) and returning (one copy), at
-    n = 1 and n = 10^6;
+    n = 1 and n = 10^6. The in-place no-ops run with the unwritten-result
+    check off: a function that writes nothing is refused with it on;
+  * an in-place callback that writes its result once (``out[...] = x``)
+    with the check on and off (what the check costs), against a native copy
+    (``xlabind_copy``, one memcpy), at n = 1 and n = 10^6;
   * the primal call of a differentiable op (``xlabind.linear``) next to the
     same no-op as a plain ``xlabind.callback``;
   * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
@@ -104,7 +108,7 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import xlabind  # noqa: E402
-from xlabind import _extension  # noqa: E402
+from xlabind import _extension, _xlabind  # noqa: E402
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -130,6 +134,9 @@ class Case:
     x: jax.Array
     expected: np.ndarray | None = None  # checked once, so a broken case is not timed
     times: list[float] = dataclasses.field(default_factory=list)
+    #: Whether in-place results are checked to be written during this case
+    #: (a no-op leaves its result unwritten, which the check refuses).
+    checks_unwritten: bool = True
 
     @property
     def n(self) -> int:
@@ -187,8 +194,8 @@ def _noop_into(x, *, out):
 
 def xlabind_in_place(n: int) -> Case:
     op = xlabind.callback(_noop_into, lambda x: x, in_place=True)
-    return Case(f"xlabind_in_place_{n}", "xlabind.callback no-op, in place", jax.jit(op),
-                _vector(n))
+    return Case(f"xlabind_in_place_{n}", "xlabind.callback no-op, in place (unchecked)",
+                jax.jit(op), _vector(n), checks_unwritten=False)
 
 
 def xlabind_returning(n: int) -> Case:
@@ -200,20 +207,32 @@ def xlabind_returning(n: int) -> Case:
 
 def xlabind_linear(n: int) -> Case:
     op = xlabind.linear(_noop_into, _noop_into, lambda x: x, in_place=True)
-    return Case(f"xlabind_linear_{n}", "xlabind.linear no-op, in place (primal)", jax.jit(op),
-                _vector(n))
+    return Case(f"xlabind_linear_{n}", "xlabind.linear no-op, in place (primal, unchecked)",
+                jax.jit(op), _vector(n), checks_unwritten=False)
 
 
 def _copy_into(x, *, out):
     out[...] = x
 
 
-def xlabind_in_place_copy(n: int) -> Case:
+def xlabind_in_place_copy(n: int, checked: bool = True) -> Case:
     # The jaxbind drop-in's like-for-like baseline: it must write its result.
+    # Unchecked: what the unwritten-result check costs.
     op = xlabind.callback(_copy_into, lambda x: x, in_place=True)
     x = _vector(n)
-    return Case(f"xlabind_in_place_copy_{n}", "xlabind.callback in place, out[...] = x",
-                jax.jit(op), x, np.asarray(x))
+    suffix = "" if checked else "_unchecked"
+    return Case(f"xlabind_in_place_copy{suffix}_{n}",
+                "xlabind.callback in place, out[...] = x" + ("" if checked else " (unchecked)"),
+                jax.jit(op), x, np.asarray(x), checks_unwritten=checked)
+
+
+def native_copy(n: int) -> Case:
+    def f(x):
+        return jax.ffi.ffi_call("xlabind_copy", _like(x))(x)
+
+    x = _vector(n)
+    return Case(f"native_copy_{n}", "native copy (memcpy, jax.ffi.ffi_call)", jax.jit(f), x,
+                np.asarray(x))
 
 
 def _jaxbind_copy(out, args, kwargs_dump):
@@ -455,7 +474,12 @@ def all_cases() -> tuple[list[Case], list[str]]:
         lambda: xlabind_in_place(LARGE),
         lambda: xlabind_returning(LARGE),
         lambda: xlabind_linear(SMALL),
+        lambda: native_copy(SMALL),
+        lambda: native_copy(LARGE),
         lambda: xlabind_in_place_copy(SMALL),
+        lambda: xlabind_in_place_copy(SMALL, checked=False),
+        lambda: xlabind_in_place_copy(LARGE),
+        lambda: xlabind_in_place_copy(LARGE, checked=False),
         lambda: jaxbind_noop(SMALL),
         vmap_native,
         vmap_sequential,
@@ -482,7 +506,8 @@ def sharded_worker(rounds: int, calls: int) -> dict:
     mesh = Mesh(np.array(jax.devices()), ("d",))
     x = jax.device_put(_vector(devices * 4).reshape(devices, 4),
                        NamedSharding(mesh, PartitionSpec("d")))
-    cases = [Case("sharded_jnp", "jnp (x + 1)", jax.jit(lambda x: x + 1), x)]
+    cases = [Case("sharded_jnp", "jnp (x + 1)", jax.jit(lambda x: x + 1), x,
+                  checks_unwritten=False)]
     for exchange in (True, False):
         call_status._EXCHANGE_STATUS = exchange  # read when lowering: compile now
         tag = "" if exchange else "_unchecked"
@@ -491,8 +516,9 @@ def sharded_worker(rounds: int, calls: int) -> dict:
             op = xlabind.callback(_noop_into, lambda x: x, in_place=True, sharding_rule=rule)
             f = jax.jit(op)
             f.lower(x).compile()
+            # The no-op leaves its result unwritten: timed with that check off.
             cases.append(Case(f"sharded_{key}{tag}", f"no-op callback, {key.replace('_', ' ')}"
-                              f"{label}", f, x))
+                              f"{label}", f, x, checks_unwritten=False))
         warm_up(cases[-2:])
     call_status._EXCHANGE_STATUS = True
     warm_up(cases[:1])
@@ -718,12 +744,14 @@ def pin_malloc() -> bool:
 def warm_up(cases: list[Case]) -> None:
     """Compiles every case, checks its result once, and runs it a few times."""
     for case in cases:
+        _xlabind.set_checks_unwritten_results(case.checks_unwritten)
         result = case.fn(case.x).block_until_ready()
         if case.expected is not None:
             np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12, atol=1e-12,
                                        err_msg=f"benchmark case {case.key} computes a wrong result")
         for _ in range(WARMUP_CALLS):
             case.fn(case.x).block_until_ready()
+    _xlabind.set_checks_unwritten_results(True)
 
 
 def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
@@ -741,6 +769,7 @@ def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
         try:
             for case in order:
                 f, x, times = case.fn, case.x, case.times
+                _xlabind.set_checks_unwritten_results(case.checks_unwritten)
                 for _ in range(calls):
                     if after_itself:
                         f(x).block_until_ready()
@@ -749,6 +778,7 @@ def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
                     times.append(clock() - start)
         finally:
             gc.enable()
+            _xlabind.set_checks_unwritten_results(True)
 
 
 # -- reporting ---------------------------------------------------------------
@@ -772,6 +802,12 @@ TARGETS = [
     ("jaxbind drop-in / in place, the same write", f"jaxbind_{SMALL}",
      f"xlabind_in_place_copy_{SMALL}", None),
     ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
+    ("in place, one write: checked / unchecked", f"xlabind_in_place_copy_{SMALL}",
+     f"xlabind_in_place_copy_unchecked_{SMALL}", None),
+    ("in place, one write / native copy", f"xlabind_in_place_copy_{SMALL}",
+     f"native_copy_{SMALL}", None),
+    ("in place, one write / native copy, n = 10^6", f"xlabind_in_place_copy_{LARGE}",
+     f"native_copy_{LARGE}", None),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
 ]
 SPEEDUPS = [

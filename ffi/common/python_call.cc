@@ -121,6 +121,13 @@ std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObj
 
 }  // namespace
 
+namespace {
+std::atomic<bool> checks_unwritten_results{true};
+}  // namespace
+
+bool ChecksUnwrittenResults() { return checks_unwritten_results.load(std::memory_order_relaxed); }
+void SetChecksUnwrittenResults(bool checks) { checks_unwritten_results.store(checks); }
+
 std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_results) {
   const std::string index = std::to_string(i);
   if (data.style == CallStyle::kJaxbind) {

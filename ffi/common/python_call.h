@@ -31,6 +31,7 @@
 #include <Python.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -214,6 +215,11 @@ inline bool SharesOperandMemory(xla::ffi::RemainingArgs args, xla::ffi::Remainin
   return false;
 }
 
+// Whether calls check that a function which writes its results wrote every
+// one (always, but for tools/benchmark.py, which measures what the check costs).
+bool ChecksUnwrittenResults();
+void SetChecksUnwrittenResults(bool checks);
+
 // What a function that writes its results (in_place, jaxbind) must be told
 // when result `i` of `num_results` still holds what xlabind marked it with.
 std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_results);
@@ -241,7 +247,7 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
     // XLA's result memory is uninitialised: a function that writes its results
     // must write every one, which the platform checks where it can (not in a
     // result that is an operand's memory, which must keep the operand's values).
-    const bool check_written = data.style != CallStyle::kAdapter;
+    const bool check_written = data.style != CallStyle::kAdapter && ChecksUnwrittenResults();
     std::array<bool, 64> marked{};  // results past the 64th go unchecked
     for (size_t i = 0; check_written && i < layout.num_results && i < marked.size(); ++i) {
       if (SharesOperandMemory(args, rets, layout, i)) continue;

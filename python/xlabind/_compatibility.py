@@ -50,8 +50,14 @@ OVERRIDE = "XLABIND_ALLOW_UNSUPPORTED_VERSIONS"
 
 class UntestedVersionWarning(UserWarning):
     """xlabind imported beside a version of jax, jaxlib, NumPy or ml_dtypes
-    that its tests have not run against (``warnings.simplefilter("ignore",
-    xlabind.UntestedVersionWarning)`` silences it)."""
+    that its tests have not run against: it should work, and says so once.
+
+    Example (silence it, before ``import xlabind``):
+      >>> import warnings, xlabind
+      >>> warnings.simplefilter("ignore", xlabind.UntestedVersionWarning)
+      >>> issubclass(xlabind.UntestedVersionWarning, UserWarning)
+      True
+    """
 
 
 def requirement(name: str) -> str:

@@ -257,6 +257,8 @@ class Definition:
             try:
                 spec = spec(*structs, **kwargs.as_dict(), **extra)
             except internals.InconclusiveDimensionOperation as error:
+                if not self.implementation.exportable:  # what matters more
+                    raise self.implementation.export_error(self.name) from None
                 symbolic = [tuple(s.shape) for s in structs
                             if any(internals.is_symbolic_dim(d) for d in s.shape)]
                 raise TypeError(

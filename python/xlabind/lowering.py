@@ -21,21 +21,21 @@ def _lowering_for(platform: str):
         op = call.fn
         implementation = op.implementation
         if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
-            raise NotImplementedError(
-                f"xlabind: jax.export cannot serialize '{op.name}': it calls a Python function "
-                f"that lives only in this process. Export the parts of the program around it, "
-                f"or bind a native FFI target instead.")
+            raise implementation.export_error(op.name)
         if op.effect == "ordered" and sharding.spans_devices(ctx):
             return sharding.lower_on_first_device(ctx, call, operands)
         emit, keepalive = implementation.emitter(platform, op, call)
         if keepalive is not None:
             ctx.module_context.add_keepalive(keepalive)
-        if not implementation.exportable:
+        if not implementation.exportable and _jax_internals.persistent_cache_enabled():
             # A Python function that lives in this process: jax writes no
             # persistent cache entry for a program that registered a host
-            # callback (it could not be called from another process), as for
-            # its own callbacks. Nothing calls this one: xlabind's handler
-            # finds its function by the registry key.
+            # callback (another process could not call it), as for its own
+            # callbacks. Nothing calls this one: xlabind's handler finds its
+            # function by the registry key. Only with a cache: jax also
+            # threads runtime tokens through such a program, so after a
+            # failure over several devices jax.effects_barrier() would raise
+            # the failure again.
             ctx.module_context.add_host_callback(_lives_in_this_process)
         return sharding.lower(ctx, call, operands, _threading_token(op, emit))
 

@@ -60,6 +60,14 @@ class PythonImplementation:
     #: The function lives in this process: an exported artifact could not call it.
     exportable = False
 
+    @staticmethod
+    def export_error(name: str) -> NotImplementedError:
+        """What jax.export of a program that calls it raises."""
+        return NotImplementedError(
+            f"xlabind: jax.export cannot serialize '{name}': it calls a Python function that "
+            f"lives only in this process. Export the parts of the program around it, or bind "
+            f"a native FFI target instead.")
+
     def __init__(self, functions: dict[str, Callable], *, in_place: bool,
                  unwrap_one_tuple: bool = False, synchronize: bool = False):
         self.functions = functions
