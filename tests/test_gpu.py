@@ -213,3 +213,32 @@ def test_a_function_made_inside_the_traced_function_runs_on_the_gpu():
     del traced
     gc.collect()
     np.testing.assert_array_equal(np.asarray(compiled(on_gpu(jnp.ones(4)))), 3.0)
+
+
+def test_ordered_calls_keep_program_order_against_data_dependencies():
+    # The twin of tests/test_effects.py's CPU test: XLA:GPU may run a call on a
+    # parameter before one on a computed operand; the token orders them.
+    seen = []
+
+    def log(x, *, tag):
+        seen.append(tag)
+        return cp.asarray(x) + 0
+
+    ordered = xlabind.callback(log, lambda x, **_: x, effect="ordered", platforms=GPU)
+
+    def program(x, y):
+        ordered(jnp.sin(y) @ jnp.cos(y).T, tag="first")
+        ordered(x, tag="second")
+        ordered(y.sum(), tag="third")
+        return x
+
+    for _ in range(3):
+        jax.jit(program)(on_gpu(jnp.ones(2)), on_gpu(jnp.ones((256, 256))))
+    jax.effects_barrier()
+    assert seen == ["first", "second", "third"] * 3
+
+
+def test_an_unwritten_in_place_result_is_not_checked_on_cuda():
+    # Documented: a check would copy to the host and synchronize every call.
+    op = xlabind.callback(lambda x, *, out: None, lambda x: x, in_place=True, platforms=GPU)
+    assert jax.jit(op)(on_gpu(jnp.ones(4))).shape == (4,)

@@ -23,6 +23,8 @@ timed on the CPU:
     same no-op as a plain ``xlabind.callback``;
   * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
     with ``vmap_method="native"`` (one call) and ``"sequential"`` (64 calls);
+  * ``xlabind.ops.map_coordinates`` and jax's, called eagerly (no jit around
+    them) on 8 points: what one dispatch of the op costs;
   * ``xlabind.ops.map_coordinates`` against ``jax.scipy.ndimage.map_coordinates``
     (2^20 points in a 64^3 float64 grid, order 1): the values, and the
     gradient in the grid. These take milliseconds a call and get rounds of
@@ -286,6 +288,20 @@ def vmap_sequential() -> Case:
                 jax.jit(jax.vmap(op)), x, np.sin(np.asarray(x)))
 
 
+def eager_map_coordinates(who: str) -> Case:
+    """One eager call (no jax.jit around it) on a few points: what dispatch costs
+    when xlabind.ops are called like NumPy functions."""
+    from jax.scipy.ndimage import map_coordinates as jax_map
+
+    from xlabind.ops import map_coordinates as ours
+
+    grid = jnp.asarray(np.sin(np.arange(64.0)))
+    f = ours if who == "xlabind" else jax_map
+    x = jnp.asarray(np.linspace(0.5, 60.5, 8))
+    return Case(f"eager_map_coordinates_{who}", f"eager map_coordinates, 8 points, {who}",
+                lambda c: f(grid, [c], 1, "mirror"), x, np.asarray(jax_map(grid, [x], 1, "mirror")))
+
+
 # -- native ops (their own, slower section) ----------------------------------
 def _map_coordinates_problem(side: int, points: int, seed: int):
     """A side^3 float64 grid and `points` random points inside it."""
@@ -483,6 +499,8 @@ def all_cases() -> tuple[list[Case], list[str]]:
         lambda: jaxbind_noop(SMALL),
         vmap_native,
         vmap_sequential,
+        lambda: eager_map_coordinates("xlabind"),
+        lambda: eager_map_coordinates("jax"),
     ]
     cases = [c for c in (make() for make in makers) if c is not None]
     notes = [] if buffer_callback is not None else [
@@ -809,6 +827,8 @@ TARGETS = [
     ("in place, one write / native copy, n = 10^6", f"xlabind_in_place_copy_{LARGE}",
      f"native_copy_{LARGE}", None),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
+    ("eager map_coordinates, xlabind / jax", "eager_map_coordinates_xlabind",
+     "eager_map_coordinates_jax", None),
 ]
 SPEEDUPS = [
     # (name, jax's key, xlabind's key, target minimum): how many times faster xlabind is
