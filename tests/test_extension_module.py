@@ -48,7 +48,8 @@ def test_hides_libcxx_and_nanobind(library, symbol):
 
 
 def test_handler_capsules():
-    assert set(_xlabind.registrations()["cpu"]) == {"xlabind_check_status", "xlabind_noop"}
+    assert set(_xlabind.registrations()["cpu"]) == {"xlabind_check_status", "xlabind_copy",
+                                                    "xlabind_noop"}
     callbacks = _xlabind.callback_registrations()
     for platform, name in (("cpu", "xlabind_cpu_callback_state"),
                            ("CUDA", "xlabind_cuda_callback_state")):
