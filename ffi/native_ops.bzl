@@ -10,7 +10,7 @@ NATIVE_OP_MODULES = {
         "xlabind_spline_filter": "XlabindSplineFilterCpu",
         "xlabind_spline_filter_transpose": "XlabindSplineFilterTransposeCpu",
     }},
-    # Loaded when the CUDA 13 runtime is there (python/xlabind/_extension.py).
+    # Loaded when the CUDA 13 runtime is there (python/xlabind/_runtime/extension.py).
     "_xlabind_cuda_ops": {"CUDA": {
         "xlabind_map_coordinates": "XlabindMapCoordinatesCuda",
         "xlabind_map_coordinates_transpose": "XlabindMapCoordinatesTransposeCuda",

@@ -10,7 +10,8 @@ import types
 import numpy as np
 import pytest
 
-from xlabind import _xlabind, cuda_calls
+from xlabind import _xlabind
+from xlabind._runtime import cuda_calls, extension
 
 CODES = {name: code for code, name in _xlabind.element_type_names().items()}
 XLA_STREAM, DEVICE = 0x7000, 3
@@ -47,11 +48,11 @@ def fake_gpu(monkeypatch):
     """A running CUDA call on XLA_STREAM, a fake CuPy, and a record of driver calls."""
     log = []
     current = [0]  # CuPy's current stream (0: the legacy default stream)
-    monkeypatch.setattr(_xlabind, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
-    monkeypatch.setattr(_xlabind, "cuda_synchronize_stream", lambda s: log.append(("sync", s)))
-    monkeypatch.setattr(_xlabind, "cuda_synchronize_device",
+    monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
+    monkeypatch.setattr(extension, "cuda_synchronize_stream", lambda s: log.append(("sync", s)))
+    monkeypatch.setattr(extension, "cuda_synchronize_device",
                         lambda s: log.append(("device sync", s)))
-    monkeypatch.setattr(_xlabind, "cuda_copy", lambda *a: log.append(("copy", *a)))
+    monkeypatch.setattr(extension, "cuda_copy", lambda *a: log.append(("copy", *a)))
     cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
         ExternalStream=lambda ptr, device_id: FakeStream(ptr, log, current, device_id),
         Device=lambda d: contextlib.nullcontext(log.append(("device", d))),

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import xlabind
-from xlabind import _extension, _xlabind, jaxbind
+from xlabind import _xlabind, jaxbind
+from xlabind._runtime import extension as _extension
 
 from layouts import elementwise, elementwise_shape, single_result_shape
 

@@ -12,7 +12,7 @@ from jax.scipy.ndimage import map_coordinates as reference
 
 from gpu_devices import on_cpu, on_gpu, requires_gpu
 import map_coordinates_table as table
-from xlabind import _extension
+from xlabind._runtime import extension as _extension
 from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)

@@ -35,9 +35,9 @@ SIN = {"function": "sin", "size": 4097, "range": {"lo": -4.0, "hi": 4.0}}
 
 def test_the_jvp_handler_reports_the_command_buffer_trait():
     handler = consumer_ops.registrations()["CUDA"]["consumer_table_jvp"]["execute"]
-    assert xlabind._extension.handler_metadata(handler)["traits"] == 1
+    assert xlabind._runtime.extension.handler_metadata(handler)["traits"] == 1
     handler = consumer_ops.registrations()["CUDA"]["consumer_table"]["execute"]
-    assert xlabind._extension.handler_metadata(handler)["traits"] == 0
+    assert xlabind._runtime.extension.handler_metadata(handler)["traits"] == 0
 
 
 def test_values_and_gradients_match_the_cpu_handlers():

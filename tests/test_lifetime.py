@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import xlabind
-from xlabind import _extension
+from xlabind._runtime import extension as _extension
 
 
 def test_compiled_executable_outlives_every_user_reference():

@@ -1,6 +1,15 @@
-"""xlabind's modules import each other without a cycle (type-checking-only
-imports included): each can be read, tested and changed from the ones it
-imports, and the primitive stays a leaf that rules register on."""
+"""xlabind's package in layers: each module imports only modules of its own
+layer or below (type-checking-only imports included), never in a cycle, so
+each can be read, tested and changed from the ones it imports.
+
+  0  leaves: _jax_internals (jax's private APIs), _compatibility, _platforms
+  1  _primitive: the one primitive, what a bound function is, its rules
+  2  _runtime: the compiled modules and how a call runs
+  3  _lowering: the custom call each platform gets, sharded programs
+  4  the public modules (callback, linear, ..., cuda, jaxbind, ops)
+
+The compiled modules are loaded by _runtime/extension.py alone, the
+primitive loads none of them, and xlabind.ops uses the public API only."""
 
 import ast
 from pathlib import Path
@@ -8,6 +17,9 @@ from pathlib import Path
 import xlabind
 
 PACKAGE = Path(xlabind.__file__).parent
+COMPILED = {"xlabind._xlabind", "xlabind._xlabind_ops", "xlabind._xlabind_cuda_ops"}
+LEAVES = {"xlabind._jax_internals", "xlabind._compatibility", "xlabind._platforms"}
+LAYERS = {"_primitive": 1, "_runtime": 2, "_lowering": 3}
 
 
 def imports() -> dict[str, set[str]]:
@@ -19,19 +31,41 @@ def imports() -> dict[str, set[str]]:
         found = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "xlabind":
-                    found.update(f"xlabind.{a.name}" for a in node.names)
+                if node.module == "xlabind" or node.module in {
+                        "xlabind._primitive", "xlabind._runtime", "xlabind._lowering"}:
+                    found.update(f"{node.module}.{a.name}" for a in node.names)
                 elif node.module.startswith("xlabind."):
                     found.add(node.module)
             elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("xlabind."))
+                found.update(a.name for a in node.names if a.name.startswith("xlabind"))
         graph[name] = found
     return graph
 
 
-def test_the_package_reads_its_modules():
+def layer(module: str) -> int:
+    if module in LEAVES:
+        return 0
+    parts = module.split(".")
+    return LAYERS.get(parts[1], 4) if len(parts) > 1 else 4
+
+
+def test_the_package_reads_its_layers():
     graph = imports()
-    assert {"xlabind.primitive", "xlabind.sharding", "xlabind.bound_function"} <= set(graph)
+    for module in ("xlabind._primitive.primitive", "xlabind._primitive.factors",
+                   "xlabind._runtime.extension", "xlabind._lowering.partitioning"):
+        assert module in graph
+    assert {layer(m) for m in graph} == {0, 1, 2, 3, 4}
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = []
+    for module, imported in imports().items():
+        for other in imported - COMPILED:
+            other_layer = layer(other) if other != "xlabind" else 4
+            if other_layer > layer(module):
+                wrong.append(f"{module} (layer {layer(module)}) imports {other} "
+                             f"(layer {other_layer})")
+    assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_no_module_imports_itself_through_others():
@@ -51,6 +85,22 @@ def test_no_module_imports_itself_through_others():
     assert not cycles, f"modules in an import cycle: {cycles}"
 
 
-def test_the_primitive_is_a_leaf_of_the_bound_function_layer():
-    assert not imports()["xlabind.primitive"] & {"xlabind.bound_function", "xlabind.sharding",
-                                                 "xlabind.lowering", "xlabind.call_status"}
+def test_only_the_extension_module_loads_the_compiled_modules():
+    loaders = sorted(m for m, imported in imports().items() if imported & COMPILED)
+    assert loaders == ["xlabind._runtime.extension"], loaders
+
+
+def test_the_primitive_is_a_leaf_of_its_layer():
+    imported = imports()["xlabind._primitive.primitive"]
+    assert imported <= {"xlabind._jax_internals", "xlabind._primitive.static_kwargs"}, imported
+
+
+def test_the_factor_algebra_is_a_leaf():
+    assert imports()["xlabind._primitive.factors"] == set()
+
+
+def test_the_ops_use_the_public_api_only():
+    for module, imported in imports().items():
+        if module.startswith("xlabind.ops"):
+            private = {m for m in imported if m != "xlabind" and not m.startswith("xlabind.ops")}
+            assert not private, (module, private)

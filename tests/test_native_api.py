@@ -20,7 +20,8 @@ from jax.sharding import Mesh, PartitionSpec as P  # noqa: E402
 
 import native_api_ops  # noqa: E402
 import xlabind  # noqa: E402
-from xlabind import _extension, _xlabind  # noqa: E402
+from xlabind import _xlabind
+from xlabind._runtime import extension as _extension  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
@@ -191,7 +192,7 @@ def test_a_handler_that_refuses_the_metadata_query_is_an_error_not_a_crash():
     # here a fresh type id (never registered) stands for that.
     code = textwrap.dedent("""
         import native_api_ops
-        from xlabind import _extension
+        from xlabind._runtime import extension as _extension
         stages = native_api_ops.registrations()["cpu"]["native_api_counter"]
         try:
             _extension.handler_metadata(stages["instantiate"])
@@ -211,7 +212,7 @@ def test_state_types_wait_for_a_backend_that_does_not_exist_yet():
     # its type (XLA reads a handler's state type when it registers it).
     code = textwrap.dedent("""
         import jax, jax.numpy as jnp, xlabind
-        from xlabind import _extension
+        from xlabind._runtime import extension as _extension
         import native_api_ops
         cpu = native_api_ops.registrations()["cpu"]
         types = native_api_ops.state_types()["cpu"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import xlabind
-from xlabind import _extension
+from xlabind._runtime import extension as _extension
 
 jax.config.update("jax_enable_x64", True)
 

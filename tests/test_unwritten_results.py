@@ -13,6 +13,8 @@ import pytest
 
 import xlabind
 
+jax.config.update("jax_enable_x64", True)
+
 
 def forgets(x, out):
     if x.shape[0] > 100:  # a path that skips the work

@@ -50,7 +50,7 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     cores, where no device waits for a core), a no-op ``xlabind.callback`` once
     per device (with a sharding rule) and once per program, each with and
     without the exchange of the calls' status that stops every device when
-    one fails (python/xlabind/call_status.py): what that collective costs;
+    one fails (python/xlabind/_lowering/call_status.py): what that collective costs;
   * ``map_coordinates_sharded``: map_coordinates on 2^22 points (2^20 with
     --quick) sharded over 8 virtual CPU devices, 64^3 float64 grid: values and
     the grid's gradient split by points (the op's sharding rule) against once
@@ -110,7 +110,7 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_enable_x64", True)
 
 import xlabind  # noqa: E402
-from xlabind import _extension, _xlabind  # noqa: E402
+from xlabind._runtime import extension as _extension  # noqa: E402
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -518,7 +518,7 @@ def sharded_worker(rounds: int, calls: int) -> dict:
     """Medians (µs) of the sharded cases, in this process (on all its devices)."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from xlabind import call_status
+    from xlabind._lowering import call_status
 
     devices = len(jax.devices())
     mesh = Mesh(np.array(jax.devices()), ("d",))
@@ -762,14 +762,14 @@ def pin_malloc() -> bool:
 def warm_up(cases: list[Case]) -> None:
     """Compiles every case, checks its result once, and runs it a few times."""
     for case in cases:
-        _xlabind.set_checks_unwritten_results(case.checks_unwritten)
+        _extension.set_checks_unwritten_results(case.checks_unwritten)
         result = case.fn(case.x).block_until_ready()
         if case.expected is not None:
             np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12, atol=1e-12,
                                        err_msg=f"benchmark case {case.key} computes a wrong result")
         for _ in range(WARMUP_CALLS):
             case.fn(case.x).block_until_ready()
-    _xlabind.set_checks_unwritten_results(True)
+    _extension.set_checks_unwritten_results(True)
 
 
 def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
@@ -787,7 +787,7 @@ def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
         try:
             for case in order:
                 f, x, times = case.fn, case.x, case.times
-                _xlabind.set_checks_unwritten_results(case.checks_unwritten)
+                _extension.set_checks_unwritten_results(case.checks_unwritten)
                 for _ in range(calls):
                     if after_itself:
                         f(x).block_until_ready()
@@ -796,7 +796,7 @@ def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
                     times.append(clock() - start)
         finally:
             gc.enable()
-            _xlabind.set_checks_unwritten_results(True)
+            _extension.set_checks_unwritten_results(True)
 
 
 # -- reporting ---------------------------------------------------------------

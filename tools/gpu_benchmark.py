@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import xlabind
-from xlabind import _extension
+from xlabind._runtime import extension as _extension
 
 SIZES = (1, 10**6, 10**8)
 GPU = ("cuda",)

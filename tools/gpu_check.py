@@ -255,8 +255,8 @@ def smoke_test(package: pathlib.Path) -> str:
             "from xlabind.ops import map_coordinates\n"
             "grid = jnp.arange(4.0)\n"
             "assert float(map_coordinates(grid, [jnp.asarray([1.5])], order=1)[0]) == 1.5\n"
-            "print(xlabind.__file__, sorted(xlabind._extension.REGISTRATIONS),\n"
-            "      'CUDA ops:', 'missing' if xlabind._extension.UNAVAILABLE else 'built')\n")
+            "print(xlabind.__file__, sorted(xlabind._runtime.extension.REGISTRATIONS),\n"
+            "      'CUDA ops:', 'missing' if xlabind._runtime.extension.UNAVAILABLE else 'built')\n")
     done = subprocess.run([sys.executable, "-c", code], env=environment(package, "cpu"),
                           capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:

@@ -22,25 +22,32 @@ from xlabind._compatibility import UntestedVersionWarning
 
 _compatibility.check()
 
-# The primitive's rules and lowerings register themselves on import.
-from xlabind import batching_rules as _batching_rules  # noqa: F401
-from xlabind import derivative_rules as _derivative_rules  # noqa: F401
-from xlabind import lowering as _lowering  # noqa: F401
-from xlabind._extension import SUPPORTED_DTYPES
-from xlabind.bound_function import EFFECTS, VMAP_METHODS, BatchedResult, BoundFunction
+# The package in layers, each importing only those below it
+# (tests/test_module_graph.py): _primitive (the one primitive, what a bound
+# function is, its vmap and derivative rules), _runtime (the compiled
+# modules, how a call runs: Python functions on XLA's buffers, native
+# targets), _lowering (the custom call each platform gets, sharded programs);
+# above them the public modules. The rules and the lowering register
+# themselves on the primitive when imported.
+from xlabind._lowering import rule as _lowering_rule  # noqa: F401
+from xlabind._primitive import batching as _batching  # noqa: F401
+from xlabind._primitive import derivatives as _derivatives  # noqa: F401
+from xlabind._primitive.definition import EFFECTS, VMAP_METHODS, BatchedResult, BoundFunction
+from xlabind._primitive.factors import ShardingRule
+from xlabind._primitive.traced_rules import traceable
+from xlabind._runtime.extension import SUPPORTED_DTYPES, register_ffi_targets
+from xlabind._runtime.native_targets import FfiTarget, ffi_target
 from xlabind.callback import callback
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
-from xlabind.native_implementation import FfiTarget, ffi_target, register_ffi_targets
 from xlabind.nonlinear import nonlinear
-from xlabind.traced_rules import traceable
-from xlabind.sharding import ShardingRule
 from xlabind.sharding_check import check_sharding
 
 #: The name earlier versions gave BoundFunction.
 Callback = BoundFunction
 
 __version__ = "0.4.0"
-__all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget", "SUPPORTED_DTYPES",
-           "ShardingRule", "UntestedVersionWarning", "VMAP_METHODS", "callback", "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
+__all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget",
+           "SUPPORTED_DTYPES", "ShardingRule", "UntestedVersionWarning", "VMAP_METHODS", "callback",
+           "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
            "register_ffi_targets", "traceable"]

@@ -28,7 +28,7 @@ def report() -> tuple[list[str], bool]:
         if text:
             lines.append(text)
     import xlabind
-    from xlabind import _extension
+    from xlabind._runtime import extension as _extension
 
     lines.append(f"xlabind {xlabind.__version__} at {xlabind.__file__}")
 

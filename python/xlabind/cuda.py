@@ -13,16 +13,16 @@ RuntimeError: xlabind.cuda.current_stream() is only defined inside a CUDA callba
 
 from __future__ import annotations
 
-from xlabind import _xlabind
+from xlabind._runtime import extension
 
 #: The type of the device arrays a CUDA callback receives.
-DeviceArray = _xlabind.DeviceArray
+DeviceArray = extension.DeviceArray
 
 __all__ = ["DeviceArray", "current_device", "current_stream"]
 
 
 def _current() -> tuple[int, int]:
-    call = _xlabind.cuda_current_call()
+    call = extension.cuda_current_call()
     if call is None:
         raise RuntimeError("xlabind.cuda.current_stream() is only defined inside a CUDA "
                            "callback")

@@ -32,10 +32,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from xlabind.bound_function import BatchedResult
-from xlabind.linear import linear
-from xlabind.multilinear import multilinear
-from xlabind.nonlinear import nonlinear
+from xlabind import BatchedResult, linear, multilinear, nonlinear
 
 __all__ = ["get_linear_call", "get_nonlinear_call", "load_kwargs"]
 
@@ -103,7 +100,7 @@ class _JaxbindCallback:
     checking that it returns None, keeps each entry of ``out`` and writes
     every result; elsewhere ``in_place_function`` adapts it."""
 
-    #: How python_implementation.py knows to call it the jaxbind way.
+    #: How _runtime/python_functions.py knows to call it the jaxbind way.
     xlabind_convention = "jaxbind"
 
     def __init__(self, f: Callable, batched: bool):

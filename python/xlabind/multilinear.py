@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
-from xlabind._trees import flat_results_tree
-from xlabind.bound_function import BoundFunction, Definition, ResultSpec
-from xlabind.callback import Function, derived_function, make_definition
-from xlabind.derivative_rules import LinearityRules
-from xlabind.derived_calls import bind_derived
-from xlabind.sharding import Rule
+from xlabind._primitive.trees import flat_results_tree
+from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
+from xlabind._runtime.binding import Function, derived_function, make_definition
+from xlabind._primitive.derivatives import LinearityRules
+from xlabind._primitive.derived_calls import bind_derived
+from xlabind._primitive.factors import Rule
 
 
 class _Multilinear:

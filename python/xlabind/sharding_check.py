@@ -1,7 +1,7 @@
 """`xlabind.check_sharding`: the opt-in numeric check of a sharding rule.
 
 What a rule says about ranks, sizes and factor names is checked when the
-function is called (sharding.py). Whether the function really computes each
+function is called (_primitive/factors.py). Whether the function really computes each
 independent index on its own, and really sums over a summed factor, only its
 numbers can tell: this runs the call as sharded and on one device, and
 compares.

@@ -126,7 +126,7 @@ def test_table_lowers_for_cuda_with_its_nested_attribute():
     text = jax.jit(lambda x: table(x, table=SIN)).trace(jnp.ones(3, jnp.float32)).lower(
         lowering_platforms=("cuda",)).as_text()
     assert "@consumer_table(" in text and 'function = "sin"' in text
-    assert xlabind._extension.handler_metadata(
+    assert xlabind._runtime.extension.handler_metadata(
         consumer_ops.registrations()["CUDA"]["consumer_table_jvp"]["execute"])["traits"] == 1
 
 

@@ -29,9 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind.linear import linear
-from xlabind.native_implementation import ffi_target
-from xlabind.traced_rules import traceable
+import xlabind
 from xlabind.ops.spline_filter import checked_order, spline_filter
 
 # jax's mode names, read as jax reads them at every order ("constant" and
@@ -42,8 +40,8 @@ _MODES = {"constant": 0, "nearest": 1, "wrap": 2, "mirror": 3, "reflect": 4,
 # SciPy pads this much before filtering for "nearest" (edge values) and
 # "grid-constant" (cval), whose extensions no recursion starts from exactly.
 _SPLINE_PAD = 12
-_GATHER = ffi_target("xlabind_map_coordinates", platforms=("cpu", "cuda"))
-_SCATTER = ffi_target("xlabind_map_coordinates_transpose", platforms=("cpu", "cuda"))
+_GATHER = xlabind.ffi_target("xlabind_map_coordinates", platforms=("cpu", "cuda"))
+_SCATTER = xlabind.ffi_target("xlabind_map_coordinates_transpose", platforms=("cpu", "cuda"))
 
 
 #: Whether the kernels declare their sharding rule (always, but for
@@ -97,8 +95,8 @@ def _bound(ndim: int, sharded: bool = True):
             return jnp.zeros(values(grid, *coords).shape, grid.dtype)
         return sum(terms[1:], terms[0])
 
-    interpolated = linear(_GATHER, _SCATTER, values, nondiff_argnums=range(1, ndim + 1),
-                          jvp=traceable(coordinate_jvp), vmap_method="expand_dims",
+    interpolated = xlabind.linear(_GATHER, _SCATTER, values, nondiff_argnums=range(1, ndim + 1),
+                          jvp=xlabind.traceable(coordinate_jvp), vmap_method="expand_dims",
                           sharding_rule=rule if sharded else None, name="map_coordinates")
     # The kernels read every coordinate array with the same batch layout: under
     # vmap a coordinate array that is not batched is broadcast like the others

@@ -18,11 +18,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind.linear import linear
-from xlabind.native_implementation import ffi_target
+import xlabind
 
-_FILTER = ffi_target("xlabind_spline_filter", platforms=("cpu", "cuda"))
-_FILTER_TRANSPOSE = ffi_target("xlabind_spline_filter_transpose", platforms=("cpu", "cuda"))
+_FILTER = xlabind.ffi_target("xlabind_spline_filter", platforms=("cpu", "cuda"))
+_FILTER_TRANSPOSE = xlabind.ffi_target("xlabind_spline_filter_transpose", platforms=("cpu", "cuda"))
 
 #: Each mode's extension of the signal, as the filter's recursions start from
 #: it (line_filter.h): 0 mirror (whole-sample symmetric), 1 reflect
@@ -36,7 +35,7 @@ BOUNDARIES = {"mirror": 0, "constant": 0, "grid-constant": 0, "reflect": 1, "gri
 
 @functools.lru_cache(maxsize=None)
 def _bound():
-    return linear(_FILTER, _FILTER_TRANSPOSE, lambda x, **_: x, vmap_method="expand_dims",
+    return xlabind.linear(_FILTER, _FILTER_TRANSPOSE, lambda x, **_: x, vmap_method="expand_dims",
                   name="spline_filter")
 
 

@@ -30,6 +30,7 @@ import numpy as np
 
 from xlabind import _jax_internals
 from xlabind._platforms import REGISTRY_NAMES, platform_name
+from xlabind._primitive import primitive as _primitive
 
 try:
     from xlabind import _xlabind
@@ -44,7 +45,7 @@ except ImportError as error:
 
 #: FFI target of the handler that calls Python on XLA's buffers (every platform).
 PYTHON_CALLBACK_TARGET = "xlabind_python_callback"
-#: The same with one more result, the call's status (call_status.py).
+#: The same with one more result, the call's status (_lowering/call_status.py).
 PYTHON_CALLBACK_STATUS_TARGET = "xlabind_python_callback_status"
 #: FFI target that fails every device when any call's status is a failure.
 CHECK_STATUS_TARGET = "xlabind_check_status"
@@ -52,13 +53,30 @@ CHECK_STATUS_TARGET = "xlabind_check_status"
 STATUS_TARGET_SUFFIX = ".xlabind_status"
 #: FFI target of a native handler that does nothing (a baseline for timings).
 NOOP_TARGET = "xlabind_noop"
-#: The size in bytes of a call's status (ffi/native/call_status.h).
-STATUS_BYTES: int = _xlabind.status_bytes()
+#: The size in bytes of a call's status (ffi/native/call_status.h), which the
+#: primitive declares without loading this module.
+STATUS_BYTES: int = _primitive.STATUS_BYTES
+if _xlabind.status_bytes() != STATUS_BYTES:  # pragma: no cover - a build mismatch
+    raise ImportError(f"xlabind: the compiled module's status is {_xlabind.status_bytes()} "
+                      f"bytes, the Python side's {STATUS_BYTES}: rebuild both from one checkout")
 
 CallbackEntry = _xlabind.CallbackEntry
 live_callback_count = _xlabind.live_callback_count
 live_callback_data_count = _xlabind.live_callback_data_count
 collect_released_callbacks = _xlabind.collect_released_callbacks
+
+# What the CUDA side needs of the module (xlabind.cuda, cuda_calls.py): the
+# device arrays callbacks receive, DLPack sources, the running call's stream,
+# and the few driver calls.
+DeviceArray = _xlabind.DeviceArray
+DlpackSource = _xlabind.DlpackSource
+cuda_current_call = _xlabind.cuda_current_call
+cuda_copy = _xlabind.cuda_copy
+cuda_set_stream_probe = _xlabind.cuda_set_stream_probe
+cuda_synchronize_stream = _xlabind.cuda_synchronize_stream
+cuda_synchronize_device = _xlabind.cuda_synchronize_device
+#: Whether in-place results are checked to be written (tools/benchmark.py only).
+set_checks_unwritten_results = _xlabind.set_checks_unwritten_results
 
 
 def _resolve_dtype(name: str) -> np.dtype | None:

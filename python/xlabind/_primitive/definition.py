@@ -5,8 +5,8 @@ Two objects: the :class:`Definition`, which the `xlabind_call` primitive's
 parameter holds (so every traced program that calls the function owns it),
 and the :class:`BoundFunction` users hold and call, a thin handle on it.
 How it runs is a separate object again, its *implementation*
-(python_implementation.py: a Python function per platform; lowering.py asks
-it for the custom call). Calling a :class:`BoundFunction` binds the
+(_runtime/python_functions.py: a Python function per platform;
+_lowering/rule.py asks it for the custom call). Calling a :class:`BoundFunction` binds the
 `xlabind_call` primitive (primitive.py).
 """
 
@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabind import _jax_internals as internals
-from xlabind import _signatures, sharding
-from xlabind.primitive import BatchAxes, Call, bind
+from xlabind._primitive.factors import Rule, parse_rule
+from xlabind._primitive import signatures as _signatures
+from xlabind._primitive.primitive import BatchAxes, Call, bind
 
 ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
 
@@ -93,7 +94,7 @@ class Definition:
                  result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None, *,
                  name: str, vmap_method: str = "sequential", nondiff_argnums: Sequence[int] = (),
                  rules: Any = None, aligned_pairs: Sequence[tuple[int, int]] = (),
-                 sharding_rule: "sharding.Rule | None" = None,
+                 sharding_rule: "Rule | None" = None,
                  input_output_aliases: "dict[int, int] | None" = None, effect: str | None = None):
         if vmap_method not in VMAP_METHODS:
             raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, "
@@ -105,18 +106,18 @@ class Definition:
                              f"would run once per device, in no one order. Use "
                              f"effect='unordered', or drop the sharding rule.")
         self.name = name
-        #: How it runs (python_implementation.PythonImplementation or
-        #: native_implementation.NativeImplementation).
+        #: How it runs (_runtime/python_functions.PythonImplementation or
+        #: _runtime/native_targets.NativeImplementation).
         self.implementation = implementation
         self.result_shape_dtypes = result_shape_dtypes
         self.vmap_method = vmap_method
         self.nondiff_argnums = tuple(sorted(set(int(i) for i in nondiff_argnums)))
-        #: Derivative rules (derivative_rules.LinearityRules) or None: not differentiable.
+        #: Derivative rules (derivatives.LinearityRules) or None: not differentiable.
         self.rules = rules
         #: (i, k): under native vmap operand k is laid out exactly like operand i
         #: (a JVP's tangent and its primal); the batching rule broadcasts to keep it so.
         self.aligned_pairs = tuple(aligned_pairs)
-        #: How its dimensions may be split across devices (sharding.py), or None.
+        #: How its dimensions may be split across devices (factors.py), or None.
         self.sharding_rule = sharding_rule
         #: ((argument, result), ...): pairs XLA may give one buffer.
         self.input_output_aliases = _checked_aliases(name, input_output_aliases)
@@ -161,7 +162,7 @@ class Definition:
         factors = out_factors = None
         summed: tuple[str, ...] = ()
         if self.sharding_rule is not None:
-            factors, out_factors, summed = sharding.parse_rule(
+            factors, out_factors, summed = parse_rule(
                 self.name, self.sharding_rule, operands, kwargs.as_dict(), result_avals)
         self._check_aliases(operands, result_avals)
         results = self.bind(operands, kwargs, out_tree, result_avals, factors=factors,
@@ -196,7 +197,7 @@ class Definition:
         return bind(call, operands)
 
     def check_kwargs(self, static_kwargs: dict):
-        from xlabind._static_kwargs import StaticKwargs
+        from xlabind._primitive.static_kwargs import StaticKwargs
 
         for reserved in (("out",) if self.in_place else ()) + (
                 ("batch_axes",) if self.vmap_method == "native" else ()):

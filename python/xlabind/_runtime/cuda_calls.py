@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from xlabind import _xlabind
+from xlabind._runtime import extension
 
 _cupy_module: Any = None
 _cupy_checked = False
@@ -80,7 +80,7 @@ _active = threading.local()
 def on_xla_stream(synchronize: bool):
     """The running call's XLA stream as CuPy's and PyTorch's current stream, for
     the duration of the block; yields the stream."""
-    stream, device = _xlabind.cuda_current_call()
+    stream, device = extension.cuda_current_call()
     with contextlib.ExitStack() as stack:
         cupy = _cupy()
         if cupy is not None:
@@ -99,14 +99,14 @@ def on_xla_stream(synchronize: bool):
         calls.append((stack, stream, device))
         try:
             if synchronize:
-                _xlabind.cuda_synchronize_stream(stream)
+                extension.cuda_synchronize_stream(stream)
             yield stream
         finally:
             calls.pop()
             if synchronize:
                 # Work the function left on streams of its own may still use
                 # XLA's buffers, which XLA frees or reuses after a failed run too.
-                _xlabind.cuda_synchronize_device(stream)
+                extension.cuda_synchronize_device(stream)
 
 
 def call_on_xla_stream(fn: Callable, args, kwargs, synchronize: bool):
@@ -135,7 +135,7 @@ def consumers_use_stream(stream: int, device: int) -> bool:
     return checked
 
 
-_xlabind.cuda_set_stream_probe(consumers_use_stream)
+extension.cuda_set_stream_probe(consumers_use_stream)
 
 
 # -- PyTorch imported during a call -------------------------------------------
@@ -204,7 +204,7 @@ def store_result(name: str, index: int, value: Any, out) -> bool:
     source, _ = interface["data"]
     producer = interface.get("stream")
     foreign = producer is not None and producer != out.stream
-    _xlabind.cuda_copy(out.ptr, source, out.nbytes, out.stream, producer if foreign else None)
+    extension.cuda_copy(out.ptr, source, out.nbytes, out.stream, producer if foreign else None)
     return foreign
 
 
@@ -213,7 +213,7 @@ def _store_from_dlpack(name, index, value, out, expected) -> bool:
         capsule = value.__dlpack__(stream=out.stream, max_version=(1, 1))
     except TypeError:
         capsule = value.__dlpack__(stream=out.stream)
-    source = _xlabind.DlpackSource(capsule)
+    source = extension.DlpackSource(capsule)
     try:
         device_type, device_id = source.device
         if device_type not in _CUDA_DEVICES or device_id != out.device:
@@ -229,7 +229,7 @@ def _store_from_dlpack(name, index, value, out, expected) -> bool:
                expected)
         # The producer has ordered its work before XLA's stream (the stream we
         # asked for): copy with no wait.
-        _xlabind.cuda_copy(out.ptr, source.ptr, out.nbytes, out.stream, None)
+        extension.cuda_copy(out.ptr, source.ptr, out.nbytes, out.stream, None)
     finally:
         source.release()
     return not consumers_use_stream(out.stream, out.device)
@@ -276,7 +276,7 @@ def returning_adapter(fn, name, kwargs, out_tree, unwrap_one_tuple, synchronize,
                 foreign |= store_result(name, i, value, out)
         if foreign:
             # The sources may be freed (and reused by their stream) once we return.
-            _xlabind.cuda_synchronize_stream(stream)
+            extension.cuda_synchronize_stream(stream)
 
     return adapter
 

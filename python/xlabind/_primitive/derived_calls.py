@@ -23,8 +23,8 @@ from typing import Any, Sequence
 import jax
 import jax.numpy as jnp
 
-from xlabind import sharding
-from xlabind.primitive import Call
+from xlabind._primitive.factors import derived_factors
+from xlabind._primitive.primitive import Call
 
 # ("arg", i): the parent's argument i (or its tangent / cotangent);
 # ("out", j): the parent's result j (or its tangent / cotangent).
@@ -43,7 +43,7 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
         by_kind = {"arg": parent.factors, "out": parent.out_factors}
         factors = tuple(by_kind[kind][i] for kind, i in operand_entries)
         out_factors = tuple(by_kind[kind][j] for kind, j in result_entries)
-        summed, whole = sharding.derived_factors(parent, factors, out_factors)
+        summed, whole = derived_factors(parent, factors, out_factors)
     aligned = _inherited_pairs(parent, operand_entries)
     if parent.batch_axes is None:
         return op.bind(operands, parent.kwargs, out_tree, result_avals, factors=factors,

@@ -1,7 +1,7 @@
 """How a bound function runs when it is a native XLA FFI target: the custom call
 names the target, with static attributes and the call's keyword arguments as
 FFI attributes. It is another implementation beside the Python one
-(python_implementation.py); what the bound function *is* (its shapes, its
+(python_functions.py); what the bound function *is* (its shapes, its
 linearity, its vmap method) does not change.
 """
 
@@ -14,10 +14,10 @@ import numpy as np
 from jax._src.lib.mlir.dialects import hlo
 from jax.interpreters import mlir
 
-from xlabind import _extension, custom_calls
+from xlabind._runtime import extension as _extension
+from xlabind._runtime import custom_calls
 from xlabind._platforms import platform_name, platform_names
-from xlabind._static_kwargs import freeze
-from xlabind._extension import register_ffi_targets  # noqa: F401  (public, from here)
+from xlabind._primitive.static_kwargs import freeze
 
 
 @dataclasses.dataclass(frozen=True)

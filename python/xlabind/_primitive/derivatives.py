@@ -32,7 +32,7 @@ import jax
 from jax import dtypes
 from jax.interpreters import ad
 
-from xlabind.primitive import Call, bind, xlabind_call_p
+from xlabind._primitive.primitive import Call, bind, xlabind_call_p
 
 # (op, primals, tangents with ad.Zero, call) -> output tangents (ad.Zero allowed)
 TangentFn = Callable[..., list]

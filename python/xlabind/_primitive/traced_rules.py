@@ -20,9 +20,9 @@ from typing import Callable, Sequence
 import jax
 import jax.numpy as jnp
 
-from xlabind._trees import interleave
-from xlabind.derivative_rules import is_zero
-from xlabind.derived_calls import call_under_levels, without_axes
+from xlabind._primitive.trees import interleave
+from xlabind._primitive.derivatives import is_zero
+from xlabind._primitive.derived_calls import call_under_levels, without_axes
 
 
 class Traceable:

@@ -1,11 +1,11 @@
 """The `xlabind_call` primitive: one JAX primitive for every bound function.
 
 Its one parameter, a :class:`Call`, says everything its rules need: which
-bound function (its Definition, bound_function.py), the static keyword
+bound function (its Definition, definition.py), the static keyword
 arguments, the result tree and avals, under native vmap the batch axes of
 operands and results, and with a sharding rule the factors. This module is a
-leaf: the rules (derivative_rules.py, batching_rules.py) and the per-platform
-lowering (lowering.py) import it and register themselves.
+leaf: the rules (derivatives.py, batching.py) and the per-platform lowering
+(_lowering/rule.py) import it and register themselves.
 
 Lifetime: a Call holds the definition strongly, so any traced program (a
 jaxpr, in jax's caches or the user's hands) can still be lowered, transformed
@@ -31,8 +31,11 @@ import numpy as np
 from jax.extend.core import Primitive
 
 from xlabind import _jax_internals as internals
-from xlabind._extension import STATUS_BYTES
-from xlabind._static_kwargs import StaticKwargs
+from xlabind._primitive.static_kwargs import StaticKwargs
+
+#: The size in bytes of a call's status (ffi/native/call_status.h's
+#: kStatusBytes; _runtime/extension.py checks the compiled module agrees).
+STATUS_BYTES = 4096
 
 xlabind_call_p = Primitive("xlabind_call")
 xlabind_call_p.multiple_results = True
@@ -55,7 +58,7 @@ class Call:
     batch_axes: BatchAxes | None = None
     #: Under vmap_method="native": each result's batch axes, one entry per vmap level.
     out_batch_axes: BatchAxes | None = None
-    #: With a sharding rule: each operand's factor per dimension (sharding.py).
+    #: With a sharding rule: each operand's factor per dimension (factors.py).
     factors: tuple[tuple[str, ...], ...] | None = None
     #: With a sharding rule: each result's factor per dimension.
     out_factors: tuple[tuple[str, ...], ...] | None = None
@@ -67,7 +70,7 @@ class Call:
     #: (i, k): under vmap operand k is laid out exactly like operand i, as in
     #: the Definition's aligned_pairs; a derived call's, from its parent's.
     aligned: tuple[tuple[int, int], ...] = ()
-    #: One more result, the call's status (call_status.py), instead of failing:
+    #: One more result, the call's status (_lowering/call_status.py), instead of failing:
     #: for the per-device calls of a sharded program, which check it on every device.
     reports_status: bool = False
     #: (operand, result) pairs XLA may give one buffer (the definition's
@@ -98,7 +101,7 @@ class Call:
 
     @property
     def fn(self) -> Any:
-        """The bound function's Definition (bound_function.py, which imports this
+        """The bound function's Definition (definition.py, which imports this
         module: the primitive names it only through the parameter)."""
         return self.op.get()
 
@@ -142,7 +145,7 @@ def status_aval() -> jax.core.ShapedArray:
 def _abstract_eval(*operand_avals, call: Call):
     results = list(call.result_avals) + ([status_aval()] if call.reports_status else [])
     # An effect keeps jax from removing the call when its results are unused
-    # (and, ordered, makes jax thread a token through it: lowering.py).
+    # (and, ordered, makes jax thread a token through it: _lowering/rule.py).
     return internals.varying_like(results, operand_avals), internals.effects_of(call.fn.effect)
 
 

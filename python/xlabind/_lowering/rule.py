@@ -2,19 +2,20 @@
 runs a bound function's implementation on XLA's buffers.
 
 The platform's rule asks the bound function's implementation for the custom
-call (python_implementation.py: the Python-callback handler with a registry
-key; native_implementation.py: the FFI target with its attributes), and gives
+call (_runtime/python_functions.py: the Python-callback handler with a
+registry key; _runtime/native_targets.py: the FFI target with its attributes), and gives
 it the placement that makes it run once per program, or once per device on
-its shard (sharding.py). A function with effect="ordered" gets jax's token
-threaded through its call, as io_callback threads it (custom_calls.py).
+its shard (partitioning.py). A function with effect="ordered" gets jax's token
+threaded through its call, as io_callback threads it (_runtime/custom_calls.py).
 """
 
 from __future__ import annotations
 
 from jax.interpreters import mlir
 
-from xlabind import _jax_internals, sharding
-from xlabind.primitive import Call, xlabind_call_p
+from xlabind import _jax_internals
+from xlabind._lowering import partitioning
+from xlabind._primitive.primitive import Call, xlabind_call_p
 
 def _lowering_for(platform: str):
     def rule(ctx, *operands, call: Call):
@@ -22,8 +23,8 @@ def _lowering_for(platform: str):
         implementation = op.implementation
         if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
             raise implementation.export_error(op.name)
-        if op.effect == "ordered" and sharding.spans_devices(ctx):
-            return sharding.lower_on_first_device(ctx, call, operands)
+        if op.effect == "ordered" and partitioning.spans_devices(ctx):
+            return partitioning.lower_on_first_device(ctx, call, operands)
         emit, keepalive = implementation.emitter(platform, op, call)
         if keepalive is not None:
             ctx.module_context.add_keepalive(keepalive)
@@ -37,7 +38,7 @@ def _lowering_for(platform: str):
             # failure over several devices jax.effects_barrier() would raise
             # the failure again.
             ctx.module_context.add_host_callback(_lives_in_this_process)
-        return sharding.lower(ctx, call, operands, _threading_token(op, emit))
+        return partitioning.lower(ctx, call, operands, _threading_token(op, emit))
 
     return rule
 

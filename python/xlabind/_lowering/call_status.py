@@ -31,9 +31,9 @@ from jax.extend.core import Primitive
 from jax.ffi import build_ffi_lowering_function
 from jax.interpreters import mlir
 
-from xlabind import _extension
+from xlabind._runtime import extension as _extension
 from xlabind import _jax_internals as internals
-from xlabind.primitive import Call, bind, status_aval
+from xlabind._primitive.primitive import Call, bind, status_aval
 
 xlabind_check_p = Primitive("xlabind_check_status")
 xlabind_check_p.multiple_results = True

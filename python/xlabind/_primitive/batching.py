@@ -22,8 +22,8 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import batching
 
-from xlabind import sharding
-from xlabind.primitive import Call, bind, xlabind_call_p
+from xlabind._primitive.factors import insert_factor, new_factor
+from xlabind._primitive.primitive import Call, bind, xlabind_call_p
 
 
 def batch_rule(args, dims, *, call: Call):
@@ -60,7 +60,7 @@ def _leading_batch(size, args, dims, op, call, broadcast):
     # tangent only), so a JVP sees the two with the same shape.
     _align_pairs(size, args, dims, op, call)
     operands = []
-    batch = sharding.new_factor(call.factors, call.out_factors)
+    batch = new_factor(call.factors, call.out_factors)
     factors = []
     # An argument the function is linear in is broadcast even under expand_dims:
     # transposing gives its cotangent the batch size, and jax sums it back.
@@ -135,10 +135,10 @@ def _native(size, args, dims, op, call):
     changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out,
                    aliases=aliases)
     if call.factors is not None:  # the vmap axis is independent: it may be split too
-        level = sharding.new_factor(call.factors, call.out_factors)
+        level = new_factor(call.factors, call.out_factors)
         changes.update(
-            factors=tuple(sharding.insert_factor(f, d, level) for f, d in zip(call.factors, dims)),
-            out_factors=tuple(sharding.insert_factor(f, a, level)
+            factors=tuple(insert_factor(f, d, level) for f, d in zip(call.factors, dims)),
+            out_factors=tuple(insert_factor(f, a, level)
                               for f, a in zip(call.out_factors, out_axes)))
     outs = bind(call.replace(**changes), args)
     return outs, out_axes

@@ -20,7 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind import _extension, cuda_calls, custom_calls
+from xlabind._runtime import extension as _extension
+from xlabind._runtime import cuda_calls
+from xlabind._runtime import custom_calls
 from xlabind._platforms import platform_name, platform_names
 
 
