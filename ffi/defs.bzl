@@ -24,6 +24,12 @@ Python then registers what the module hands out and binds it:
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
+load(
+    "//ffi:extension_module.bzl",
+    "extension_module_substitutions",
+    "module_handlers",
+    "module_state_types",
+)
 load("//third_party/cuda:nvcc.bzl", "nvcc_objects")
 
 # What XLA's FFI headers and xlabind's need of any C++ compiler, whatever the
@@ -32,9 +38,6 @@ load("//third_party/cuda:nvcc.bzl", "nvcc_objects")
 # so `copts = ["-std=c++20"]` picks a newer standard.
 XLABIND_COPTS = ["-std=c++17", "-fvisibility=hidden"]
 
-# Platform keys of `handlers`, in any case, and the name each is registered
-# under (jax's platform names for XLA's FFI registry).
-_PLATFORMS = {"cpu": "cpu", "cuda": "CUDA"}
 
 def _with(deps, extra):
     """`deps` plus the labels in `extra` it does not name already."""
@@ -58,7 +61,7 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
             name = name + "_cuda_objects",
             srcs = cuda_srcs,
             hdrs = hdrs,
-            deps = _with(deps, [Label("//ffi:native_helpers")]),
+            deps = _with(deps, [Label("//ffi/native:helpers")]),
         )
         cc_library(
             name = name + "_cuda",
@@ -74,72 +77,33 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
         copts = XLABIND_COPTS + copts,
         linkstatic = True,
         deps = _with(deps + cuda_deps, [
-            Label("//ffi:native_helpers"),
+            Label("//ffi/native:helpers"),
             "@xlabind_pypi//:xla_ffi_headers",
         ]),
         **kwargs
     )
 
-# The execution stages a target may have (XLA's order), by their key in
-# xlabind_extension's `handlers`.
-_STAGES = ["instantiate", "prepare", "initialize", "execute"]
-
 def _extension_source_impl(ctx):
-    declared, declarations, wrappers, entries = {}, [], [], []
-    for spec in ctx.attr.handlers:
-        parts = spec.split(" ")
-        platform, target, command_buffer, symbols = parts[0], parts[1], parts[2] == "1", parts[3:]
-        pointers = []
-        for symbol in symbols:
-            if symbol == "-":
-                pointers.append("nullptr")
-                continue
-            if symbol not in declared:
-                declared[symbol] = True
-                declarations.append("struct XLA_FFI_Error* %s(struct XLA_FFI_CallFrame*);" % symbol)
-            pointers.append("&" + symbol)
-        if command_buffer:
-            execute = symbols[-1]
-            wrapper = execute + "_command_buffer"
-            if wrapper not in declared:
-                declared[wrapper] = True
-                wrappers.append(
-                    "XLA_FFI_Error* %s(XLA_FFI_CallFrame* frame) {\n" % wrapper +
-                    "  return xlabind::native::CallWithTraits(\n" +
-                    "      &%s, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE, frame);\n}" %
-                    execute)
-            pointers[-1] = "&" + wrapper
-        entries.append('  if (!Add(platforms, "%s", "%s", {%s})) return Fail(platforms);' %
-                       (platform, target, ", ".join(pointers)))
-    type_entries = []
-    for spec in ctx.attr.state_types:
-        platform, symbol = spec.split(" ")
-        declarations.append("XLA_FFI_TypeId* %s_type_id(void);" % symbol)
-        declarations.append("const XLA_FFI_TypeInfo* %s_type_info(void);" % symbol)
-        type_entries.append(
-            '  if (!AddType(types, "%s", "%s.%s", %s_type_id(), %s_type_info())) return Fail(types);' %
-            (platform, ctx.attr.module, symbol, symbol, symbol))
+    substitutions = extension_module_substitutions(
+        ctx.attr.module,
+        json.decode(ctx.attr.handlers),
+        json.decode(ctx.attr.state_types),
+    )
     ctx.actions.expand_template(
         template = ctx.file._template,
         output = ctx.outputs.out,
-        substitutions = {
-            "%{module}": ctx.attr.module,
-            "%{declarations}": "\n".join(sorted(declarations)),
-            "%{wrappers}": "\n\n".join(wrappers),
-            "%{entries}": "\n".join(entries),
-            "%{type_entries}": "\n".join(type_entries),
-        },
+        substitutions = substitutions,
     )
 
 _extension_source = rule(
     implementation = _extension_source_impl,
     attrs = {
         "module": attr.string(mandatory = True),
-        "handlers": attr.string_list(
-            doc = '"platform target command_buffer(0|1) instantiate prepare initialize execute" ' +
-                  'entries, "-" for a stage the target does not have',
+        "handlers": attr.string(
+            doc = "JSON: {platform: {target: {stage: C symbol or null, " +
+                  '"command_buffer": bool}}} (extension_module.bzl)',
         ),
-        "state_types": attr.string_list(doc = '"platform symbol" entries'),
+        "state_types": attr.string(doc = "JSON: {platform: [C symbol, ...]}"),
         "out": attr.output(mandatory = True),
         "_template": attr.label(
             default = Label("//ffi:extension_module.cc.tmpl"),
@@ -147,40 +111,6 @@ _extension_source = rule(
         ),
     },
 )
-
-def _registered_platform(name, platform, argument):
-    """The name jax registers `platform` under ("cpu", "CUDA"); fails the build
-    for a platform xlabind_extension does not know."""
-    registered = _PLATFORMS.get(platform.lower())
-    if registered == None:
-        fail("xlabind_extension(%s): unknown platform %r in %s; use %s (any case)" %
-             (name, platform, argument, " or ".join(['"%s"' % p for p in _PLATFORMS])))
-    return registered
-
-def _handler_spec(name, platform, registered, target, handler):
-    """The `handlers` entry of _extension_source for one target."""
-    if type(handler) == type(""):
-        handler = {"execute": handler}
-    if type(handler) != type({}):
-        fail("xlabind_extension(%s): handlers[%r][%r] must be the execute handler's C symbol " %
-             (name, platform, target) + "(a string) or a dict of stages, got %r" % (handler,))
-    for key in handler:
-        if key not in _STAGES and key != "command_buffer":
-            fail("xlabind_extension(%s): handlers[%r][%r] has an unknown key %r; use %s or " %
-                 (name, platform, target, key, ", ".join(_STAGES)) + "command_buffer")
-    if "execute" not in handler:
-        fail("xlabind_extension(%s): handlers[%r][%r] names no \"execute\" handler" %
-             (name, platform, target))
-    command_buffer = handler.get("command_buffer", False)
-    if command_buffer and registered != "CUDA":
-        fail("xlabind_extension(%s): handlers[%r][%r] asks for command_buffer, which only " %
-             (name, platform, target) + "CUDA handlers can be (XLA's command buffers are CUDA graphs)")
-    if registered == "cpu" and ("prepare" in handler or "initialize" in handler):
-        fail("xlabind_extension(%s): handlers[%r][%r] has a prepare or initialize stage, which " %
-             (name, platform, target) + "XLA's CPU runtime never runs (it runs instantiate and " +
-             "execute only)")
-    symbols = [handler.get(stage, "-") for stage in _STAGES]
-    return "%s %s %s %s" % (registered, target, "1" if command_buffer else "0", " ".join(symbols))
 
 def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = None,
                       extra_runpaths = [], **kwargs):
@@ -205,18 +135,13 @@ def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = N
         pinned CUDA runtime from there, through its RUNPATH.
       extra_runpaths: more RUNPATH entries (e.g. where a wheel puts libcudart).
     """
-    specs = []
-    for platform, targets in handlers.items():
-        registered = _registered_platform(name, platform, "handlers")
-        for target, handler in targets.items():
-            specs.append(_handler_spec(name, platform, registered, target, handler))
-    type_specs = []
-    for platform, symbols in state_types.items():
-        registered = _registered_platform(name, platform, "state_types")
-        for symbol in symbols:
-            type_specs.append("%s %s" % (registered, symbol))
-    _extension_source(name = name + "_source", module = name, handlers = specs,
-                      state_types = type_specs, out = name + "_module.cc")
+    _extension_source(
+        name = name + "_source",
+        module = name,
+        handlers = json.encode(module_handlers(name, handlers)),
+        state_types = json.encode(module_state_types(name, state_types)),
+        out = name + "_module.cc",
+    )
     folder = native.package_name() if load_from == None else load_from
     depth = len([part for part in folder.split("/") if part]) + 1  # up to the runfiles root
     runpaths = ["$$ORIGIN/" + "../" * depth + "xlabind_cuda/site/nvidia/cu13/lib"] + extra_runpaths
@@ -224,7 +149,7 @@ def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = N
         name = name + ".so",
         copts = XLABIND_COPTS + kwargs.pop("copts", []),
         srcs = [name + "_module.cc"],
-        deps = _with(deps, [Label("//ffi:native_helpers")]) + ["@xlabind_python//:headers"],
+        deps = _with(deps, [Label("//ffi/native:helpers")]) + ["@xlabind_python//:headers"],
         linkshared = True,
         additional_linker_inputs = [Label("//ffi:module_exports.lds")],
         linkopts = ["-Wl,--version-script=$(location %s)" % Label("//ffi:module_exports.lds")] +

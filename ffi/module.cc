@@ -23,7 +23,7 @@
 #include "ffi/cuda/dlpack_source.h"
 #include "ffi/cuda/python_callback_handler.h"
 #include "ffi/cuda/status_check_handler.h"
-#include "ffi/native/call_status.h"
+#include "xlabind/native/call_status.h"
 
 namespace nb = nanobind;
 

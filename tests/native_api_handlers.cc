@@ -17,13 +17,13 @@
 #include <cstdint>
 #include <memory>
 
-#include "ffi/native/attributes.h"
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
-#include "ffi/native/parallel_for.h"
-#include "ffi/native/scratch.h"
-#include "ffi/native/shapes.h"
-#include "ffi/native/state.h"
+#include "xlabind/native/attributes.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/parallel_for.h"
+#include "xlabind/native/scratch.h"
+#include "xlabind/native/shapes.h"
+#include "xlabind/native/state.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;

@@ -14,10 +14,10 @@ import xlabind  # noqa: E402,F401  (registers the primitive before the modules r
 
 # xlabind.callback etc. are the functions; the modules are reached by name.
 MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind.nonlinear",
-           "xlabind._runtime.native_targets", "xlabind.ops.map_coordinates", "xlabind.sharding",
-           "xlabind.sharding_check", "xlabind._primitive.definition", "xlabind.jaxbind",
-           "xlabind.ops.spline_filter", "xlabind._runtime.extension", "xlabind.cuda",
-           "xlabind._primitive.traced_rules", "xlabind._compatibility"]
+           "xlabind._runtime.native_targets", "xlabind.ops.map_coordinates",
+           "xlabind._primitive.factors", "xlabind.sharding_check", "xlabind._primitive.definition",
+           "xlabind.jaxbind", "xlabind.ops.spline_filter", "xlabind._runtime.extension",
+           "xlabind.cuda", "xlabind._primitive.traced_rules", "xlabind._compatibility"]
 
 
 @pytest.mark.parametrize("name", MODULES)

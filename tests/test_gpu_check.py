@@ -49,8 +49,8 @@ def test_the_gpu_check_makes_the_modules_bazel_makes():
     assert set(modules) == {"_xlabind_ops", "_xlabind_cuda_ops"}
     generated = {name: check.module_source(name, handlers) for name, handlers in modules.items()}
     generated["native_api_ops"] = check.module_source("native_api_ops", *check.native_api_handlers())
-    bazel = {"_xlabind_ops": "ffi/_xlabind_ops_module.cc",
-             "_xlabind_cuda_ops": "ffi/_xlabind_cuda_ops_module.cc",
+    bazel = {"_xlabind_ops": "ffi/ops/_xlabind_ops_module.cc",
+             "_xlabind_cuda_ops": "ffi/ops/_xlabind_cuda_ops_module.cc",
              "native_api_ops": "tests/native_api_ops_module.cc"}
     for name, path in bazel.items():
         assert "%{" not in generated[name] and f"PyInit_{name}" in generated[name]

@@ -2,9 +2,7 @@
 mode and order, 1-D to 3-D, float32 and float64; gradients in both arguments;
 vmap; CUDA lowering; the CPU's vector kernel (AVX2) against its scalar path."""
 
-import os
-import subprocess
-import sys
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -230,40 +228,34 @@ def test_many_points_under_vmap():
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=str(in_axes))
 
 
-def _outputs(grid, coords, order, mode):
-    """Values, the gradient of a sum of their sines in the grid (the scatter)
-    and in each coordinate array, and for the cubic the second and third
-    derivatives along the last axis (differentiated weights)."""
+@functools.lru_cache(maxsize=None)
+def _programs(order, mode):
+    """Jitted: the values, the gradient of a sum of their sines in the grid
+    (the scatter) and in each coordinate array, and for the cubic the second
+    and third derivatives along the last axis (differentiated weights)."""
     f = lambda g, c: map_coordinates(g, c, order, mode, 0.5)  # noqa: E731
-    out = {"values": np.asarray(jax.jit(f)(grid, coords))}
-    slopes = jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1))(grid, coords)
+    programs = {"values": jax.jit(f),
+                "slopes": jax.jit(jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1)))}
+    if order == 3:  # the cubic's derivative weights have vector closed forms
+        along = lambda g, c, last: f(g, [*c, last]).sum()  # noqa: E731
+        second = jax.grad(lambda g, c, last: jax.grad(along, argnums=2)(g, c, last).sum(),
+                          argnums=2)
+        programs["second"] = jax.jit(second)
+        programs["third"] = jax.jit(jax.grad(lambda g, c, last: second(g, c, last).sum(),
+                                             argnums=2))
+    return programs
+
+
+def _outputs(grid, coords, order, mode):
+    programs = _programs(order, mode)
+    out = {"values": np.asarray(programs["values"](grid, coords))}
+    slopes = programs["slopes"](grid, coords)
     for a, s in enumerate([slopes[0], *slopes[1]]):
         out[f"slope{a}"] = np.asarray(s)
-    if order == 3:  # the cubic's derivative weights have vector closed forms
-        along = lambda last: f(grid, [*coords[:-1], last]).sum()  # noqa: E731
-        second = jax.grad(lambda last: jax.grad(along)(last).sum())
-        third = jax.grad(lambda last: second(last).sum())
-        out["second"] = np.asarray(second(coords[-1]))
-        out["third"] = np.asarray(third(coords[-1]))
+    if order == 3:
+        for name in ("second", "third"):
+            out[name] = np.asarray(programs[name](grid, coords[:-1], coords[-1]))
     return out
-
-
-_SCALAR_PATH = """
-import sys
-import jax
-import numpy as np
-jax.config.update("jax_enable_x64", True)
-from test_map_coordinates import _outputs
-inputs = np.load(sys.argv[1])
-order, mode = int(sys.argv[3]), sys.argv[4]
-outputs = {}
-for key in sorted({k.split(":")[0] for k in inputs.files}):
-    n = sum(1 for k in inputs.files if k.startswith(key + ":coords"))
-    coords = [inputs[f"{key}:coords{a}"] for a in range(n)]
-    for name, value in _outputs(inputs[f"{key}:grid"], coords, order, mode).items():
-        outputs[f"{key}:{name}"] = value
-np.savez(sys.argv[2], **outputs)
-"""
 
 
 def _host_has_avx2_and_fma() -> bool:
@@ -282,43 +274,32 @@ def _host_has_avx2_and_fma() -> bool:
 # scalar); the (3, 5, 2) grid has no interior, only edges.
 @pytest.mark.parametrize("order,mode", [(1, "constant")] + [(3, m) for m in MODES] +
                          [(2, "reflect"), (4, "wrap"), (5, "nearest"), (5, "constant")])
-def test_the_scalar_path_agrees_with_the_vector_kernel(tmp_path, order, mode):
-    """XLABIND_NO_SIMD=1 turns the vector kernels off: a new process computes
-    the same values and derivatives the scalar way, which must agree to
-    rounding. On a CPU with AVX2 and FMA the vector kernels must also have
-    run: their fused multiply-adds round differently somewhere."""
-    inputs, ours = {}, {}
+def test_the_scalar_path_agrees_with_the_vector_kernel(order, mode, monkeypatch):
+    """XLABIND_NO_SIMD=1 turns the vector kernels off (the handler reads it at
+    every call): the same executables then compute the values and
+    derivatives the scalar way, which must agree to rounding. On a CPU with
+    AVX2 and FMA the vector kernels must also have run: their fused
+    multiply-adds round differently somewhere."""
+    differs = []
     for dtype in (jnp.float32, jnp.float64):
         # Every rank for orders 1 and 3; the other splines share their code
         # but for the row's length, so 3-D (and no interior) is enough.
         shapes = ((40,), (17, 23), (9, 10, 11), (3, 5, 2)) if order in (1, 3) else \
             ((9, 10, 11), (3, 5, 2))
         for shape in shapes:
-            key = f"{np.dtype(dtype).name}-{'x'.join(map(str, shape))}"
             grid, coords = many_points(shape, dtype, seed=len(shape))
-            inputs[f"{key}:grid"] = np.asarray(grid)
-            for a, c in enumerate(coords):
-                inputs[f"{key}:coords{a}"] = np.asarray(c)
-            for name, value in _outputs(grid, coords, order, mode).items():
-                ours[f"{key}:{name}"] = value
-    np.savez(tmp_path / "inputs.npz", **inputs)
-    done = subprocess.run(
-        [sys.executable, "-c", _SCALAR_PATH, str(tmp_path / "inputs.npz"),
-         str(tmp_path / "scalar.npz"), str(order), mode],
-        capture_output=True, text=True,
-        env={**os.environ, "XLABIND_NO_SIMD": "1",
-             "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__),
-                                            os.environ.get("PYTHONPATH", "")])})
-    assert done.returncode == 0, done.stderr[-3000:]
-    scalar = np.load(tmp_path / "scalar.npz")
-    assert sorted(scalar.files) == sorted(ours)
-    differs = []
-    for key, value in ours.items():
-        tol = 2e-5 if value.dtype == np.float32 else 1e-12
-        # Third derivatives of float32 cubics are differences of large terms.
-        scale = max(1.0, float(np.abs(value).max()))
-        np.testing.assert_allclose(scalar[key], value, rtol=tol, atol=tol * scale, err_msg=key)
-        differs.append(not np.array_equal(scalar[key], value))
+            vector = _outputs(grid, coords, order, mode)
+            monkeypatch.setenv("XLABIND_NO_SIMD", "1")
+            scalar = _outputs(grid, coords, order, mode)
+            monkeypatch.delenv("XLABIND_NO_SIMD")
+            assert sorted(scalar) == sorted(vector)
+            for name, value in vector.items():
+                tol = 2e-5 if value.dtype == np.float32 else 1e-12
+                # Third derivatives of float32 cubics are differences of large terms.
+                scale = max(1.0, float(np.abs(value).max()))
+                np.testing.assert_allclose(scalar[name], value, rtol=tol, atol=tol * scale,
+                                           err_msg=f"{shape} {np.dtype(dtype).name} {name}")
+                differs.append(not np.array_equal(scalar[name], value))
     if _host_has_avx2_and_fma():
         assert any(differs), "the vector kernels never ran: every result is bitwise the scalar one"
 

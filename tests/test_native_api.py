@@ -41,8 +41,13 @@ counter = xlabind.callback(xlabind.ffi_target("native_api_counter"), counter_sha
 def test_the_module_hands_out_stages_and_state_types():
     cpu = native_api_ops.registrations()["cpu"]
     assert set(cpu["native_api_counter"]) == {"instantiate", "execute"}
-    variant = cpu["native_api_counter.xlabind_status"]  # the status variant keeps the stages
-    assert set(variant) == {"instantiate", "execute"}
+    # Only the module's own targets; the status variants come apart, and keep the stages.
+    assert sorted(cpu) == ["native_api_counter", "native_api_pool", "native_api_scale",
+                           "native_api_scratch", "native_api_ticket"]
+    variants = native_api_ops.status_registrations()["cpu"]
+    assert sorted(variants) == [name + ".xlabind_status" for name in sorted(cpu)]
+    assert set(variants["native_api_counter.xlabind_status"]) == {"instantiate", "execute"}
+    assert "CUDA" not in native_api_ops.status_registrations()
     assert not isinstance(cpu["native_api_scale"], dict)  # execute only: a capsule, as before
     assert list(native_api_ops.state_types()) == ["cpu"]
     (name, registration), = native_api_ops.state_types()["cpu"].items()

@@ -61,7 +61,7 @@ def public_names(header: pathlib.Path) -> set[str]:
         elif re.match(r"\}  // namespace \w*internal", line):
             hidden = False
         elif not hidden:
-            found = (re.match(r"#define (XLABIND_\w*[A-Z0-9])\(", line)
+            found = (re.match(r"#define (XLABIND_\w*[A-Z0-9])[( ]", line)
                      or re.match(r"(?:class|struct) (\w+)", line)
                      or re.match(r"inline constexpr [\w: *]+?\b(\w+)(\[\])? =", line)
                      or re.match(r"(?:inline )?\w[\w:<>, *&]*?[ *&](\w+)\(", line))

@@ -106,7 +106,7 @@ def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
     shutil.copy(pinned / "libcudart.so.13", extra / "libcudart.so.13")
     script = (
         "import pathlib, xlabind\n"
-        "from xlabind import _extension\n"
+        "from xlabind._runtime import extension as _extension\n"
         "assert not _extension.UNAVAILABLE, _extension.UNAVAILABLE\n"
         "maps = pathlib.Path('/proc/self/maps').read_text().splitlines()\n"
         "print({line.split()[-1] for line in maps if 'libcudart.so' in line})\n")

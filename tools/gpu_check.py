@@ -53,9 +53,9 @@ GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py", "test_gpu_native_api.
 
 
 def native_op_modules() -> dict:
-    """{module: {platform: {target: handler}}} from ffi/native_ops.bzl (a dict literal)."""
+    """{module: {platform: {target: handler}}} from ffi/ops/native_ops.bzl (a dict literal)."""
     namespace: dict = {}
-    exec((REPO / "ffi" / "native_ops.bzl").read_text(), namespace)
+    exec((REPO / "ffi" / "ops" / "native_ops.bzl").read_text(), namespace)
     return namespace["NATIVE_OP_MODULES"]
 
 
@@ -75,55 +75,27 @@ def native_api_handlers() -> tuple[dict, dict]:
     return namespace["NATIVE_API_HANDLERS"], namespace["NATIVE_API_STATE_TYPES"]
 
 
-# A target's stages in XLA's order (ffi/defs.bzl's _STAGES).
-STAGES = ("instantiate", "prepare", "initialize", "execute")
-PLATFORM_NAMES = {"cpu": "cpu", "cuda": "CUDA"}
+def _starlark(path: pathlib.Path) -> dict:
+    """The names a .bzl file written in the Python part of Starlark defines."""
+    def fail(message):
+        raise ValueError(message)
+
+    namespace: dict = {"fail": fail}
+    exec(path.read_text(), namespace)
+    return namespace
 
 
 def module_source(module: str, handlers: dict, state_types: dict | None = None) -> str:
-    """The extension module's C++ source, as xlabind_extension (ffi/defs.bzl) makes it."""
-    declared: set[str] = set()
-    declarations, wrappers, entries, type_entries = [], [], [], []
-    for given, targets in handlers.items():
-        platform = PLATFORM_NAMES[given.lower()]
-        for target, handler in targets.items():
-            stages = {"execute": handler} if isinstance(handler, str) else dict(handler)
-            pointers = []
-            for stage in STAGES:
-                symbol = stages.get(stage)
-                if symbol is None:
-                    pointers.append("nullptr")
-                    continue
-                if symbol not in declared:
-                    declared.add(symbol)
-                    declarations.append(
-                        f"struct XLA_FFI_Error* {symbol}(struct XLA_FFI_CallFrame*);")
-                pointers.append("&" + symbol)
-            if stages.get("command_buffer"):
-                wrapper = stages["execute"] + "_command_buffer"
-                if wrapper not in declared:
-                    declared.add(wrapper)
-                    wrappers.append(
-                        f"XLA_FFI_Error* {wrapper}(XLA_FFI_CallFrame* frame) {{\n"
-                        f"  return xlabind::native::CallWithTraits(\n"
-                        f"      &{stages['execute']}, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE,"
-                        f" frame);\n}}")
-                pointers[-1] = "&" + wrapper
-            entries.append(f'  if (!Add(platforms, "{platform}", "{target}", '
-                           f'{{{", ".join(pointers)}}})) return Fail(platforms);')
-    for given, symbols in (state_types or {}).items():
-        platform = PLATFORM_NAMES[given.lower()]
-        for symbol in symbols:
-            declarations.append(f"XLA_FFI_TypeId* {symbol}_type_id(void);")
-            declarations.append(f"const XLA_FFI_TypeInfo* {symbol}_type_info(void);")
-            type_entries.append(f'  if (!AddType(types, "{platform}", "{module}.{symbol}", '
-                                f'{symbol}_type_id(), {symbol}_type_info())) return Fail(types);')
-    template = (REPO / "ffi" / "extension_module.cc.tmpl").read_text()
-    return (template.replace("%{module}", module)
-            .replace("%{declarations}", "\n".join(sorted(declarations)))
-            .replace("%{wrappers}", "\n\n".join(wrappers))
-            .replace("%{entries}", "\n".join(entries))
-            .replace("%{type_entries}", "\n".join(type_entries)))
+    """The extension module's C++ source, as xlabind_extension (ffi/defs.bzl)
+    makes it: ffi/extension_module.bzl's one generator, executed here."""
+    generator = _starlark(REPO / "ffi" / "extension_module.bzl")
+    substitutions = generator["extension_module_substitutions"](
+        module, generator["module_handlers"](module, handlers),
+        generator["module_state_types"](module, state_types or {}))
+    text = (REPO / "ffi" / "extension_module.cc.tmpl").read_text()
+    for placeholder, value in substitutions.items():
+        text = text.replace(placeholder, value)
+    return text
 
 
 def cuda_toolkit() -> pathlib.Path | None:
@@ -151,12 +123,18 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
 
     cxx = os.environ.get("CXX", "g++")
     nanobind_src = pathlib.Path(nanobind.source_dir())
+    # The helpers' public include path, xlabind/native/*.h, as Bazel's
+    # include_prefix gives it (ffi/native/BUILD.bazel).
+    public = out / "include"
+    (public / "xlabind").mkdir(parents=True, exist_ok=True)
+    if not (public / "xlabind" / "native").exists():
+        (public / "xlabind" / "native").symlink_to(REPO / "ffi" / "native")
     includes = [REPO, sysconfig.get_paths()["include"], numpy.get_include(),
                 jax.ffi.include_dir(), nanobind.include_dir(),
                 nanobind_src.parent / "ext" / "robin_map" / "include"]
     # Other projects' headers as system headers: their warnings are not ours.
     flags = ["-std=c++17", "-O0" if fast else "-O2", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing",
-             f"-I{REPO}", *(f"-isystem{path}" for path in includes[1:])]
+             f"-I{REPO}", f"-I{public}", *(f"-isystem{path}" for path in includes[1:])]
     toolkit = cuda_toolkit()
     objects_dir = out / "objects"
     objects_dir.mkdir(parents=True, exist_ok=True)
@@ -173,14 +151,15 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
                        "-O0" if fast else "-O3",
                        "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", *sass,
                        "-gencode", "arch=compute_90,code=compute_90",
-                       f"-I{REPO}", f"-I{source.parent}", "-isystem", str(jax.ffi.include_dir()),
+                       f"-I{REPO}", f"-I{public}", f"-I{source.parent}", "-isystem",
+                       str(jax.ffi.include_dir()),
                        "-c", str(source), "-o", str(obj)]
         else:
             command = [cxx, *flags, f"-I{source.parent}", "-c", str(source), "-o", str(obj)]
         subprocess.run(command, check=True)
         return obj
 
-    ops = sorted(REPO.glob("ffi/ops/*"))
+    ops = sorted(op.parent for op in REPO.glob("ffi/ops/*/cpu_handlers.cc"))
     modules = {
         "_xlabind": ([*sorted(REPO.glob("ffi/common/*.cc")), *sorted(REPO.glob("ffi/cpu/*.cc")),
                       *sorted(REPO.glob("ffi/cuda/*.cc")), REPO / "ffi" / "module.cc",

@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "ffi/common/callback_registry.h"
-#include "ffi/native/state.h"
+#include "xlabind/native/state.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {

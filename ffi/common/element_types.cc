@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "ffi/native/dtype_names.h"
+#include "xlabind/native/dtype_names.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {

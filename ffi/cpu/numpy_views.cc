@@ -1,7 +1,7 @@
 #include "ffi/cpu/numpy_views.h"
 
 #include "ffi/common/element_types.h"
-#include "ffi/native/dtype_names.h"
+#include "xlabind/native/dtype_names.h"
 
 #define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
 #define PY_ARRAY_UNIQUE_SYMBOL xlabind_numpy_api

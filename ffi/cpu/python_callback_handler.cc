@@ -10,7 +10,7 @@
 #include "ffi/common/python_call.h"
 #include "ffi/cpu/numpy_views.h"
 #include "ffi/cpu/result_sentinels.h"
-#include "ffi/native/call_status.h"
+#include "xlabind/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {

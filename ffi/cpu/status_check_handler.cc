@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "ffi/native/call_status.h"
+#include "xlabind/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace {

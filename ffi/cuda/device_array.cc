@@ -14,7 +14,7 @@
 #include "ffi/common/element_types.h"
 #include "ffi/cuda/cuda_driver.h"
 #include "ffi/cuda/dlpack_abi.h"
-#include "ffi/native/dtype_names.h"
+#include "xlabind/native/dtype_names.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace nb = nanobind;

@@ -9,7 +9,7 @@
 #include "ffi/common/python_call.h"
 #include "ffi/cuda/cuda_driver.h"
 #include "ffi/cuda/device_array.h"
-#include "ffi/native/call_status.h"
+#include "xlabind/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ffi/cuda/cuda_driver.h"
-#include "ffi/native/call_status.h"
+#include "xlabind/native/call_status.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "ffi/native/errors.h"
+#include "xlabind/native/errors.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::native {

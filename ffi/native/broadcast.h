@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "ffi/native/errors.h"
-#include "ffi/native/shapes.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/shapes.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::native {

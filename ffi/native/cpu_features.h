@@ -2,8 +2,10 @@
 // more than the x86-64 baseline the toolchain targets: build such kernels with
 // __attribute__((target("avx2,fma"))) and call them only when HasAvx2Fma().
 //
-// XLABIND_NO_SIMD=1 in the environment (read once) makes HasAvx2Fma() false,
-// so the baseline path can be tested and compared on any machine.
+// XLABIND_NO_SIMD=1 in the environment makes HasAvx2Fma() false, so the
+// baseline path can be tested and compared on any machine, in one process:
+// it is read at every call (a getenv, against a kernel's microseconds; the
+// CPU itself is asked once).
 #ifndef XLABIND_FFI_NATIVE_CPU_FEATURES_H_
 #define XLABIND_FFI_NATIVE_CPU_FEATURES_H_
 
@@ -45,9 +47,8 @@ inline bool SimdDisabled() {
 
 // Whether AVX2 and FMA kernels may run here (and XLABIND_NO_SIMD is unset).
 inline bool HasAvx2Fma() {
-  static const bool has = cpu_features_internal::DetectAvx2Fma() &&
-                          !cpu_features_internal::SimdDisabled();
-  return has;
+  static const bool has = cpu_features_internal::DetectAvx2Fma();
+  return has && !cpu_features_internal::SimdDisabled();
 }
 
 }  // namespace xlabind::native

@@ -8,8 +8,8 @@
 #ifndef XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_
 #define XLABIND_FFI_NATIVE_DTYPE_DISPATCH_H_
 
-#include "ffi/native/dtype_names.h"
-#include "ffi/native/errors.h"
+#include "xlabind/native/dtype_names.h"
+#include "xlabind/native/errors.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::native {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "ffi/native/errors.h"
+#include "xlabind/native/errors.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::native {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ffi/native/dtype_names.h"
-#include "ffi/native/errors.h"
+#include "xlabind/native/dtype_names.h"
+#include "xlabind/native/errors.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::native {

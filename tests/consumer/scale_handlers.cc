@@ -3,9 +3,9 @@
 // helpers for handler authors.
 #include <cstdint>
 
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
-#include "ffi/native/shapes.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/shapes.h"
 #include "scale_kernels.h"
 #include "xla/ffi/api/ffi.h"
 

@@ -9,10 +9,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "ffi/native/broadcast.h"
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
-#include "ffi/native/shapes.h"
+#include "xlabind/native/broadcast.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/shapes.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace ffi = xla::ffi;

@@ -23,7 +23,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "ffi/native/cpu_features.h"
+#include "xlabind/native/cpu_features.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
 
 #if defined(__x86_64__)

@@ -33,7 +33,7 @@
 
 #include <cstdint>
 
-#include "ffi/native/cpu_features.h"
+#include "xlabind/native/cpu_features.h"
 #include "ffi/ops/map_coordinates/cpu_avx2_kernels.h"  // Avx2<double>, XLABIND_AVX2
 #include "ffi/ops/map_coordinates/interpolation.h"
 

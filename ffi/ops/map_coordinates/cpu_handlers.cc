@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <type_traits>
 
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
-#include "ffi/native/parallel_for.h"
-#include "ffi/native/scratch.h"
-#include "ffi/native/shapes.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/parallel_for.h"
+#include "xlabind/native/scratch.h"
+#include "xlabind/native/shapes.h"
 #include "ffi/ops/map_coordinates/cpu_avx2_kernels.h"
 #include "ffi/ops/map_coordinates/cpu_avx2_spline_kernels.h"
 #include "ffi/ops/map_coordinates/geometry.h"

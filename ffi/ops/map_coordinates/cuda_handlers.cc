@@ -1,7 +1,7 @@
 #include "ffi/ops/map_coordinates/cuda_handlers.h"
 
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
 #include "ffi/ops/map_coordinates/cuda_kernels.h"
 #include "ffi/ops/map_coordinates/geometry.h"
 #include "xla/ffi/api/ffi.h"

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "ffi/native/errors.h"
-#include "ffi/native/shapes.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/shapes.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
 #include "xla/ffi/api/ffi.h"
 

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <type_traits>
 
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
-#include "ffi/native/parallel_for.h"
-#include "ffi/native/scratch.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/parallel_for.h"
+#include "xlabind/native/scratch.h"
 #include "ffi/ops/spline_filter/filter_call.h"
 #include "ffi/ops/spline_filter/line_filter.h"
 #include "xla/ffi/api/ffi.h"

@@ -2,9 +2,9 @@
 
 #include <type_traits>
 
-#include "ffi/native/dtype_dispatch.h"
-#include "ffi/native/errors.h"
-#include "ffi/native/scratch.h"
+#include "xlabind/native/dtype_dispatch.h"
+#include "xlabind/native/errors.h"
+#include "xlabind/native/scratch.h"
 #include "ffi/ops/spline_filter/cuda_kernels.h"
 #include "ffi/ops/spline_filter/filter_call.h"
 #include "xla/ffi/api/ffi.h"

@@ -26,30 +26,15 @@
 #include <cmath>
 #include <cstdint>
 
-#include "ffi/ops/map_coordinates/interpolation.h"  // XLABIND_HOST_DEVICE
+#include "ffi/ops/bspline/bspline.h"
+#include "xlabind/native/host_device.h"
 
 namespace xlabind::spline_filter {
 
+using bspline::Poles;
+using bspline::PolesOf;
+
 enum Boundary : int32_t { kMirror = 0, kReflect = 1, kWrap = 2 };
-
-// The filter's poles for a degree (SciPy's decimal values: computing the
-// closed forms in double loses up to 2e-13 on the small pole of degree 4).
-struct Poles {
-  int count;
-  double z[2];
-  double gain;  // prod (1 - z)(1 - 1/z)
-};
-
-XLABIND_HOST_DEVICE Poles PolesOf(int order) {
-  switch (order) {
-    case 2: return {1, {-0.171572875253809902396622551580603843, 0.0}, 8.0};
-    case 3: return {1, {-0.267949192431122706472553658494127633, 0.0}, 6.0};
-    case 4: return {2, {-0.361341225900220177092212841325675255,
-                        -0.013725429297339121360331226939128204}, 384.0};
-    default: return {2, {-0.430575347099973791851434783493520110,
-                         -0.043096288203264653822712376822550182}, 120.0};
-  }
-}
 
 // kLanes lines of n values: value i of line l at data[l * lane_step + i * stride],
 // read and written as doubles.

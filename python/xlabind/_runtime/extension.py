@@ -113,11 +113,13 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
     """Registers an extension module's FFI handlers with jax (typed FFI,
     api_version=1).
 
-    ``registrations`` is what an ``xlabind_extension`` module's
-    ``registrations()`` returns, ``{platform: {target name: handler}}`` (a
-    handler is a capsule, or ``{stage: capsule}`` for a target with an
-    instantiate stage), or the module itself, whose ``state_types()`` then
-    come along. ``state_types``, ``{platform: {type name: {"type_id": ...,
+    ``registrations`` is an ``xlabind_extension`` module itself (the usual
+    way: its targets, their state types, and the variants of its CPU targets
+    that report errors as a status, which make a sharded program stop every
+    device when one fails), or a dict ``{platform: {target name: handler}}``
+    as a module's ``registrations()`` returns (a handler is a capsule, or
+    ``{stage: capsule}`` for a target with an instantiate stage).
+    ``state_types``, ``{platform: {type name: {"type_id": ...,
     "type_info": ...}}}``, are the per-executable state types of the
     handlers' instantiate stages (ffi/native/state.h): XLA must know a type
     before a handler that builds it is registered, which jax cannot promise
@@ -130,13 +132,20 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
     another is a ValueError.
 
     Example:
-      >>> import xlabind
-      >>> from xlabind import _xlabind_ops          # any xlabind_extension module
-      >>> xlabind.register_ffi_targets(_xlabind_ops)  # registering twice is harmless
+      >>> import importlib, xlabind
+      >>> # xlabind's own ops; yours: `import my_ops` (your xlabind_extension's name)
+      >>> my_ops = importlib.import_module("xlabind._xlabind_ops")
+      >>> xlabind.register_ffi_targets(my_ops)  # registering twice is harmless
+      >>> sorted(my_ops.registrations()["cpu"])[:2]
+      ['xlabind_map_coordinates', 'xlabind_map_coordinates_transpose']
     """
     if not isinstance(registrations, Mapping) and hasattr(registrations, "registrations"):
         module = registrations
         registrations = module.registrations()
+        if hasattr(module, "status_registrations"):
+            # The variants that report errors as a status: sharded programs
+            # then stop every device when one fails (call_status.py).
+            registrations = _merged(registrations, module.status_registrations())
         if state_types is None and hasattr(module, "state_types"):
             state_types = module.state_types()
     _register_pending_if_ready()
@@ -154,6 +163,14 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
             _register_typed(platform, types, stateful)
     for platform, types in typed.items():  # types without targets
         _register_typed(platform, types, {})
+
+
+def _merged(first: Mapping[str, Mapping], second: Mapping[str, Mapping]) -> dict:
+    """{platform: {target: handler}} of both."""
+    merged = {platform: dict(targets) for platform, targets in first.items()}
+    for platform, targets in second.items():
+        merged.setdefault(platform, {}).update(targets)
+    return merged
 
 
 def _register_target(platform: str, name: str, handler: Any) -> None:
@@ -257,7 +274,7 @@ def register_callback_handlers(platform: str) -> None:
 from xlabind import _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
 
 _CPU_OPS = _xlabind_ops.registrations()
-register_ffi_targets(_CPU_OPS)
+register_ffi_targets(_xlabind_ops)
 
 #: {(platform, target name): why it is not available here}
 UNAVAILABLE: dict[tuple[str, str], str] = {}
@@ -270,4 +287,4 @@ except ImportError as error:
             f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did not "
             f"load ({error}). Install it with `pip install xlabind[cuda13]`.")
 else:
-    register_ffi_targets(_xlabind_cuda_ops.registrations())
+    register_ffi_targets(_xlabind_cuda_ops)

@@ -1,5 +1,5 @@
 """xlabind's native ops, by extension module: {module: {platform: {FFI target:
-handler symbol}}}. ffi/BUILD.bazel builds these modules; tools/gpu_check.py,
+handler symbol}}}. ffi/ops/BUILD.bazel builds these modules; tools/gpu_check.py,
 which builds without Bazel, reads this file too (it is a plain dict literal)."""
 
 NATIVE_OP_MODULES = {
