@@ -1,4 +1,5 @@
-"""pytest_test: one pytest file as a py_test against the built xlabind package."""
+"""pytest_test: one pytest file as a py_test against the built xlabind package;
+pytest_tests: one for each file of a folder."""
 
 load("@rules_python//python:defs.bzl", "py_test")
 
@@ -12,4 +13,34 @@ def pytest_test(name, src, deps = [], data = [], pytest_args = [], **kwargs):
         deps = ["//python:xlabind"] + deps,
         data = data,
         **kwargs
+    )
+
+def pytest_tests(srcs, deps = [], data = {}, timeouts = {}, tags = {}, **kwargs):
+    """A pytest_test per file of `srcs`, named after it; `data`, `timeouts`
+    and `tags` by file name (else none, "moderate", none)."""
+    for src in srcs:
+        pytest_test(
+            name = src[:-len(".py")],
+            src = src,
+            size = "small",
+            timeout = timeouts.get(src, "moderate"),
+            data = data.get(src, []),
+            tags = tags.get(src, []),
+            deps = deps,
+            **kwargs
+        )
+
+def folder_files():
+    """This folder's Python files (`test_files`: the suite run against the
+    installed wheel) and its Starlark (`bazel_files`:
+    tests/packaging/test_bazel_files.py), for //tests to gather."""
+    native.filegroup(
+        name = "test_files",
+        srcs = native.glob(["*.py"]),
+        visibility = ["//tests:__pkg__"],
+    )
+    native.filegroup(
+        name = "bazel_files",
+        srcs = native.glob(["BUILD.bazel", "*.bzl"], allow_empty = True),
+        visibility = ["//tests:__pkg__"],
     )

@@ -28,16 +28,16 @@ REPO = pathlib.Path(__file__).parent.parent
 # Test files run against the installed wheel, each in its own process (some
 # turn on float64 for their whole process). map_coordinates: its promised value
 # on every input (the comparison with jax's own, 80 s, runs in the main suite).
-CORE_TESTS = ("test_callback.py", "test_linear.py", "test_nonlinear.py", "test_vmap.py",
-              "test_dtypes.py", "test_errors.py", "test_map_coordinates_domain.py",
-              "test_compatibility.py", "test_readme.py", "test_lifetime.py",
-              "test_trust_sweep.py")
+CORE_TESTS = ("api/test_callback.py", "api/test_linear.py", "api/test_nonlinear.py",
+              "transforms/test_vmap.py", "api/test_dtypes.py", "api/test_errors.py",
+              "ops/test_map_coordinates_domain.py", "api/test_compatibility.py",
+              "docs/test_readme.py", "runtime/test_lifetime.py", "transforms/test_trust_sweep.py")
 # What only an installed wheel can get wrong, for a jax the main suite has just
 # run every test on with the same compiled modules: the package imports from
 # the environment, its data and modules are there, the modules find what they
 # load (RUNPATH), callbacks and their lifetime work, the README runs.
-INSTALL_TESTS = ("test_callback.py", "test_extension_module.py", "test_lifetime.py",
-                 "test_readme.py")
+INSTALL_TESTS = ("api/test_callback.py", "runtime/test_extension_module.py",
+                 "runtime/test_lifetime.py", "docs/test_readme.py")
 
 
 def clean_environment(**extra) -> dict:
@@ -104,7 +104,7 @@ def run_tests(python: pathlib.Path, root: pathlib.Path,
         done = subprocess.run(
             [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
              str(root / "tests" / test)], capture_output=True, text=True, cwd=root,
-            env=clean_environment(PYTHONPATH=str(root / "tests")), timeout=900)
+            env=clean_environment(PYTHONPATH=str(root / "tests" / "support")), timeout=900)
         last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
         results[test] = last if done.returncode == 0 else (
             f"FAILED: {last}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")

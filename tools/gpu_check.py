@@ -47,7 +47,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # examples package, the workspace's Starlark); the CPU suite under
 # `bazel test //...` covers them.
 BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
-              "test_bazel_files.py"}
+              "test_bazel_files.py", "test_docs.py", "test_gpu_check_build.py"}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
 GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py", "test_gpu_native_api.py"}
 
@@ -68,10 +68,11 @@ def consumer_handlers() -> tuple[dict, dict]:
 
 
 def native_api_handlers() -> tuple[dict, dict]:
-    """(handlers, state types) of tests/native_api_handlers.cc's module, which
-    tests/test_native_api.py imports, from tests/native_api_module.bzl."""
+    """(handlers, state types) of tests/native/native_api_handlers.cc's module,
+    which tests/native/test_native_api.py imports, from
+    tests/native/native_api_module.bzl."""
     namespace: dict = {}
-    exec((REPO / "tests" / "native_api_module.bzl").read_text(), namespace)
+    exec((REPO / "tests" / "native" / "native_api_module.bzl").read_text(), namespace)
     return namespace["NATIVE_API_HANDLERS"], namespace["NATIVE_API_STATE_TYPES"]
 
 
@@ -116,7 +117,7 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     ffi/BUILD.bazel does; returns <out>/package. The CUDA ops need nvcc: without
     one that module is left out, and the package says so when they are used.
     `fast`: unoptimized, and PTX only (no ptxas): proves that everything
-    compiles and links, in a fraction of the time, for tests/test_gpu_check.py."""
+    compiles and links, in a fraction of the time, for tests/gpu/test_gpu_check_build.py."""
     import jax
     import nanobind
     import numpy
@@ -178,16 +179,16 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         modules["_xlabind_cuda_ops"] = (
             [generated["_xlabind_cuda_ops"]] + [op / "cuda_handlers.cc" for op in ops] +
             [op / "cuda_kernels.cu" for op in ops], "module_exports.lds", cudart)
-    # The test module of tests/test_native_api.py (C++ only: its CUDA handlers
+    # The test module of tests/native/test_native_api.py (C++ only: its CUDA handlers
     # launch nothing), beside the package as Bazel puts it beside the tests.
     source = out / "generated" / "native_api_ops_module.cc"
     source.write_text(module_source("native_api_ops", *native_api_handlers()))
     modules["native_api_ops"] = (
-        [source, REPO / "tests" / "native_api_handlers.cc"], "module_exports.lds", [])
+        [source, REPO / "tests" / "native" / "native_api_handlers.cc"], "module_exports.lds", [])
     consumer = REPO / "tests" / "consumer"
     if toolkit is not None and (consumer / "consumer_handlers.bzl").exists():
         # tests/consumer's module (a user's native ops: state, scratch, command
-        # buffers on the GPU), for tests/test_gpu_native_api.py. Built beside
+        # buffers on the GPU), for tests/gpu/test_gpu_native_api.py. Built beside
         # the package, not in it: it is a module of its own. (Bazel's copy of
         # this checkout has no tests/consumer, another workspace.)
         source = out / "generated" / "consumer_ops_module.cc"
@@ -215,8 +216,11 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
 
 def environment(package: pathlib.Path, platforms: str | None) -> dict:
     env = dict(os.environ)
+    # The built package, the tests' shared helpers, and the native API's test
+    # module (built beside the package).
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(package), str(REPO / "tests"), str(REPO / "python"), env.get("PYTHONPATH", "")])
+        [str(package), str(REPO / "tests" / "support"), str(REPO / "python"),
+         env.get("PYTHONPATH", "")])
     # The built package must win over the source tree: the source tree has no extension.
     env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(REPO / "python") + os.pathsep, "", 1)
     if platforms is None:
@@ -376,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.build_only:
             return 0
 
-        files = sorted((REPO / "tests").glob("test_*.py"))
+        files = sorted((REPO / "tests").glob("*/test_*.py"))
         gpu_env = environment(package, None)
         gpu_env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
         for k, path in enumerate(f for f in files if f.name in GPU_TESTS):  # in turn

@@ -15,7 +15,7 @@ import pytest
 
 from xlabind import _compatibility
 
-LOCKS = pathlib.Path(__file__).parent.parent / "third_party" / "python"
+LOCKS = pathlib.Path(__file__).parents[2] / "third_party" / "python"
 
 
 def pins(name: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-RUNFILES = pathlib.Path(__file__).parent.parent
+RUNFILES = pathlib.Path(__file__).parents[2]
 FORWARD_COMPAT = RUNFILES / "tools" / "forward_compat.bazelrc"
 
 # Rules that leave Bazel itself (Bazel 9: C++ and Python rules come from

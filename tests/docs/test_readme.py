@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 
-HEADERS = pathlib.Path(__file__).parent.parent / "ffi" / "native"
+HEADERS = pathlib.Path(__file__).parents[2] / "ffi" / "native"
 
 
 def readme_blocks():

@@ -6,7 +6,7 @@ import pathlib
 
 import jax
 
-RUNFILES = pathlib.Path(__file__).parent.parent
+RUNFILES = pathlib.Path(__file__).parents[2]
 # Each lock's site-packages folder: the pinned jax, and the oldest supported.
 SITES = {
     "pinned": pathlib.Path(jax.__file__).parent.parent,

@@ -182,7 +182,7 @@ def test_readme_gpu_examples():
     import pathlib
     import re
 
-    readme = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
     blocks = re.findall(r"```python gpu\n(.*?)```", readme.read_text(), flags=re.S)
     assert blocks
     namespace = {}
