@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Builds the xlabind wheel from the package Bazel built.
 
-    tools/bazel run //tools:build_wheel -- --out "$PWD/dist"
-    XLABIND_PYTHON=python3.12 tools/bazel run //tools:build_wheel -- --out "$PWD/dist"
+    tools/bazel run --config=release //tools:build_wheel -- --out "$PWD/dist"
+    XLABIND_PYTHON=python3.12 tools/bazel run --config=release //tools:build_wheel -- --out "$PWD/dist"
 
 The wheel holds the `xlabind` package as Bazel assembled it: the Python
 sources (with `py.typed`) and the three compiled modules — `_xlabind` (the

@@ -29,20 +29,29 @@ def problem(shape, dtype, points=(3, 4), seed=0, low=-2.5, high=None):
     return grid, coords
 
 
+def batched(fn, cases, *args):
+    """{case: fn(*args, *case)} for every case, compiled as one program (one
+    compilation instead of one per case)."""
+    return jax.jit(lambda *a: {str(case): fn(*a, *case) for case in cases})(*args)
+
+
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-@pytest.mark.parametrize("order", [0, 1])
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_values_match_jax(shape, mode, order, dtype):
+def test_values_match_jax(shape, dtype):
+    # Every mode, order and cval: ours and jax's, each compiled as one program.
     grid, coords = problem(shape, dtype)
-    for cval in (0.0, -1.25):
-        got = map_coordinates(grid, coords, order, mode, cval)
-        want = reference(grid, coords, order, mode, cval)
-        assert got.shape == want.shape == (3, 4) and got.dtype == want.dtype
-        tol = 1e-6 if dtype == jnp.float32 else 1e-13
-        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"cval={cval}")
-    np.testing.assert_allclose(jax.jit(lambda g, c: map_coordinates(g, c, order, mode))(
-        grid, coords), reference(grid, coords, order, mode), rtol=1e-6, atol=1e-6)
+    cases = [(order, mode, cval) for mode in MODES for order in (0, 1) for cval in (0.0, -1.25)]
+    got = batched(map_coordinates, cases, grid, coords)
+    want = batched(reference, cases, grid, coords)
+    tol = 1e-6 if dtype == jnp.float32 else 1e-13
+    for case in cases:
+        a, b = got[str(case)], want[str(case)]
+        assert a.shape == b.shape == (3, 4) and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=str(case))
+    # Eagerly too (one executable per configuration: test_ops_dispatch.py).
+    for mode in MODES:
+        np.testing.assert_allclose(map_coordinates(grid, coords, 1, mode, -1.25),
+                                   want[str((1, mode, -1.25))], rtol=tol, atol=tol, err_msg=mode)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -189,17 +198,28 @@ def values_and_slopes(f, grid, coords, mode):
 
 
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape", [(40,), (17, 23), (9, 10, 11), (4, 5, 6, 7)])
-def test_many_points_match_jax(shape, mode, dtype):
+def test_many_points_match_jax(shape, dtype):
     grid, coords = many_points(shape, dtype)
-    got, got_slopes = values_and_slopes(map_coordinates, grid, coords, mode)
-    want, want_slopes = values_and_slopes(reference, grid, coords, mode)
     tol = 2e-5 if dtype == jnp.float32 else 1e-12
-    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-    for which, a, b in zip(["grid"] + [f"axis {k}" for k in range(len(shape))], got_slopes,
-                           want_slopes):
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=which)
+
+    def values_and_slopes_of(f):
+        # Every mode in one program: the values and the gradient of a sum of
+        # their sines in the grid and each coordinate array.
+        def each(g, c, mode):
+            values = f(g, c, 1, mode, 0.5)
+            total = lambda g, c: jnp.sum(jnp.sin(f(g, c, 1, mode, 0.5)))  # noqa: E731
+            in_grid, in_coords = jax.grad(total, argnums=(0, 1))(g, c)
+            return values, [in_grid, *in_coords]
+        return batched(each, [(mode,) for mode in MODES], grid, coords)
+
+    got, want = values_and_slopes_of(map_coordinates), values_and_slopes_of(reference)
+    for mode in MODES:
+        (a, a_slopes), (b, b_slopes) = got[str((mode,))], want[str((mode,))]
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=mode)
+        for which, x, y in zip(["grid"] + [f"axis {k}" for k in range(len(shape))], a_slopes,
+                               b_slopes):
+            np.testing.assert_allclose(x, y, rtol=tol, atol=tol, err_msg=f"{mode}, {which}")
 
 
 def test_enough_points_for_threads_match_jax():

@@ -1,5 +1,15 @@
 """nvcc_objects: where nvcc runs. Compiles .cu files with the pinned nvcc into
-position-independent objects for sm_80 and sm_90, with PTX for newer GPUs.
+position-independent objects, for the GPUs the `gencode` flag says:
+
+  --//third_party/cuda:gencode=ptx      (the default) PTX for compute_80,
+                                        which the driver compiles, once, for
+                                        any GPU from Ampere on: one pass of
+                                        nvcc, for development and tests;
+  --//third_party/cuda:gencode=release  SASS for sm_80 and sm_90 and PTX for
+                                        newer GPUs: what a wheel ships
+                                        (`--config=release`, .bazelrc).
+
+(From another workspace: --@xlabind//third_party/cuda:gencode=release.)
 
 nvcc's host compiler (-ccbin) is the resolved C/C++ toolchain's compiler when
 that is a gcc or clang (a consumer's own toolchain), and the machine's g++
@@ -11,11 +21,26 @@ toolchain and calls the launchers (ffi/defs.bzl).
 
 load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 
-# SASS for Ampere and Hopper; PTX of the newest, which the driver compiles for
-# any later GPU.
+# Release: SASS for Ampere and Hopper; PTX of the newest, which the driver
+# compiles for any later GPU.
 CUDA_ARCHITECTURES = ["80", "90"]
 
-def _gencode_flags():
+GencodeInfo = provider(fields = {"value": "ptx or release"})
+
+def _gencode_setting_impl(ctx):
+    if ctx.build_setting_value not in ("ptx", "release"):
+        fail("--%s must be ptx or release, got %r" % (ctx.label, ctx.build_setting_value))
+    return [GencodeInfo(value = ctx.build_setting_value)]
+
+gencode_setting = rule(
+    implementation = _gencode_setting_impl,
+    build_setting = config.string(flag = True),
+)
+
+def _gencode_flags(gencode):
+    if gencode == "ptx":
+        oldest = CUDA_ARCHITECTURES[0]
+        return ["-gencode", "arch=compute_%s,code=compute_%s" % (oldest, oldest)]
     flags = []
     for arch in CUDA_ARCHITECTURES:
         flags += ["-gencode", "arch=compute_%s,code=sm_%s" % (arch, arch)]
@@ -49,7 +74,7 @@ def _nvcc_objects_impl(ctx):
         args = ctx.actions.args()
         args.add_all(["-ccbin", _host_compiler(ctx), "-std=c++17", "-O3", "-c"])
         args.add_all(["-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden"])
-        args.add_all(_gencode_flags())
+        args.add_all(_gencode_flags(ctx.attr._gencode[GencodeInfo].value))
         args.add("-I.")
         args.add_all(includes, format_each = "-I%s")
         args.add_all(defines, format_each = "-D%s")
@@ -80,6 +105,7 @@ nvcc_objects = rule(
             doc = "nvcc's -ccbin; default: the C++ toolchain's gcc or clang, else g++",
         ),
         "_cc_toolchain": attr.label(default = Label("@bazel_tools//tools/cpp:current_cc_toolchain")),
+        "_gencode": attr.label(default = Label("//third_party/cuda:gencode")),
         "_nvcc": attr.label(
             default = Label("@xlabind_cuda//:nvcc"),
             executable = True,

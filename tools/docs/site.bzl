@@ -13,7 +13,7 @@ def _docs_site_impl(ctx):
         mnemonic = "DocsSite",
         progress_message = "Building the documentation site %s" % out.short_path,
     )
-    return [DefaultInfo(files = depset([out]))]
+    return [DefaultInfo(files = depset([out]), runfiles = ctx.runfiles(files = [out]))]
 
 docs_site = rule(
     implementation = _docs_site_impl,
