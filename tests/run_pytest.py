@@ -1,6 +1,16 @@
-"""Runs the pytest file named on the command line; exits non-zero on any failure."""
+"""Runs the pytest file named on the command line; exits non-zero on any failure.
 
+XLA compiles the tests' programs without LLVM's optimizations (a quarter of
+the suite's time went to compiling small programs that then run once); what
+runs is xlabind's own code, built by the C++ toolchain as always, and jax's
+around it computing the same values. A test's own XLA_FLAGS add to these."""
+
+import os
 import sys
+
+os.environ["XLA_FLAGS"] = ("--xla_backend_optimization_level=0 "
+                           "--xla_llvm_disable_expensive_passes=true "
+                           + os.environ.get("XLA_FLAGS", ""))
 
 import pytest
 
