@@ -1,5 +1,6 @@
 """pytest_test: one pytest file as a py_test against the built xlabind package;
-pytest_tests: one for each file of a folder."""
+pytest_tests: one for each file of a list; pytest_group: several files in one
+process."""
 
 load("@rules_python//python:defs.bzl", "py_test")
 
@@ -12,6 +13,23 @@ def pytest_test(name, src, deps = [], data = [], pytest_args = [], **kwargs):
         python_version = "PY3",
         deps = ["//python:xlabind"] + deps,
         data = data,
+        **kwargs
+    )
+
+def pytest_group(name, srcs, deps = [], data = [], **kwargs):
+    """Several pytest files in one process: they share its jax import (two
+    seconds a file) and jax's caches. Only for files that set up jax alike
+    (jax_enable_x64, the number of devices) and count nothing process-wide."""
+    py_test(
+        name = name,
+        srcs = srcs + ["//tests:run_pytest.py"],
+        main = "//tests:run_pytest.py",
+        args = ["$(location %s)" % src for src in srcs],
+        python_version = "PY3",
+        deps = ["//python:xlabind"] + deps,
+        data = data,
+        size = "small",
+        timeout = "moderate",
         **kwargs
     )
 
