@@ -1,7 +1,7 @@
 """xlabind.ops called eagerly, as NumPy functions are: one executable per
 static configuration and shapes, compiled once and then dispatched once a
 call, as jax's own map_coordinates is (not a dozen jnp operations one by one:
-tools/benchmark.py's "eager map_coordinates" line measures the cost)."""
+tools/benchmarks's "eager map_coordinates" line measures the cost)."""
 
 import logging
 

@@ -3,7 +3,7 @@ is never written (the function lives in its process: an entry could only be
 missed, one per program per process, as jax skips its own host callbacks);
 programs of native targets only are written once and hit from other
 processes. (That jit dispatch costs the same with the host callback
-registered is measured by tools/benchmark.py's no-op line.)"""
+registered is measured by tools/benchmarks's no-op line.)"""
 
 import os
 import subprocess

@@ -16,7 +16,7 @@ the call's results.
 * Once per program: the status is summed with the results from the first
   device to the others (one collective, as before, a few KiB larger).
 * Once per device: whether any call failed is summed across devices (one
-  more, small all-reduce per call: ``tools/benchmark.py`` measures it); the
+  more, small all-reduce per call: ``tools/benchmarks`` measures it); the
   statuses themselves travel only when one failed.
 """
 
@@ -77,7 +77,7 @@ def row_processes(mesh, axes: tuple) -> tuple[int, ...]:
 
 
 #: Whether per-device calls exchange their status (always, but for
-#: tools/benchmark.py, which measures what the exchange costs).
+#: tools/benchmarks, which measures what the exchange costs).
 _EXCHANGE_STATUS = True
 
 

@@ -75,7 +75,7 @@ cuda_copy = _xlabind.cuda_copy
 cuda_set_stream_probe = _xlabind.cuda_set_stream_probe
 cuda_synchronize_stream = _xlabind.cuda_synchronize_stream
 cuda_synchronize_device = _xlabind.cuda_synchronize_device
-#: Whether in-place results are checked to be written (tools/benchmark.py only).
+#: Whether in-place results are checked to be written (tools/benchmarks only).
 set_checks_unwritten_results = _xlabind.set_checks_unwritten_results
 
 

@@ -45,7 +45,7 @@ _SCATTER = xlabind.ffi_target("xlabind_map_coordinates_transpose", platforms=("c
 
 
 #: Whether the kernels declare their sharding rule (always, but for
-#: tools/benchmark.py, which compares with running once per program).
+#: tools/benchmarks, which compares with running once per program).
 _SHARDED = True
 
 

@@ -1,0 +1,294 @@
+"""How much a call through xlabind costs, next to the alternatives, in one run.
+
+    tools/bazel run //tools:benchmark -- --json /tmp/bench.json
+    tools/bazel run //tools:benchmark -- --quick      # a few seconds, for smoke tests
+    tools/bazel run //tools:benchmark -- --grid-sweep # map_coordinates on 32^3 to 96^3 grids
+
+Every case is a jitted function of one float64 array (jax_enable_x64 is on),
+timed on the CPU:
+
+  * the jit dispatch floor: ``jax.jit(jnp.copy)``;
+  * a native no-op FFI call (xlabind's ``NOOP_TARGET`` through
+    ``jax.ffi.ffi_call``): the cost of any custom call, and the unit of the
+    "vs native" column;
+  * no-op host callbacks: ``jax.pure_callback``,
+    ``jax.experimental.buffer_callback`` (where this jax has it), and
+    ``xlabind.callback`` in place (no copy) and returning (one copy), at
+    n = 1 and n = 10^6. The in-place no-ops run with the unwritten-result
+    check off: a function that writes nothing is refused with it on;
+  * an in-place callback that writes its result once (``out[...] = x``)
+    with the check on and off (what the check costs), against a native copy
+    (``xlabind_copy``, one memcpy), at n = 1 and n = 10^6;
+  * the primal call of a differentiable op (``xlabind.linear``) next to the
+    same no-op as a plain ``xlabind.callback``;
+  * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
+    with ``vmap_method="native"`` (one call) and ``"sequential"`` (64 calls);
+  * ``xlabind.ops.map_coordinates`` and jax's, called eagerly (no jit around
+    them) on 8 points: what one dispatch of the op costs;
+  * ``xlabind.ops.map_coordinates`` against ``jax.scipy.ndimage.map_coordinates``
+    (2^20 points in a 64^3 float64 grid, order 1): the values, and the
+    gradient in the grid. These take milliseconds a call and get rounds of
+    their own (a twentieth as many, at least 5), each comparison (ours and
+    jax's values; ours and jax's gradients) interleaved within itself: jax's
+    gradient churns through hundreds of megabytes, which would evict the
+    coordinates between two calls of the values and time the refill instead;
+  * ``xlabind.ops.map_coordinates`` of order 3 against SciPy and a jnp
+    reference (``_cubic_by_gathers``), values and the gradient in the grid,
+    the same way. In these groups each timed call follows an untimed call of
+    the same case: XLA hands a call's temporaries back after its result is
+    ready, and for the jnp gradient (half a gigabyte of gathered nodes) that
+    work runs on into the next call. On 2 cores it took a core from whichever
+    case came next: xlabind's order-3 gradient measured 84 ms right after the
+    jnp one and 42 ms after one of its own. So each case is timed the way a
+    loop of it runs, after a call of its own kind. (A pause instead of the
+    untimed call was tried: an idle pause let XLA's threads fall asleep, and
+    jax's order-1 values took 9 ms after one against 6.6 ms without.)
+
+Three more measurements run in processes of their own (each needs a fresh jax):
+
+  * ``sharded``: on 8 virtual CPU devices (and on as many as there are
+    cores, where no device waits for a core), a no-op ``xlabind.callback`` once
+    per device (with a sharding rule) and once per program, each with and
+    without the exchange of the calls' status that stops every device when
+    one fails (python/xlabind/_lowering/call_status.py): what that collective costs;
+  * ``map_coordinates_sharded``: map_coordinates on 2^22 points (2^20 with
+    --quick) sharded over 8 virtual CPU devices, 64^3 float64 grid: values and
+    the grid's gradient split by points (the op's sharding rule) against once
+    per program, and one grid's all-reduce (what the split gradient adds);
+  * ``map_coordinates_threads``: map_coordinates (2^20 points, 64^3 float64
+    grid) with its CPU loops on XLA's intra-op thread pool and on threads of
+    its own (the handler reads XLABIND_MAP_COORDINATES_OWN_THREADS on every
+    call): alone, beside a 768×768 matmul in the same program, and split over
+    8 virtual CPU devices whose calls all share one pool;
+  * ``lifetime``: how much the process grows over a loop that creates, jits,
+    calls and drops bound functions closing over 1 MB each, next to the same
+    loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
+
+``--spline-orders`` measures only map_coordinates of orders 2 to 5 (mirror,
+2^20 points in a 64^3 float64 grid, prefilter included): xlabind's values
+against SciPy's, and xlabind's gradient in the grid.
+
+``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
+on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
+outgrows the L2 caches (1 MiB a core on the benchmark's machines; a 64^3
+grid is 2 MiB), both sides pay about the same extra time for the misses, which is
+what bounds the 64^3 ratio.
+
+Method: every case is compiled and called a few times first. Then, for many
+rounds, each case in turn (in a fresh random order each round) is called a few
+times, each call timed alone as ``f(x).block_until_ready()`` with
+``time.perf_counter``. The table gives the median over all timed calls; the
+JSON adds percentiles. glibc malloc is told to keep freed memory (see
+`pin_malloc`), so that page faults do not drown the large cases. The ratios in
+the summary are what the issue sets targets for; nothing here asserts on them,
+since timings depend on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from harness import (CALLS_PER_ROUND, DEFAULT_ROUNDS, QUICK_ROUNDS, Case, environment, jax,
+                     measure, pin_malloc, run_worker, summarize, warm_up, write_json)
+from host_calls import BATCH, LARGE, SMALL, all_cases
+from native_ops import (map_coordinates_groups, map_coordinates_sweep, print_spline_orders,
+                        print_sweep, spline_groups, spline_orders_groups)
+from workers import (SHARDED_DEVICES, lifetime_worker, map_coordinates_sharded_worker,
+                     map_coordinates_threads_worker, print_lifetime,
+                     print_map_coordinates_sharded, print_map_coordinates_threads, print_sharded,
+                     sharded_worker)
+
+
+# -- reporting ---------------------------------------------------------------
+TARGETS = [
+    # (name, numerator key, denominator key, target maximum or None)
+    ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.10),
+    ("jaxbind drop-in / native no-op", f"jaxbind_{SMALL}", f"native_noop_{SMALL}", 1.15),
+    ("jaxbind drop-in / in place, the same write", f"jaxbind_{SMALL}",
+     f"xlabind_in_place_copy_{SMALL}", None),
+    ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
+    ("in place, one write: checked / unchecked", f"xlabind_in_place_copy_{SMALL}",
+     f"xlabind_in_place_copy_unchecked_{SMALL}", None),
+    ("in place, one write / native copy", f"xlabind_in_place_copy_{SMALL}",
+     f"native_copy_{SMALL}", None),
+    ("in place, one write / native copy, n = 10^6", f"xlabind_in_place_copy_{LARGE}",
+     f"native_copy_{LARGE}", None),
+    (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
+    ("eager map_coordinates, xlabind / jax", "eager_map_coordinates_xlabind",
+     "eager_map_coordinates_jax", None),
+]
+SPEEDUPS = [
+    # (name, jax's key, xlabind's key, target minimum): how many times faster xlabind is
+    ("map_coordinates forward, jax / xlabind", "map_coordinates_jax", "map_coordinates_xlabind",
+     1.5),
+    ("map_coordinates grad in input, jax / xlabind", "map_coordinates_grad_jax",
+     "map_coordinates_grad_xlabind", 5.0),
+    ("order-3 forward, SciPy / xlabind", "spline_scipy", "spline_xlabind", 2.0),
+    ("order-3 forward, jnp gathers / xlabind", "spline_jnp", "spline_xlabind", 4.0),
+    ("order-3 grad in input, jnp gathers / xlabind", "spline_grad_jnp", "spline_grad_xlabind",
+     10.0),
+]
+
+
+def ratios(results: dict[str, dict]) -> list[dict]:
+    out = []
+    for name, num, den, target in TARGETS:
+        if num in results and den in results:
+            value = results[num]["median_us"] / results[den]["median_us"]
+            out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
+                        "target_max": target, "target_min": None})
+    for name, num, den, target in SPEEDUPS:
+        if num in results and den in results:
+            value = results[num]["median_us"] / results[den]["median_us"]
+            out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
+                        "target_max": None, "target_min": target})
+    return out
+
+
+def print_report(cases: list[Case], results: dict[str, dict], ratio_rows: list[dict],
+                 notes: list[str], elapsed: float) -> None:
+    unit = results[f"native_noop_{SMALL}"]["median_us"]
+    width = max(len(c.label) for c in cases)
+    print(f"{'case':<{width}}  {'n':>8}  {'median µs':>10}  {'vs native':>9}")
+    print("-" * (width + 33))
+    for case in cases:
+        median = results[case.key]["median_us"]
+        print(f"{case.label:<{width}}  {case.size_label:>8}  {median:>10.1f}  "
+              f"{median / unit:>9.2f}")
+    print()
+    for row in ratio_rows:
+        target = ""
+        if row["target_max"] is not None:
+            target = f" (target ≤ {row['target_max']:.2f})"
+        elif row["target_min"] is not None:
+            target = f" (target ≥ {row['target_min']:.2f})"
+        print(f"{row['name'] + target + ':':<60} {row['ratio']:.3f}")
+    for note in notes:
+        print(f"note: {note}")
+    calls = len(cases[0].times)
+    slow = [c for c in cases if c.key.startswith(("map_coordinates", "spline"))]
+    slow_calls = f", {len(slow[0].times)} per native-op case" if slow else ""
+    print(f"\n{calls} timed calls per case{slow_calls}, {elapsed:.1f} s; jax {jax.__version__}, "
+          f"{os.cpu_count()} CPUs")
+
+
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=None,
+                        help=f"rounds of interleaved calls (default {DEFAULT_ROUNDS}, "
+                             f"{QUICK_ROUNDS} with --quick)")
+    parser.add_argument("--calls-per-round", type=int, default=CALLS_PER_ROUND,
+                        help=f"timed calls of each case per round (default {CALLS_PER_ROUND})")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few rounds only: a smoke test, not a measurement")
+    parser.add_argument("--json", metavar="PATH", help="also write every result to PATH as JSON")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    parser.add_argument("--grid-sweep", action="store_true",
+                        help="only map_coordinates' values against jax's, on grids from 32^3 "
+                             "to 96^3 (where the grid outgrows a core's L2)")
+    parser.add_argument("--spline-orders", action="store_true",
+                        help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
+                             "2^20 points): values against SciPy's, and the gradient")
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
+    if args.rounds < 1 or args.calls_per_round < 1:
+        parser.error("--rounds and --calls-per-round must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    malloc_pinned = pin_malloc()
+    start = time.perf_counter()
+    if args.worker:
+        kind, *rest = args.worker
+        if kind == "sharded":
+            report = sharded_worker(args.rounds, args.calls_per_round)
+        elif kind == "map_coordinates_sharded":
+            report = map_coordinates_sharded_worker(int(rest[0]), args.rounds)
+        elif kind == "map_coordinates_threads":
+            report = map_coordinates_threads_worker(int(rest[0]), args.rounds)
+        else:
+            report = lifetime_worker(rest[0], int(rest[1]))
+        print(json.dumps(report))
+        return 0
+    if args.grid_sweep or args.spline_orders:
+        return sweep_main(args, malloc_pinned, start)
+    cases, notes = all_cases()
+    warm_up(cases)
+    measure(cases, args.rounds, args.calls_per_round)
+    # The native ops take milliseconds a call: fewer rounds, each comparison
+    # interleaved within itself (see the module docstring).
+    for group in map_coordinates_groups() + spline_groups():
+        warm_up(group)
+        measure(group, max(5, args.rounds // 20), 1, after_itself=True)
+        cases += group
+    sharded = [run_worker(["--worker", "sharded", "--rounds", str(max(5, args.rounds // 10)),
+                           "--calls-per-round", str(args.calls_per_round)],
+                          {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                           f" --xla_force_host_platform_device_count={devices}"})
+               for devices in dict.fromkeys(SHARDED_DEVICES)]
+    points = 1 << (20 if args.quick else 22)
+    mc_sharded = run_worker(["--worker", "map_coordinates_sharded", str(points),
+                             "--rounds", str(max(5, args.rounds // 20))],
+                            {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                             " --xla_force_host_platform_device_count=8"})
+    mc_threads = run_worker(["--worker", "map_coordinates_threads", str(1 << 20),
+                             "--rounds", str(max(5, args.rounds // 20))],
+                            {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                             " --xla_force_host_platform_device_count=8"})
+    loops = 50 if args.quick else 1000
+    lifetime = [run_worker(["--worker", "lifetime", kind, str(loops)])
+                for kind in ("xlabind", "pure_callback")]
+    elapsed = time.perf_counter() - start
+
+    results = {case.key: summarize(case) for case in cases}
+    ratio_rows = ratios(results)
+    print_report(cases, results, ratio_rows, notes, elapsed)
+    for report in sharded:
+        print_sharded(report)
+    print_map_coordinates_sharded(mc_sharded)
+    print_map_coordinates_threads(mc_threads)
+    print_lifetime(lifetime)
+    if args.json:
+        report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
+                  "sharded": sharded, "map_coordinates_sharded": mc_sharded,
+                  "map_coordinates_threads": mc_threads,
+                  "lifetime": lifetime,
+                  "rounds": args.rounds, "calls_per_round": args.calls_per_round,
+                  "quick": args.quick, "seconds": elapsed,
+                  "environment": environment(malloc_pinned)}
+        write_json(args.json, report)
+    return 0
+
+
+def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> int:
+    """--grid-sweep and --spline-orders: one table of native-op groups."""
+    if args.grid_sweep:
+        groups, report = map_coordinates_sweep(), print_sweep
+    else:
+        groups = spline_orders_groups(1 << (18 if args.quick else 20))
+        report = print_spline_orders
+    for group in groups:
+        warm_up(group)
+        measure(group, max(5, args.rounds // 20), 1, after_itself=True)
+    results = {case.key: summarize(case) for group in groups for case in group}
+    report(groups, results)
+    calls = len(groups[0][0].times)
+    print(f"\n{calls} timed calls per case, {time.perf_counter() - start:.1f} s; "
+          f"jax {jax.__version__}, {os.cpu_count()} CPUs")
+    if args.json:
+        write_json(args.json, {"results": list(results.values()), "rounds": args.rounds,
+                               "quick": args.quick, "environment": environment(malloc_pinned)})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
