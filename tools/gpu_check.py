@@ -59,12 +59,12 @@ def native_op_modules() -> dict:
     return namespace["NATIVE_OP_MODULES"]
 
 
-def consumer_handlers() -> tuple[dict, dict]:
-    """(handlers, state types) of tests/consumer's module, from the dict
+def example_handlers() -> tuple[dict, dict]:
+    """(handlers, state types) of examples/native_op's module, from the dict
     literals its BUILD.bazel loads."""
     namespace: dict = {}
-    exec((REPO / "tests" / "consumer" / "consumer_handlers.bzl").read_text(), namespace)
-    return namespace["CONSUMER_HANDLERS"], namespace["CONSUMER_STATE_TYPES"]
+    exec((REPO / "examples" / "native_op" / "example_handlers.bzl").read_text(), namespace)
+    return namespace["EXAMPLE_HANDLERS"], namespace["EXAMPLE_STATE_TYPES"]
 
 
 def native_api_handlers() -> tuple[dict, dict]:
@@ -185,16 +185,17 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     source.write_text(module_source("native_api_ops", *native_api_handlers()))
     modules["native_api_ops"] = (
         [source, REPO / "tests" / "native" / "native_api_handlers.cc"], "module_exports.lds", [])
-    consumer = REPO / "tests" / "consumer"
-    if toolkit is not None and (consumer / "consumer_handlers.bzl").exists():
-        # tests/consumer's module (a user's native ops: state, scratch, command
-        # buffers on the GPU), for tests/gpu/test_gpu_native_api.py. Built beside
-        # the package, not in it: it is a module of its own. (Bazel's copy of
-        # this checkout has no tests/consumer, another workspace.)
-        source = out / "generated" / "consumer_ops_module.cc"
-        source.write_text(module_source("consumer_ops", *consumer_handlers()))
-        modules["consumer_ops"] = (
-            [source, *sorted(consumer.glob("*_handlers.cc")), *sorted(consumer.glob("*.cu"))],
+    example = REPO / "examples" / "native_op"
+    if toolkit is not None and (example / "example_handlers.bzl").exists():
+        # examples/native_op's module (a user's native ops: state, scratch,
+        # command buffers on the GPU), for tests/gpu/test_gpu_native_api.py.
+        # Built beside the package, not in it: it is a module of its own.
+        # (Bazel's copy of this checkout has no examples/native_op, another
+        # workspace.)
+        source = out / "generated" / "example_ops_module.cc"
+        source.write_text(module_source("example_ops", *example_handlers()))
+        modules["example_ops"] = (
+            [source, *sorted(example.glob("*.cc")), *sorted(example.glob("*.cu"))],
             "module_exports.lds", cudart)
 
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -207,7 +208,7 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     shutil.copytree(REPO / "python" / "xlabind", target,
                     ignore=shutil.ignore_patterns("*.so", "__pycache__"))
     for name, (_, exports, libraries) in modules.items():
-        folder = package if name in ("consumer_ops", "native_api_ops") else target
+        folder = package if name in ("example_ops", "native_api_ops") else target
         module = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
         subprocess.run([cxx, "-shared", *map(str, objects[name]), "-o", str(module),
                         f"-Wl,--version-script={REPO / 'ffi' / exports}", *libraries], check=True)

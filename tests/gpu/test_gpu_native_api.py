@@ -1,10 +1,10 @@
-"""A user's native ops on a real GPU: tests/consumer's module, which
+"""A user's native ops on a real GPU: examples/native_op's module, which
 tools/gpu_check.py builds beside the package there (no Bazel). The table op's
 CUDA state (a table in device memory, built once per executable), its
 scratch memory from XLA's allocator, and its JVP kernel, which is marked
 command-buffer compatible; the values against the CPU handlers'. Skipped
 without a CUDA device, and where that module was not built (Bazel runs
-tests/consumer's own tests on the CPU instead)."""
+examples/native_op's own tests on the CPU instead)."""
 
 import numpy as np
 import pytest
@@ -17,26 +17,26 @@ from gpu_devices import has_gpu, on_cpu, on_gpu, requires_gpu
 
 pytestmark = requires_gpu
 
-consumer_ops = pytest.importorskip(
-    "consumer_ops", reason="tests/consumer's module is built by tools/gpu_check.py only") \
+example_ops = pytest.importorskip(
+    "example_ops", reason="examples/native_op's module is built by tools/gpu_check.py only") \
     if has_gpu() else None
 
-if consumer_ops is not None:
-    xlabind.register_ffi_targets(consumer_ops)
-    TABLE_JVP = xlabind.ffi_target("consumer_table_jvp", platforms=("cpu", "cuda"))
-    table = xlabind.nonlinear(xlabind.ffi_target("consumer_table", platforms=("cpu", "cuda")),
+if example_ops is not None:
+    xlabind.register_ffi_targets(example_ops)
+    TABLE_JVP = xlabind.ffi_target("example_table_jvp", platforms=("cpu", "cuda"))
+    table = xlabind.nonlinear(xlabind.ffi_target("example_table", platforms=("cpu", "cuda")),
                               lambda x, **_: x, jvp=TABLE_JVP, vjp=TABLE_JVP,
-                              vmap_method="broadcast_all", name="consumer_table")
-    tables_built = xlabind.callback(xlabind.ffi_target("consumer_tables_built"),
+                              vmap_method="broadcast_all", name="example_table")
+    tables_built = xlabind.callback(xlabind.ffi_target("example_tables_built"),
                                     lambda x: jax.ShapeDtypeStruct((), jnp.int32))
 
 SIN = {"function": "sin", "size": 4097, "range": {"lo": -4.0, "hi": 4.0}}
 
 
 def test_the_jvp_handler_reports_the_command_buffer_trait():
-    handler = consumer_ops.registrations()["CUDA"]["consumer_table_jvp"]["execute"]
+    handler = example_ops.registrations()["CUDA"]["example_table_jvp"]["execute"]
     assert xlabind._runtime.extension.handler_metadata(handler)["traits"] == 1
-    handler = consumer_ops.registrations()["CUDA"]["consumer_table"]["execute"]
+    handler = example_ops.registrations()["CUDA"]["example_table"]["execute"]
     assert xlabind._runtime.extension.handler_metadata(handler)["traits"] == 0
 
 
@@ -60,7 +60,7 @@ def test_a_device_table_is_built_once_per_executable():
 
 
 def test_a_bad_table_fails_on_the_gpu_with_the_op_named():
-    with pytest.raises(Exception, match=r"consumer_table: unknown table function 'cos'"):
+    with pytest.raises(Exception, match=r"example_table: unknown table function 'cos'"):
         jax.jit(lambda x: table(x, table={**SIN, "function": "cos"}))(
             on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
 

@@ -1,4 +1,4 @@
-// consumer_table on the GPU: the table lives in device memory its state owns.
+// example_table on the GPU: the table lives in device memory its state owns.
 #include <cuda_runtime.h>
 
 #include "table_kernels.h"
@@ -55,7 +55,7 @@ const char* LastError() {
 
 }  // namespace
 
-extern "C" const char* ConsumerTableUpload(const double* values, int64_t size, double** device) {
+extern "C" const char* ExampleTableUpload(const double* values, int64_t size, double** device) {
   if (cudaMalloc(device, size * sizeof(double)) != cudaSuccess) return LastError();
   if (cudaMemcpy(*device, values, size * sizeof(double), cudaMemcpyHostToDevice) != cudaSuccess) {
     return LastError();
@@ -63,9 +63,9 @@ extern "C" const char* ConsumerTableUpload(const double* values, int64_t size, d
   return "";
 }
 
-extern "C" void ConsumerTableFree(double* device) { cudaFree(device); }
+extern "C" void ExampleTableFree(double* device) { cudaFree(device); }
 
-extern "C" const char* ConsumerTableLaunchF32(const double* table, int64_t size, double lo,
+extern "C" const char* ExampleTableLaunchF32(const double* table, int64_t size, double lo,
                                               double hi, const float* x, float* y,
                                               double* scratch, int64_t n, void* stream) {
   if (n == 0) return "";
@@ -75,7 +75,7 @@ extern "C" const char* ConsumerTableLaunchF32(const double* table, int64_t size,
   return LastError();
 }
 
-extern "C" const char* ConsumerTableJvpLaunchF32(const double* table, int64_t size, double lo,
+extern "C" const char* ExampleTableJvpLaunchF32(const double* table, int64_t size, double lo,
                                                  double hi, const float* x, const float* t,
                                                  float* dy, int64_t n, void* stream) {
   if (n == 0) return "";

@@ -1,4 +1,4 @@
-// consumer_square: y = x * x, and its derivative consumer_square_jvp:
+// example_square: y = x * x, and its derivative example_square_jvp:
 // dy = 2 * x * t, linear in t and its own transpose, so it is the VJP too
 // (2 * x * ct). CPU handlers.
 //
@@ -21,8 +21,8 @@ namespace native = xlabind::native;
 namespace {
 
 ffi::Error SquareCpu(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
-  XLABIND_RETURN_IF_ERROR(native::CheckShape("consumer_square", "y", *y, native::ShapeOf(x)));
-  return native::DispatchFloating("consumer_square", x.element_type(), [&](auto zero) {
+  XLABIND_RETURN_IF_ERROR(native::CheckShape("example_square", "y", *y, native::ShapeOf(x)));
+  return native::DispatchFloating("example_square", x.element_type(), [&](auto zero) {
     using T = decltype(zero);
     const T* in = x.typed_data<T>();
     T* out = y->typed_data<T>();
@@ -33,7 +33,7 @@ ffi::Error SquareCpu(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
 
 // dy = 2 x t, where x and t each broadcast to dy's shape.
 ffi::Error SquareJvpCpu(ffi::AnyBuffer x, ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> dy) {
-  constexpr char kOp[] = "consumer_square_jvp";
+  constexpr char kOp[] = "example_square_jvp";
   const std::vector<int64_t> shape = native::ShapeOf(*dy);
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kOp, "x", x, "t", t));
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kOp, "x", x, "dy", *dy));
@@ -58,10 +58,10 @@ ffi::Error SquareJvpCpu(ffi::AnyBuffer x, ffi::AnyBuffer t, ffi::Result<ffi::Any
 
 }  // namespace
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerSquareCpu, SquareCpu,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleSquareCpu, SquareCpu,
                               ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerSquareJvpCpu, SquareJvpCpu,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleSquareJvpCpu, SquareJvpCpu,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()

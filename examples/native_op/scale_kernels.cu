@@ -12,7 +12,7 @@ __global__ void Scale(const float* x, float* y, int64_t n, float factor) {
 
 }  // namespace
 
-extern "C" const char* ConsumerScaleLaunchF32(const float* x, float* y, int64_t n, float factor,
+extern "C" const char* ExampleScaleLaunchF32(const float* x, float* y, int64_t n, float factor,
                                               void* stream) {
   const int threads = 256;
   const unsigned blocks = static_cast<unsigned>((n + threads - 1) / threads);

@@ -1,5 +1,5 @@
-// consumer_table: y = f(x) for f tabulated once per executable, and its
-// derivative consumer_table_jvp: dy = f'(x) t. The table is described by a
+// example_table: y = f(x) for f tabulated once per executable, and its
+// derivative example_table_jvp: dy = f'(x) t. The table is described by a
 // nested attribute,
 //
 //   table = {"function": "sin", "size": 1024, "range": {"lo": -4.0, "hi": 4.0}}
@@ -40,9 +40,9 @@ namespace native = xlabind::native;
 
 namespace {
 
-constexpr char kOp[] = "consumer_table";
+constexpr char kOp[] = "example_table";
 
-// How many tables this process has built: consumer_tables_built reports it,
+// How many tables this process has built: example_tables_built reports it,
 // so a test can see that instantiate runs once per executable.
 std::atomic<int64_t> tables_built{0};
 
@@ -144,7 +144,7 @@ ffi::Error TableCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer
 
 ffi::Error TableJvpCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer x,
                               ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> dy, ffi::Dictionary) {
-  constexpr char kJvp[] = "consumer_table_jvp";
+  constexpr char kJvp[] = "example_table_jvp";
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kJvp, "x", x, "t", t));
   XLABIND_RETURN_IF_ERROR(native::CheckShape(kJvp, "t", t, native::ShapeOf(x)));
   XLABIND_RETURN_IF_ERROR(native::CheckShape(kJvp, "dy", *dy, native::ShapeOf(x)));
@@ -183,7 +183,7 @@ struct TableCuda : native::State<TableCuda> {
   Description description;
   double* device = nullptr;
   ~TableCuda() {
-    if (device != nullptr) ConsumerTableFree(device);
+    if (device != nullptr) ExampleTableFree(device);
   }
 };
 
@@ -191,7 +191,7 @@ ffi::ErrorOr<std::unique_ptr<TableCuda>> BuildCuda(ffi::Dictionary table) {
   auto state = std::make_unique<TableCuda>();
   XLABIND_ASSIGN_OR_RETURN(state->description, Describe(table));
   XLABIND_ASSIGN_OR_RETURN(std::vector<double> values, Nodes(state->description));
-  const char* error = ConsumerTableUpload(values.data(), state->description.size, &state->device);
+  const char* error = ExampleTableUpload(values.data(), state->description.size, &state->device);
   if (error[0] != '\0') {
     return native::Failure(native::Internal(kOp, " (CUDA): could not upload the table: ", error));
   }
@@ -211,7 +211,7 @@ ffi::Error TableCudaExecute(void* stream, ffi::ScratchAllocator allocator, Table
   native::Scratch scratch(&allocator);
   XLABIND_ASSIGN_OR_RETURN(double* position, scratch.Allocate<double>(kOp, n));
   const Description& d = table->description;
-  const char* error = ConsumerTableLaunchF32(table->device, d.size, d.lo, d.hi,
+  const char* error = ExampleTableLaunchF32(table->device, d.size, d.lo, d.hi,
                                              x.typed_data<float>(), y->typed_data<float>(),
                                              position, n, stream);
   if (error[0] != '\0') return native::Internal(kOp, " (CUDA): ", error);
@@ -220,12 +220,12 @@ ffi::Error TableCudaExecute(void* stream, ffi::ScratchAllocator allocator, Table
 
 ffi::Error TableJvpCudaExecute(void* stream, TableCuda* table, ffi::AnyBuffer x, ffi::AnyBuffer t,
                                ffi::Result<ffi::AnyBuffer> dy, ffi::Dictionary) {
-  constexpr char kJvp[] = "consumer_table_jvp";
+  constexpr char kJvp[] = "example_table_jvp";
   XLABIND_RETURN_IF_ERROR(CheckFloat32(kJvp, x));
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kJvp, "x", x, "t", t));
   XLABIND_RETURN_IF_ERROR(native::CheckShape(kJvp, "t", t, native::ShapeOf(x)));
   const Description& d = table->description;
-  const char* error = ConsumerTableJvpLaunchF32(
+  const char* error = ExampleTableJvpLaunchF32(
       table->device, d.size, d.lo, d.hi, x.typed_data<float>(), t.typed_data<float>(),
       dy->typed_data<float>(), static_cast<int64_t>(x.element_count()), stream);
   if (error[0] != '\0') return native::Internal(kJvp, " (CUDA): ", error);
@@ -234,16 +234,16 @@ ffi::Error TableJvpCudaExecute(void* stream, TableCuda* table, ffi::AnyBuffer x,
 
 }  // namespace
 
-XLABIND_DEFINE_STATE_TYPE(ConsumerTableCpu, TableCpu);
-XLABIND_DEFINE_STATE_TYPE(ConsumerTableCuda, TableCuda);
+XLABIND_DEFINE_STATE_TYPE(ExampleTableCpu, TableCpu);
+XLABIND_DEFINE_STATE_TYPE(ExampleTableCuda, TableCuda);
 
 // Both targets of a platform build their table the same way.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableBuildCpu, BuildCpu,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableBuildCpu, BuildCpu,
                               ffi::Ffi::BindInstantiate().Attr<ffi::Dictionary>("table"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableBuildCuda, BuildCuda,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableBuildCuda, BuildCuda,
                               ffi::Ffi::BindInstantiate().Attr<ffi::Dictionary>("table"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableCpu, TableCpuExecute,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCpu, TableCpuExecute,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Ctx<ffi::State<TableCpu>>()
@@ -251,7 +251,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableCpu, TableCpuExecute,
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<ffi::Dictionary>("table"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableJvpCpu, TableJvpCpuExecute,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableJvpCpu, TableJvpCpuExecute,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::ThreadPool>()
                                   .Ctx<ffi::State<TableCpu>>()
@@ -260,12 +260,12 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableJvpCpu, TableJvpCpuExecute,
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<ffi::Dictionary>("table"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTablesBuilt, TablesBuilt,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTablesBuilt, TablesBuilt,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::BufferR0<ffi::S32>>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableCuda, TableCudaExecute,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCuda, TableCudaExecute,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()
                                   .Ctx<ffi::ScratchAllocator>()
@@ -274,7 +274,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableCuda, TableCudaExecute,
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<ffi::Dictionary>("table"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConsumerTableJvpCuda, TableJvpCudaExecute,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableJvpCuda, TableJvpCudaExecute,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()
                                   .Ctx<ffi::State<TableCuda>>()

@@ -1,4 +1,4 @@
-"""The consumer's own native ops, bound with xlabind as differentiable
+"""The example's native ops (ops.py), bound with xlabind as differentiable
 primitives: values, derivatives, vmap, errors, and the CUDA lowering."""
 
 import jax
@@ -6,35 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import consumer_ops
 import xlabind
 
-# The module itself: its state types come along, registered before the targets.
-xlabind.register_ffi_targets(consumer_ops)
-
-SCALE = xlabind.ffi_target("consumer_scale", platforms=("cpu", "cuda"))
-# Linear in x, and its own transpose: y = factor * x.
-scale = xlabind.linear(SCALE, SCALE, lambda x, **_: x, vmap_method="expand_dims",
-                       name="consumer_scale")
-
-# Nonlinear: y = x * x. Its JVP, 2 x t, is linear in t and its own transpose,
-# so the same target is the VJP.
-SQUARE_JVP = xlabind.ffi_target("consumer_square_jvp")
-square = xlabind.nonlinear(xlabind.ffi_target("consumer_square"), lambda x: x,
-                           jvp=SQUARE_JVP, vjp=SQUARE_JVP, vmap_method="expand_dims",
-                           name="consumer_square")
-
-
-# A tabulated function, built once per executable by the targets' instantiate
-# stage from a nested attribute; the JVP, dy = f'(x) t, is diagonal in t, so
-# it is its own transpose: the VJP too.
-TABLE_JVP = xlabind.ffi_target("consumer_table_jvp", platforms=("cpu", "cuda"))
-table = xlabind.nonlinear(xlabind.ffi_target("consumer_table", platforms=("cpu", "cuda")),
-                          lambda x, **_: x, jvp=TABLE_JVP, vjp=TABLE_JVP,
-                          vmap_method="broadcast_all", name="consumer_table")
-tables_built = xlabind.callback(xlabind.ffi_target("consumer_tables_built"),
-                                lambda x: jax.ShapeDtypeStruct((), jnp.int32))
-SIN = {"function": "sin", "size": 4097, "range": {"lo": -4.0, "hi": 4.0}}
+from ops import SIN, example_ops, scale, square, table, tables_built
 
 
 # Between nodes h = 8 / 4096 apart, the table's slope is f' to within h |f''| / 2 ~ 1e-3.
@@ -78,10 +52,10 @@ def test_a_table_is_built_once_per_executable_not_per_call():
 
 
 def test_a_bad_table_is_an_error_naming_the_op():
-    with pytest.raises(Exception, match=r"consumer_table: unknown table function 'cos'; use sin, "
+    with pytest.raises(Exception, match=r"example_table: unknown table function 'cos'; use sin, "
                                         r"tanh or exp"):
         jax.jit(lambda x: table(x, table={**SIN, "function": "cos"}))(jnp.ones(2))
-    with pytest.raises(Exception, match=r"consumer_table: the attribute has no field 'range'"):
+    with pytest.raises(Exception, match=r"example_table: the attribute has no field 'range'"):
         jax.jit(lambda x: table(x, table={"function": "sin", "size": 3}))(jnp.ones(2))
 
 
@@ -103,7 +77,7 @@ def test_vmap_is_one_call():
     xs = jnp.arange(6.0).reshape(2, 3)
     f = jax.vmap(lambda x: scale(x, factor=0.5))
     np.testing.assert_allclose(f(xs), 0.5 * np.arange(6.0).reshape(2, 3))
-    assert jax.jit(f).lower(xs).as_text().count("@consumer_scale(") == 1
+    assert jax.jit(f).lower(xs).as_text().count("@example_scale(") == 1
 
 
 def test_square_derivatives_in_every_mode():
@@ -118,22 +92,22 @@ def test_square_derivatives_in_every_mode():
 
 
 def test_handler_errors_name_the_op_and_the_dtype():
-    with pytest.raises(Exception, match=r"consumer_square: supports float32 and float64, got int32"):
+    with pytest.raises(Exception, match=r"example_square: supports float32 and float64, got int32"):
         square(jnp.arange(3, dtype=jnp.int32)).block_until_ready()
 
 
 def test_table_lowers_for_cuda_with_its_nested_attribute():
     text = jax.jit(lambda x: table(x, table=SIN)).trace(jnp.ones(3, jnp.float32)).lower(
         lowering_platforms=("cuda",)).as_text()
-    assert "@consumer_table(" in text and 'function = "sin"' in text
+    assert "@example_table(" in text and 'function = "sin"' in text
     assert xlabind._runtime.extension.handler_metadata(
-        consumer_ops.registrations()["CUDA"]["consumer_table_jvp"]["execute"])["traits"] == 1
+        example_ops.registrations()["CUDA"]["example_table_jvp"]["execute"])["traits"] == 1
 
 
 def test_lowers_for_cuda():
     text = jax.jit(lambda x: scale(x, factor=2.0)).trace(jnp.ones(3)).lower(
         lowering_platforms=("cuda",)).as_text()
-    assert "@consumer_scale(" in text and "factor = 2.000000e+00" in text
+    assert "@example_scale(" in text and "factor = 2.000000e+00" in text
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""The handlers of example_ops, for xlabind_extension in BUILD.bazel: {platform:
+{FFI target name: the C symbol of its handler}}. A plain dict literal, so
+that xlabind's tools/gpu_check.py can build this module on a GPU machine
+without Bazel."""
+
+EXAMPLE_HANDLERS = {
+    "cpu": {
+        # [scale_cpu]
+        "example_scale": "ExampleScaleCpu",
+        # [scale_cpu]
+        "example_square": "ExampleSquareCpu",
+        "example_square_jvp": "ExampleSquareJvpCpu",
+        # A table built once per executable (table_handlers.cc).
+        "example_table": {
+            "instantiate": "ExampleTableBuildCpu",
+            "execute": "ExampleTableCpu",
+        },
+        "example_table_jvp": {
+            "instantiate": "ExampleTableBuildCpu",
+            "execute": "ExampleTableJvpCpu",
+        },
+        "example_tables_built": "ExampleTablesBuilt",
+    },
+    "cuda": {
+        # [scale_cuda]
+        "example_scale": "ExampleScaleCuda",
+        # [scale_cuda]
+        "example_table": {
+            "instantiate": "ExampleTableBuildCuda",
+            "execute": "ExampleTableCuda",
+        },
+        # One kernel, the same every call, no scratch: a CUDA graph may capture it.
+        "example_table_jvp": {
+            "instantiate": "ExampleTableBuildCuda",
+            "execute": "ExampleTableJvpCuda",
+            "command_buffer": True,
+        },
+    },
+}
+
+EXAMPLE_STATE_TYPES = {"cpu": ["ExampleTableCpu"], "cuda": ["ExampleTableCuda"]}
