@@ -15,8 +15,8 @@ consumer's own (`@pypi` of rules_python, say):
   @xlabind_python  the host interpreter's headers, and the py_runtime toolchain
   @xlabind_zig     the hermetic C/C++ compiler, which xlabind builds with; a
                    workspace opts in with xlabind_register_zig_toolchain()
-                   (and, on Bazel 4-6 without toolchain resolution, the
-                   --crosstool_top lines of README's "Writing a native op").
+                   (and, on Bazel 4-6, toolchain resolution turned on:
+                   docs/native/bazel.md).
                    Without it, xlabind's targets build with the workspace's
                    own C/C++ toolchain.
   @xlabind_cuda    nvcc, the CUDA runtime and CCCL from pinned NVIDIA wheels

@@ -19,7 +19,7 @@ xlabind (see repositories.bzl):
 Python then registers what the module hands out and binds it:
 
     import my_ops, xlabind
-    xlabind.register_ffi_targets(my_ops.registrations())
+    xlabind.register_ffi_targets(my_ops)
     op = xlabind.linear(xlabind.ffi_target("my_op", platforms=("cpu", "cuda")), ...)
 """
 
@@ -51,7 +51,9 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
     `srcs` are compiled by the C/C++ toolchain against the pinned XLA FFI headers
     and xlabind's helper headers (ffi/native: errors, shape checks, dtype
     dispatch, parallel loops). `cuda_srcs` (.cu) are compiled by the pinned nvcc
-    for sm_80 and sm_90 with PTX for newer GPUs, and link the pinned CUDA
+    (PTX for compute_80 by default, which any newer GPU compiles at load;
+    `--@xlabind//third_party/cuda:gencode=release`: SASS for sm_80 and sm_90
+    besides, as xlabind's wheel ships), and link the pinned CUDA
     runtime; they should hold the kernels and `extern "C"` launchers that
     `srcs` call (CUDA's headers do not build with every C++ toolchain).
     """

@@ -31,11 +31,13 @@ REPO = pathlib.Path(__file__).parent.parent
 CORE_TESTS = ("api/test_callback.py", "api/test_linear.py", "api/test_nonlinear.py",
               "transforms/test_vmap.py", "api/test_dtypes.py", "api/test_errors.py",
               "ops/test_map_coordinates_domain.py", "api/test_compatibility.py",
-              "docs/test_readme.py", "runtime/test_lifetime.py", "transforms/test_trust_sweep.py")
+              "docs/test_readme.py", "docs/test_doc_examples.py", "runtime/test_lifetime.py",
+              "transforms/test_trust_sweep.py")
 # What only an installed wheel can get wrong, for a jax the main suite has just
 # run every test on with the same compiled modules: the package imports from
 # the environment, its data and modules are there, the modules find what they
-# load (RUNPATH), callbacks and their lifetime work, the README runs.
+# load (RUNPATH), callbacks and their lifetime work, the README runs (the
+# documentation's examples run in CORE_TESTS, on the oldest jax).
 INSTALL_TESTS = ("api/test_callback.py", "runtime/test_extension_module.py",
                  "runtime/test_lifetime.py", "docs/test_readme.py")
 

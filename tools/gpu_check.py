@@ -47,7 +47,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # examples package, the workspace's Starlark); the CPU suite under
 # `bazel test //...` covers them.
 BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
-              "test_bazel_files.py", "test_docs.py", "test_gpu_check_build.py"}
+              "test_bazel_files.py", "test_docs.py", "test_gpu_check_build.py",
+              "test_doc_examples.py", "test_doc_sources.py", "test_readme.py"}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
 GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py", "test_gpu_native_api.py"}
 

@@ -10,6 +10,7 @@ EXAMPLE_HANDLERS = {
         # [scale_cpu]
         "example_square": "ExampleSquareCpu",
         "example_square_jvp": "ExampleSquareJvpCpu",
+        # [table_cpu]
         # A table built once per executable (table_handlers.cc).
         "example_table": {
             "instantiate": "ExampleTableBuildCpu",
@@ -19,12 +20,14 @@ EXAMPLE_HANDLERS = {
             "instantiate": "ExampleTableBuildCpu",
             "execute": "ExampleTableJvpCpu",
         },
+        # [table_cpu]
         "example_tables_built": "ExampleTablesBuilt",
     },
     "cuda": {
         # [scale_cuda]
         "example_scale": "ExampleScaleCuda",
         # [scale_cuda]
+        # [table_cuda]
         "example_table": {
             "instantiate": "ExampleTableBuildCuda",
             "execute": "ExampleTableCuda",
@@ -35,7 +38,10 @@ EXAMPLE_HANDLERS = {
             "execute": "ExampleTableJvpCuda",
             "command_buffer": True,
         },
+        # [table_cuda]
     },
 }
 
+# [state_types]
 EXAMPLE_STATE_TYPES = {"cpu": ["ExampleTableCpu"], "cuda": ["ExampleTableCuda"]}
+# [state_types]

@@ -26,9 +26,10 @@ square = xlabind.nonlinear(xlabind.ffi_target("example_square"), lambda x: x,
 # stage from a nested attribute; the JVP, dy = f'(x) t, is diagonal in t, so
 # it is its own transpose: the VJP too.
 TABLE_JVP = xlabind.ffi_target("example_table_jvp", platforms=("cpu", "cuda"))
-table = xlabind.nonlinear(xlabind.ffi_target("example_table", platforms=("cpu", "cuda")),
-                          lambda x, **_: x, jvp=TABLE_JVP, vjp=TABLE_JVP,
-                          vmap_method="broadcast_all", name="example_table")
+table = xlabind.nonlinear(
+    xlabind.ffi_target("example_table", platforms=("cpu", "cuda")),
+    lambda x, **_: x, jvp=TABLE_JVP, vjp=TABLE_JVP, vmap_method="broadcast_all",
+    name="example_table")
 tables_built = xlabind.callback(xlabind.ffi_target("example_tables_built"),
                                 lambda x: jax.ShapeDtypeStruct((), jnp.int32))
 SIN = {"function": "sin", "size": 4097, "range": {"lo": -4.0, "hi": 4.0}}

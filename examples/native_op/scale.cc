@@ -7,13 +7,17 @@
 namespace ffi = xla::ffi;
 namespace native = xlabind::native;
 
-static ffi::Error Scale(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, double factor) {
-  XLABIND_RETURN_IF_ERROR(native::CheckShape("example_scale", "y", *y, native::ShapeOf(x)));
+static ffi::Error Scale(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
+                        double factor) {
+  XLABIND_RETURN_IF_ERROR(
+      native::CheckShape("example_scale", "y", *y, native::ShapeOf(x)));
   return native::DispatchFloating("example_scale", x.element_type(), [&](auto zero) {
     using T = decltype(zero);
     const T* in = x.typed_data<T>();
     T* out = y->typed_data<T>();
-    for (size_t i = 0; i < x.element_count(); ++i) out[i] = static_cast<T>(factor) * in[i];
+    for (size_t i = 0; i < x.element_count(); ++i) {
+      out[i] = static_cast<T>(factor) * in[i];
+    }
     return ffi::Error::Success();
   });
 }

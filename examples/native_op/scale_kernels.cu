@@ -12,11 +12,13 @@ __global__ void Scale(const float* x, float* y, int64_t n, float factor) {
 
 }  // namespace
 
-extern "C" const char* ExampleScaleLaunchF32(const float* x, float* y, int64_t n, float factor,
-                                              void* stream) {
+extern "C" const char* ExampleScaleLaunchF32(const float* x, float* y, int64_t n,
+                                             float factor, void* stream) {
   const int threads = 256;
   const unsigned blocks = static_cast<unsigned>((n + threads - 1) / threads);
-  if (blocks > 0) Scale<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n, factor);
+  if (blocks > 0) {
+    Scale<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n, factor);
+  }
   const cudaError_t error = cudaGetLastError();
   return error == cudaSuccess ? "" : cudaGetErrorString(error);
 }

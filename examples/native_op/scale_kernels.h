@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-extern "C" const char* ExampleScaleLaunchF32(const float* x, float* y, int64_t n, float factor,
-                                              void* stream);
+extern "C" const char* ExampleScaleLaunchF32(const float* x, float* y, int64_t n,
+                                             float factor, void* stream);
 
 #endif  // EXAMPLE_SCALE_KERNELS_H_

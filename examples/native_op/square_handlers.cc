@@ -20,8 +20,10 @@ namespace native = xlabind::native;
 
 namespace {
 
+// [square]
 ffi::Error SquareCpu(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
-  XLABIND_RETURN_IF_ERROR(native::CheckShape("example_square", "y", *y, native::ShapeOf(x)));
+  XLABIND_RETURN_IF_ERROR(
+      native::CheckShape("example_square", "y", *y, native::ShapeOf(x)));
   return native::DispatchFloating("example_square", x.element_type(), [&](auto zero) {
     using T = decltype(zero);
     const T* in = x.typed_data<T>();
@@ -30,9 +32,12 @@ ffi::Error SquareCpu(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y) {
     return ffi::Error::Success();
   });
 }
+// [square]
 
+// [square_jvp]
 // dy = 2 x t, where x and t each broadcast to dy's shape.
-ffi::Error SquareJvpCpu(ffi::AnyBuffer x, ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> dy) {
+ffi::Error SquareJvpCpu(ffi::AnyBuffer x, ffi::AnyBuffer t,
+                        ffi::Result<ffi::AnyBuffer> dy) {
   constexpr char kOp[] = "example_square_jvp";
   const std::vector<int64_t> shape = native::ShapeOf(*dy);
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kOp, "x", x, "t", t));
@@ -55,14 +60,19 @@ ffi::Error SquareJvpCpu(ffi::AnyBuffer x, ffi::AnyBuffer t, ffi::Result<ffi::Any
     return ffi::Error::Success();
   });
 }
+// [square_jvp]
 
 }  // namespace
 
+// [bind]
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleSquareCpu, SquareCpu,
-                              ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::AnyBuffer>()
+                                  .Ret<ffi::AnyBuffer>());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleSquareJvpCpu, SquareJvpCpu,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::AnyBuffer>()
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>());
+// [bind]

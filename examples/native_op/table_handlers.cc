@@ -46,6 +46,7 @@ constexpr char kOp[] = "example_table";
 // so a test can see that instantiate runs once per executable.
 std::atomic<int64_t> tables_built{0};
 
+// [describe]
 // The table's description, read from the `table` attribute.
 struct Description {
   std::string function;
@@ -62,8 +63,8 @@ ffi::ErrorOr<Description> Describe(const ffi::Dictionary& table) {
   XLABIND_ASSIGN_OR_RETURN(d.lo, native::Field<double>(kOp, table, "range.lo"));
   XLABIND_ASSIGN_OR_RETURN(d.hi, native::Field<double>(kOp, table, "range.hi"));
   if (d.size < 2) {
-    return native::Failure(native::InvalidArgument(kOp, ": table size must be at least 2, got ",
-                                                   d.size));
+    return native::Failure(native::InvalidArgument(
+        kOp, ": table size must be at least 2, got ", d.size));
   }
   if (!(d.hi > d.lo)) {
     return native::Failure(native::InvalidArgument(
@@ -71,6 +72,7 @@ ffi::ErrorOr<Description> Describe(const ffi::Dictionary& table) {
   }
   return d;
 }
+// [describe]
 
 ffi::ErrorOr<std::vector<double>> Nodes(const Description& d) {
   double (*f)(double) = nullptr;
@@ -78,12 +80,13 @@ ffi::ErrorOr<std::vector<double>> Nodes(const Description& d) {
   if (d.function == "tanh") f = [](double x) { return std::tanh(x); };
   if (d.function == "exp") f = [](double x) { return std::exp(x); };
   if (f == nullptr) {
-    return native::Failure(native::InvalidArgument(kOp, ": unknown table function '", d.function,
-                                                   "'; use sin, tanh or exp"));
+    return native::Failure(native::InvalidArgument(
+        kOp, ": unknown table function '", d.function, "'; use sin, tanh or exp"));
   }
   std::vector<double> values(d.size);
   for (int64_t k = 0; k < d.size; ++k) {
-    values[k] = f(d.lo + (d.hi - d.lo) * static_cast<double>(k) / static_cast<double>(d.size - 1));
+    values[k] = f(d.lo + (d.hi - d.lo) * static_cast<double>(k) /
+                             static_cast<double>(d.size - 1));
   }
   ++tables_built;
   return values;
@@ -91,6 +94,7 @@ ffi::ErrorOr<std::vector<double>> Nodes(const Description& d) {
 
 // -- CPU ---------------------------------------------------------------------
 
+// [state]
 struct TableCpu : native::State<TableCpu> {
   Description description;
   std::vector<double> values;
@@ -112,7 +116,9 @@ ffi::ErrorOr<std::unique_ptr<TableCpu>> BuildCpu(ffi::Dictionary table) {
   XLABIND_ASSIGN_OR_RETURN(state->values, Nodes(state->description));
   return state;
 }
+// [state]
 
+// [execute]
 // Elements per chunk a pool thread takes; below two chunks, one thread.
 constexpr int64_t kChunk = 1 << 14;
 
@@ -126,7 +132,8 @@ ffi::Error TableCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer
     using T = decltype(zero);
     const T* in = x.typed_data<T>();
     T* out = y->typed_data<T>();
-    native::ParallelChunks(&pool, n, kChunk, kChunk, [&](int, int64_t begin, int64_t end) {
+    native::ParallelChunks(&pool, n, kChunk, kChunk,
+                           [&](int, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) position[i] = table->Position(in[i]);
       for (int64_t i = begin; i < end; ++i) {
         if (position[i] != position[i]) {  // x is NaN
@@ -135,15 +142,18 @@ ffi::Error TableCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer
         }
         const int64_t cell = table->Cell(position[i]);
         const double w = position[i] - static_cast<double>(cell);
-        out[i] = static_cast<T>(table->values[cell] * (1.0 - w) + table->values[cell + 1] * w);
+        out[i] = static_cast<T>(table->values[cell] * (1.0 - w) +
+                                table->values[cell + 1] * w);
       }
     });
     return ffi::Error::Success();
   });
 }
+// [execute]
 
 ffi::Error TableJvpCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer x,
-                              ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> dy, ffi::Dictionary) {
+                              ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> dy,
+                              ffi::Dictionary) {
   constexpr char kJvp[] = "example_table_jvp";
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kJvp, "x", x, "t", t));
   XLABIND_RETURN_IF_ERROR(native::CheckShape(kJvp, "t", t, native::ShapeOf(x)));
@@ -155,10 +165,11 @@ ffi::Error TableJvpCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuf
     const T* xs = x.typed_data<T>();
     const T* ts = t.typed_data<T>();
     T* out = dy->typed_data<T>();
-    native::ParallelChunks(&pool, static_cast<int64_t>(x.element_count()), kChunk, kChunk,
-                           [&](int, int64_t begin, int64_t end) {
+    native::ParallelChunks(&pool, static_cast<int64_t>(x.element_count()), kChunk,
+                           kChunk, [&](int, int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        if (!(xs[i] >= d.lo && xs[i] <= d.hi)) {  // flat outside the range; NaN stays NaN
+        // Flat outside the range; NaN stays NaN.
+        if (!(xs[i] >= d.lo && xs[i] <= d.hi)) {
           out[i] = xs[i] != xs[i] ? xs[i] : T(0);
           continue;
         }
@@ -191,9 +202,11 @@ ffi::ErrorOr<std::unique_ptr<TableCuda>> BuildCuda(ffi::Dictionary table) {
   auto state = std::make_unique<TableCuda>();
   XLABIND_ASSIGN_OR_RETURN(state->description, Describe(table));
   XLABIND_ASSIGN_OR_RETURN(std::vector<double> values, Nodes(state->description));
-  const char* error = ExampleTableUpload(values.data(), state->description.size, &state->device);
+  const char* error =
+      ExampleTableUpload(values.data(), state->description.size, &state->device);
   if (error[0] != '\0') {
-    return native::Failure(native::Internal(kOp, " (CUDA): could not upload the table: ", error));
+    return native::Failure(
+        native::Internal(kOp, " (CUDA): could not upload the table: ", error));
   }
   return state;
 }
@@ -203,23 +216,27 @@ ffi::Error CheckFloat32(const char* op, ffi::AnyBuffer x) {
   return native::InvalidArgument(op, " (CUDA): float32 only");
 }
 
-ffi::Error TableCudaExecute(void* stream, ffi::ScratchAllocator allocator, TableCuda* table,
-                            ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, ffi::Dictionary) {
+// [cuda_execute]
+ffi::Error TableCudaExecute(void* stream, ffi::ScratchAllocator allocator,
+                            TableCuda* table, ffi::AnyBuffer x,
+                            ffi::Result<ffi::AnyBuffer> y, ffi::Dictionary) {
   XLABIND_RETURN_IF_ERROR(CheckFloat32(kOp, x));
   XLABIND_RETURN_IF_ERROR(native::CheckShape(kOp, "y", *y, native::ShapeOf(x)));
   const int64_t n = static_cast<int64_t>(x.element_count());
   native::Scratch scratch(&allocator);
   XLABIND_ASSIGN_OR_RETURN(double* position, scratch.Allocate<double>(kOp, n));
   const Description& d = table->description;
-  const char* error = ExampleTableLaunchF32(table->device, d.size, d.lo, d.hi,
-                                             x.typed_data<float>(), y->typed_data<float>(),
-                                             position, n, stream);
+  const char* error =
+      ExampleTableLaunchF32(table->device, d.size, d.lo, d.hi, x.typed_data<float>(),
+                            y->typed_data<float>(), position, n, stream);
   if (error[0] != '\0') return native::Internal(kOp, " (CUDA): ", error);
   return ffi::Error::Success();
 }
+// [cuda_execute]
 
-ffi::Error TableJvpCudaExecute(void* stream, TableCuda* table, ffi::AnyBuffer x, ffi::AnyBuffer t,
-                               ffi::Result<ffi::AnyBuffer> dy, ffi::Dictionary) {
+ffi::Error TableJvpCudaExecute(void* stream, TableCuda* table, ffi::AnyBuffer x,
+                               ffi::AnyBuffer t, ffi::Result<ffi::AnyBuffer> dy,
+                               ffi::Dictionary) {
   constexpr char kJvp[] = "example_table_jvp";
   XLABIND_RETURN_IF_ERROR(CheckFloat32(kJvp, x));
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(kJvp, "x", x, "t", t));
@@ -234,14 +251,17 @@ ffi::Error TableJvpCudaExecute(void* stream, TableCuda* table, ffi::AnyBuffer x,
 
 }  // namespace
 
+// [bind]
 XLABIND_DEFINE_STATE_TYPE(ExampleTableCpu, TableCpu);
 XLABIND_DEFINE_STATE_TYPE(ExampleTableCuda, TableCuda);
 
 // Both targets of a platform build their table the same way.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableBuildCpu, BuildCpu,
-                              ffi::Ffi::BindInstantiate().Attr<ffi::Dictionary>("table"));
+                              ffi::Ffi::BindInstantiate()
+                                  .Attr<ffi::Dictionary>("table"));
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableBuildCuda, BuildCuda,
-                              ffi::Ffi::BindInstantiate().Attr<ffi::Dictionary>("table"));
+                              ffi::Ffi::BindInstantiate()
+                                  .Attr<ffi::Dictionary>("table"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCpu, TableCpuExecute,
                               ffi::Ffi::Bind()
@@ -250,6 +270,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCpu, TableCpuExecute,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<ffi::Dictionary>("table"));
+// [bind]
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableJvpCpu, TableJvpCpuExecute,
                               ffi::Ffi::Bind()
@@ -265,6 +286,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTablesBuilt, TablesBuilt,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::BufferR0<ffi::S32>>());
 
+// [cuda_bind]
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCuda, TableCudaExecute,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()
@@ -282,3 +304,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableJvpCuda, TableJvpCudaExecute,
                                   .Arg<ffi::AnyBuffer>()
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<ffi::Dictionary>("table"));
+// [cuda_bind]

@@ -242,16 +242,20 @@ void DefineDeviceArray(nb::module_ module) {
                           "Use it through __cuda_array_interface__ or DLPack (cupy.asarray, "
                           "torch.as_tensor / torch.from_dlpack, numba.cuda.as_cuda_array). "
                           "It is valid only during the call.\n\n"
-                          "Example (needs a CUDA device; tests/test_gpu.py runs its like):\n"
-                          "  >>> import jax, jax.numpy as jnp, cupy, xlabind\n"
+                          "Example (the lines marked GPU run where there is one, in "
+                          "tools/gpu_check.py):\n"
+                          "  >>> import cupy  # doctest: +GPU\n"
+                          "  >>> import jax, jax.numpy as jnp, xlabind\n"
                           "  >>> def double(x, *, out):  # x and out are DeviceArrays\n"
                           "  ...     cupy.multiply(cupy.asarray(x), 2, out=cupy.asarray(out))\n"
                           "  >>> op = xlabind.callback(double, lambda x: x, in_place=True,\n"
                           "  ...                       platforms=(\"cuda\",))\n"
                           "  >>> op(jnp.ones(2, device=jax.devices(\"gpu\")[0]))  "
-                          "# doctest: +SKIP\n"
+                          "# doctest: +GPU\n"
                           "  Array([2., 2.], dtype=float32)")
-      .def_prop_ro("__cuda_array_interface__", &CudaArrayInterface)
+      .def_prop_ro("__cuda_array_interface__", &CudaArrayInterface,
+                   "The CUDA array interface (version 3): what CuPy and Numba read. It "
+                   "names XLA's stream only where that is not the current stream.")
       .def(
           "__dlpack__",
           [](nb::handle self, std::optional<nb::object> stream,
@@ -261,28 +265,35 @@ void DefineDeviceArray(nb::module_ module) {
                           dl_device, copy);
           },
           nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(),
-          nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
+          nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none(),
+          "DLPack export (what torch.from_dlpack and jax.dlpack call). A consumer's "
+          "stream is ordered after XLA's work with an event; stream=0 is refused.")
       .def("__dlpack_device__",
            [](const DeviceArray& a) {
              a.CheckAlive();
              return std::make_pair(dlpack::kCUDA, a.device);
-           })
-      .def_prop_ro("shape", &ShapeTuple)
-      .def_prop_ro("ndim", [](const DeviceArray& a) { return a.shape.size(); })
-      .def_prop_ro("size", &DeviceArray::size)
-      .def_prop_ro("nbytes", &DeviceArray::nbytes)
+           },
+           "(kDLCUDA, the device ordinal), as DLPack asks.")
+      .def_prop_ro("shape", &ShapeTuple, "The dimensions, a tuple of ints.")
+      .def_prop_ro("ndim", [](const DeviceArray& a) { return a.shape.size(); },
+                   "The number of dimensions.")
+      .def_prop_ro("size", &DeviceArray::size, "The number of elements.")
+      .def_prop_ro("nbytes", &DeviceArray::nbytes, "The size in bytes.")
       .def_prop_ro("dtype",
                    [](const DeviceArray& a) -> nb::object {
                      PyObject* dtype = DtypeObject(a.element_type);
                      return dtype ? nb::borrow(dtype) : nb::none();
-                   })
+                   },
+                   "The NumPy dtype (ml_dtypes' for bfloat16 and the float8 types; None for "
+                   "a type NumPy has no name for).")
       .def_prop_ro("ptr",
                    [](const DeviceArray& a) {
                      a.CheckAlive();
                      return a.data;
                    },
                    "The device address of the first element.")
-      .def_prop_ro("readonly", [](const DeviceArray& a) { return a.readonly; })
+      .def_prop_ro("readonly", [](const DeviceArray& a) { return a.readonly; },
+                   "True for operands, False for results (which the callback writes).")
       .def_prop_ro("stream", [](const DeviceArray& a) { return a.stream; },
                    "XLA's CUDA stream for this call (a CUstream as an integer).")
       .def_prop_ro("device", [](const DeviceArray& a) { return a.device; },

@@ -1,18 +1,27 @@
 """xlabind: run fast code that JAX cannot see inside jax.jit, jax.vmap and jax.grad.
 
-Public API:
+A NumPy, SciPy, CuPy or PyTorch function, or a C++ or CUDA XLA FFI handler,
+becomes a JAX operation: give it the shapes of its results and, to
+differentiate it, what JAX needs to know about its derivatives.
+
   callback(fn, result_shape_dtypes, ...)            no derivatives
   linear(fn, transpose, result_shape_dtypes, ...)   a linear map and its transpose
   multilinear(fn, transposes, result_shape_dtypes, ...)
   nonlinear(fn, result_shape_dtypes, jvp=..., vjp=..., ...)
-  ffi_target(name, ...)        a native XLA FFI target, bound in place of a Python function
-  register_ffi_targets(...)    registers an extension module's handlers with jax
+  ffi_target(name, ...)        a native XLA FFI target in a Python function's place
+  register_ffi_targets(module) an extension module's handlers, registered with jax
   traceable(jvp)               a JVP rule written in JAX
-  ShardingRule(einsum, summed=...)  a sharding rule with summed (contracted) factors
-  check_sharding(fn, *args)    the sharded call against the call on one device
-  BoundFunction (what they return), BatchedResult, VMAP_METHODS, EFFECTS, SUPPORTED_DTYPES
-  xlabind.ops: native ops (map_coordinates); xlabind.cuda: for CUDA callbacks
-  xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
+  ShardingRule, check_sharding how a call is split across devices, and a check
+  xlabind.ops: native ops (map_coordinates, spline_filter); xlabind.cuda: for
+  CUDA callbacks; xlabind.jaxbind: a drop-in replacement for jaxbind 1.3.1
+
+Example:
+  >>> import jax, jax.numpy as jnp, numpy as np, xlabind
+  >>> sin = xlabind.nonlinear(np.sin, lambda x: x,
+  ...                         jvp=lambda x, t: np.cos(x) * t,
+  ...                         vjp=lambda x, ct: np.cos(x) * ct)
+  >>> jax.jit(jax.grad(lambda x: sin(x).sum()))(jnp.zeros(2))
+  Array([1., 1.], dtype=float32)
 """
 
 # First: a jax known not to work gets a clear ImportError, not a crash; one
@@ -32,10 +41,12 @@ _compatibility.check()
 from xlabind._lowering import rule as _lowering_rule  # noqa: F401
 from xlabind._primitive import batching as _batching  # noqa: F401
 from xlabind._primitive import derivatives as _derivatives  # noqa: F401
-from xlabind._primitive.definition import EFFECTS, VMAP_METHODS, BatchedResult, BoundFunction
-from xlabind._primitive.factors import ShardingRule
-from xlabind._primitive.traced_rules import traceable
+from xlabind._primitive.definition import (EFFECTS, VMAP_METHODS, BatchedResult,
+                                           BoundFunction, ResultSpec)
+from xlabind._primitive.factors import Rule, ShardingRule
+from xlabind._primitive.traced_rules import Traceable, traceable
 from xlabind._runtime.extension import SUPPORTED_DTYPES, register_ffi_targets
+from xlabind._runtime.binding import Function
 from xlabind._runtime.native_targets import FfiTarget, ffi_target
 from xlabind.callback import callback
 from xlabind.linear import linear
@@ -46,8 +57,8 @@ from xlabind.sharding_check import check_sharding
 #: The name earlier versions gave BoundFunction.
 Callback = BoundFunction
 
-__version__ = "0.4.0"
-__all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget",
-           "SUPPORTED_DTYPES", "ShardingRule", "UntestedVersionWarning", "VMAP_METHODS", "callback",
-           "check_sharding", "ffi_target", "linear", "multilinear", "nonlinear",
-           "register_ffi_targets", "traceable"]
+__version__ = "0.5.0"
+__all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget", "Function",
+           "ResultSpec", "Rule", "SUPPORTED_DTYPES", "ShardingRule", "Traceable",
+           "UntestedVersionWarning", "VMAP_METHODS", "callback", "check_sharding", "ffi_target",
+           "linear", "multilinear", "nonlinear", "register_ffi_targets", "traceable"]

@@ -52,9 +52,13 @@ class UntestedVersionWarning(UserWarning):
     """xlabind imported beside a version of jax, jaxlib, NumPy or ml_dtypes
     that its tests have not run against: it should work, and says so once.
 
-    Example (silence it, before ``import xlabind``):
-      >>> import warnings, xlabind
-      >>> warnings.simplefilter("ignore", xlabind.UntestedVersionWarning)
+    It comes while ``import xlabind`` runs, before the class can be named: a
+    filter silences it by its message.
+
+    Example:
+      >>> import warnings
+      >>> warnings.filterwarnings("ignore", message="xlabind's tests have not run")
+      >>> import xlabind
       >>> issubclass(xlabind.UntestedVersionWarning, UserWarning)
       True
     """

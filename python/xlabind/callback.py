@@ -39,51 +39,22 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
         ``jax.ShapeDtypeStruct`` (anything with ``.shape`` and ``.dtype``), or
         a function ``(*input_structs, **static_kwargs) -> pytree`` computing it
         from the inputs' shapes and dtypes.
-      in_place: Whether ``fn`` writes its results into ``out`` itself.
-      vmap_method: One of :data:`VMAP_METHODS`; ``"sequential"`` by default.
-      platforms: The platforms a plain function ``fn`` runs on: ``("cpu",)``
-        by default; ``("cpu", "cuda")`` for one function that works on both
-        (e.g. written against the array API). Names in any case; one name
-        alone works too.
-      sharding_rule: How the function may be split across devices under a
-        sharded ``jax.jit``: an einsum-like string naming each dimension of
-        each operand and result, e.g. ``"b n, b -> b n"``. Dimensions named
-        by a factor that every result has are computed independently, so
-        each device calls ``fn`` once on its shard of them; the others stay
-        whole. An :class:`xlabind.ShardingRule` also declares *summed*
-        factors (a contraction: ``"i n, n j -> i j"`` summed over ``n``),
-        split too, with the devices' partial results added up. A function of
-        the input shapes (and static kwargs) returning either also works.
-        Without a rule, the function runs once per program, on one device.
-      synchronize: CUDA only: wait for XLA's stream before each call and for
-        the whole device after it, for functions that launch work on streams
-        of their own (not needed for CuPy or PyTorch on the current stream).
-      input_output_aliases: ``{argument index: result index}``, as in
-        ``jax.ffi.ffi_call``: each such result may be written into that
-        argument's buffer, with no copy where the argument is not used again
-        (e.g. donated: ``jax.jit(..., donate_argnums=...)``); otherwise XLA
-        copies the argument first. An aliased argument and result have one
-        shape and dtype; a result is aliased to one argument at most. With
-        ``in_place=True`` the result's ``out`` array *is* the argument's
-        memory: once the function writes ``out``, reading the argument shows
-        the new values. Under vmap a pair stays aliased while the batched
-        argument and result still have one shape (``"sequential"``: always;
-        ``"expand_dims"``: where the argument is batched; ``"native"``: where
-        their batch axes are in the same places); otherwise it is dropped,
-        never an error. Transposes, VJPs and JVP functions are other calls,
-        not aliased (a linear function's JVP is the function itself on the
-        tangents, aliases included); a per-device call with a sharding rule
-        is where the argument and result are split alike.
-      effect: What the function does besides computing its results, one of
-        :data:`EFFECTS`: ``None`` (pure, the default), ``"unordered"`` (it
-        runs on every execution even if its results are unused) or
-        ``"ordered"`` (also in program order, like
-        ``jax.experimental.io_callback(..., ordered=True)``). An effectful
-        function has no derivatives (they would run the effect again); an
-        ordered one also refuses ``jax.vmap`` and sharding rules. Like jax's
-        own callbacks, effectful functions cannot run inside
-        ``jax.checkpoint``.
-      name: The name used in error messages; defaults to ``fn.__qualname__``.
+      in_place: Whether ``fn`` writes its results into ``out=`` and returns
+        ``None``: no copy (:param:`in_place`).
+      vmap_method: How a ``jax.vmap`` batch reaches ``fn``: one of
+        :data:`~xlabind.VMAP_METHODS` (:param:`vmap_method`).
+      platforms: The platforms a plain ``fn`` runs on; ``("cpu",)`` by default
+        (:param:`platforms`).
+      sharding_rule: How a call may be split across devices under a sharded
+        ``jax.jit`` (:param:`sharding_rule`).
+      synchronize: CUDA: wait for XLA's stream before each call and for the
+        device after it (:param:`synchronize`).
+      input_output_aliases: ``{argument index: result index}``: results written
+        into arguments' buffers (:param:`input_output_aliases`).
+      effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
+        (:param:`effect`).
+      name: The name error messages use; ``fn.__qualname__`` by default
+        (:param:`name`).
 
     Returns:
       A :class:`BoundFunction`. Call it with arrays as positional arguments and

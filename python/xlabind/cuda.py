@@ -6,7 +6,7 @@ XLA's stream and device are on each array (``x.stream``, ``x.device``), and
 for functions with no array arguments here:
 
 >>> import xlabind.cuda
->>> xlabind.cuda.current_stream()  # outside a CUDA callback  # doctest: +SKIP
+>>> xlabind.cuda.current_stream()  # outside a CUDA callback
 Traceback (most recent call last):
 RuntimeError: xlabind.cuda.current_stream() is only defined inside a CUDA callback
 """
@@ -35,13 +35,15 @@ def current_stream() -> int:
     Work enqueued on it runs in order with XLA's own. CuPy's current stream is
     this stream during the call (and PyTorch's, when it is imported).
 
-    Example (needs a CUDA device; tests/test_gpu.py runs its like):
+    Example (the lines marked GPU run where there is one, in tools/gpu_check.py):
+      >>> import cupy  # doctest: +GPU
       >>> import jax, jax.numpy as jnp, xlabind, xlabind.cuda
-      >>> def scale(x, *, out):  # a raw CUDA library call would take the stream
-      ...     stream = xlabind.cuda.current_stream()
-      ...     cupy.asarray(out)[...] = 2 * cupy.asarray(x)  # on that stream already
+      >>> def scale(x, *, out):
+      ...     # CuPy is on XLA's stream already; code that takes a stream gets it so:
+      ...     with cupy.cuda.ExternalStream(xlabind.cuda.current_stream()):
+      ...         cupy.multiply(cupy.asarray(x), 2, out=cupy.asarray(out))
       >>> op = xlabind.callback(scale, lambda x: x, in_place=True, platforms=("cuda",))
-      >>> op(jnp.ones(3, device=jax.devices("gpu")[0]))  # doctest: +SKIP
+      >>> op(jnp.ones(3, device=jax.devices("gpu")[0]))  # doctest: +GPU
       Array([2., 2., 2.], dtype=float32)
     """
     return _current()[0]
@@ -50,13 +52,13 @@ def current_stream() -> int:
 def current_device() -> int:
     """The CUDA device ordinal of the running callback.
 
-    Example (needs a CUDA device; tests/test_gpu.py runs its like):
-      >>> import jax, jax.numpy as jnp, numpy as np, xlabind, xlabind.cuda
+    Example (the line marked GPU runs where there is one, in tools/gpu_check.py):
+      >>> import jax, jax.numpy as jnp, xlabind, xlabind.cuda
       >>> seen = []
       >>> def look(x, *, out):
       ...     seen.append(xlabind.cuda.current_device())
       >>> op = xlabind.callback(look, lambda x: x, in_place=True, platforms=("cuda",))
-      >>> _ = op(jnp.ones(3, device=jax.devices("gpu")[0])); seen  # doctest: +SKIP
+      >>> _ = op(jnp.ones(3, device=jax.devices("gpu")[0])); seen  # doctest: +GPU
       [0]
     """
     return _current()[1]

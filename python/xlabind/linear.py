@@ -126,9 +126,8 @@ def linear(fn: Function, transpose: Function | None,
         results of ``transpose``. Needed only for ``vmap_method="native"``
         batching of the transpose; without it the transpose is batched
         sequentially.
-      nondiff_argnums: Positions of arguments ``fn`` is not linear in;
-        without ``jvp`` they are never differentiated (doing so is an error
-        that names them).
+      nondiff_argnums: Positions of arguments ``fn`` is not linear in, never
+        differentiated unless ``jvp`` is given (:param:`nondiff_argnums`).
       jvp: The derivative in the ``nondiff_argnums`` arguments, which makes
         them differentiable: a rule written in JAX, ``xlabind.traceable(rule)``
         with ``rule(*args, *tangents, **static_kwargs)`` taking one tangent
@@ -138,11 +137,27 @@ def linear(fn: Function, transpose: Function | None,
         another bound function, applied to them). The transpose's
         derivative in those arguments is derived from it, so derivatives of
         every order in every argument work (``jax.hessian`` over both).
-      in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
-        :func:`xlabind.callback`; they apply to ``transpose`` as well.
-      input_output_aliases, effect: As in :func:`xlabind.callback`; they apply
-        to ``fn`` only (its transpose is not aliased, and an effectful ``fn``
-        is not differentiable).
+      in_place: Whether ``fn`` writes its results into ``out=`` and returns
+        ``None``: no copy (:param:`in_place`).
+      vmap_method: How a ``jax.vmap`` batch reaches ``fn``: one of
+        :data:`~xlabind.VMAP_METHODS` (:param:`vmap_method`).
+      platforms: The platforms a plain ``fn`` runs on; ``("cpu",)`` by default
+        (:param:`platforms`).
+      sharding_rule: How a call may be split across devices under a sharded
+        ``jax.jit`` (:param:`sharding_rule`).
+      synchronize: CUDA: wait for XLA's stream before each call and for the
+        device after it (:param:`synchronize`).
+      input_output_aliases: ``{argument index: result index}``: results written
+        into arguments' buffers (:param:`input_output_aliases`).
+      effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
+        (:param:`effect`).
+      name: The name error messages use; ``fn.__qualname__`` by default
+        (:param:`name`).
+
+    ``in_place``, ``vmap_method``, ``platforms``, ``sharding_rule``,
+    ``synchronize`` and ``name`` apply to ``transpose`` as well;
+    ``input_output_aliases`` and ``effect`` to ``fn`` only (a transpose is
+    not aliased, and an effectful ``fn`` is not differentiable).
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind

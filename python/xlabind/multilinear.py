@@ -152,9 +152,27 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
       result_shape_dtypes: As in :func:`xlabind.callback`.
       transpose_shape_dtypes: Optional, one per argument: result shape
         functions of the transposes, for ``vmap_method="native"``.
-      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
-        :func:`xlabind.linear`.
-      input_output_aliases, effect: As in :func:`xlabind.linear`.
+      nondiff_argnums: Positions of arguments that are not differentiated
+        (:param:`nondiff_argnums`).
+      in_place: Whether ``fn`` writes its results into ``out=`` and returns
+        ``None``: no copy (:param:`in_place`).
+      vmap_method: How a ``jax.vmap`` batch reaches ``fn``: one of
+        :data:`~xlabind.VMAP_METHODS` (:param:`vmap_method`).
+      platforms: The platforms a plain ``fn`` runs on; ``("cpu",)`` by default
+        (:param:`platforms`).
+      sharding_rule: How a call may be split across devices under a sharded
+        ``jax.jit`` (:param:`sharding_rule`).
+      synchronize: CUDA: wait for XLA's stream before each call and for the
+        device after it (:param:`synchronize`).
+      input_output_aliases: ``{argument index: result index}``: results written
+        into arguments' buffers (:param:`input_output_aliases`).
+      effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
+        (:param:`effect`).
+      name: The name error messages use; ``fn.__qualname__`` by default
+        (:param:`name`).
+
+    The shared parameters apply to the transposes as well, but
+    ``input_output_aliases`` and ``effect`` only to ``fn``.
 
     Example:
       >>> import jax, jax.numpy as jnp, xlabind

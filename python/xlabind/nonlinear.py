@@ -155,13 +155,30 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
         ``vjp``.
       vjp_shape_dtypes: Result shapes of ``vjp``, only needed for
         ``vmap_method="native"`` batching of it (else it runs sequentially).
-      nondiff_argnums, in_place, vmap_method, platforms, sharding_rule, synchronize, name: As in
-        :func:`xlabind.linear`; ``in_place`` applies to plain-function
-        ``jvp``/``vjp`` too. Under ``vmap_method="native"`` the JVP receives
-        each primal laid out exactly like its tangent (xlabind broadcasts the
-        unbatched one), and its results are laid out as ``fn``'s results
-        would be for those arguments.
-      input_output_aliases, effect: As in :func:`xlabind.linear`.
+      nondiff_argnums: Positions of arguments that are not differentiated
+        (:param:`nondiff_argnums`).
+      in_place: Whether ``fn`` writes its results into ``out=`` and returns
+        ``None``: no copy (:param:`in_place`).
+      vmap_method: How a ``jax.vmap`` batch reaches ``fn``: one of
+        :data:`~xlabind.VMAP_METHODS` (:param:`vmap_method`).
+      platforms: The platforms a plain ``fn`` runs on; ``("cpu",)`` by default
+        (:param:`platforms`).
+      sharding_rule: How a call may be split across devices under a sharded
+        ``jax.jit`` (:param:`sharding_rule`).
+      synchronize: CUDA: wait for XLA's stream before each call and for the
+        device after it (:param:`synchronize`).
+      input_output_aliases: ``{argument index: result index}``: results written
+        into arguments' buffers (:param:`input_output_aliases`).
+      effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
+        (:param:`effect`).
+      name: The name error messages use; ``fn.__qualname__`` by default
+        (:param:`name`).
+
+    The shared parameters apply to plain-function ``jvp`` and ``vjp`` as
+    well, but ``input_output_aliases`` and ``effect`` only to ``fn``. Under
+    ``vmap_method="native"`` the JVP receives each primal laid out exactly
+    like its tangent (xlabind broadcasts the unbatched one), and its results
+    are laid out as ``fn``'s would be for those arguments.
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind

@@ -1,4 +1,4 @@
-"""`python -m xlabind`: the installation report that README's troubleshooting
+"""`python -m xlabind`: the installation report that the troubleshooting page
 starts from — versions against the tested ranges and the floors, devices, what is
 registered, what is unavailable and why."""
 

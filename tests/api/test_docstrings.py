@@ -1,7 +1,7 @@
-"""The examples in the public docstrings run and print what they claim."""
+"""The examples in the public docstrings run and print what they claim
+(tests/support/docstring_examples.py; the lines marked GPU run in
+tools/gpu_check.py)."""
 
-import doctest
-import importlib
 import os
 
 # Several devices, as the sharding examples (check_sharding) need.
@@ -10,19 +10,18 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
 
 import pytest  # noqa: E402
 
+import docstring_examples  # noqa: E402
 import xlabind  # noqa: E402,F401  (registers the primitive before the modules run)
 
-# xlabind.callback etc. are the functions; the modules are reached by name.
-MODULES = ["xlabind.callback", "xlabind.linear", "xlabind.multilinear", "xlabind.nonlinear",
-           "xlabind._runtime.native_targets", "xlabind.ops.map_coordinates",
-           "xlabind._primitive.factors", "xlabind.sharding_check", "xlabind._primitive.definition",
-           "xlabind.jaxbind", "xlabind.ops.spline_filter", "xlabind._runtime.extension",
-           "xlabind.cuda", "xlabind._primitive.traced_rules", "xlabind._compatibility"]
 
-
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", docstring_examples.MODULES + docstring_examples.COMPILED)
 def test_docstring_examples(name):
-    result = doctest.testmod(importlib.import_module(name),
-                             optionflags=doctest.NORMALIZE_WHITESPACE)
+    result = docstring_examples.run(name, gpu=False)
     assert result.attempted > 0, f"{name} has no docstring example"
     assert result.failed == 0
+
+
+def test_gpu_examples_are_marked_and_counted():
+    # The CUDA examples are there to run on a GPU, not skipped for good.
+    assert docstring_examples.gpu_examples("xlabind.cuda") >= 3
+    assert docstring_examples.gpu_examples("xlabind.cuda.DeviceArray") >= 2

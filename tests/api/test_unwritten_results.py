@@ -48,7 +48,7 @@ def test_every_checked_dtype(dtype):
                                    ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn])
 def test_elements_under_four_bytes_are_not_checked(dtype):
     # A legitimate value could equal any sentinel: these results are not
-    # marked (README: what in_place promises), and a correct function is
+    # marked (docs/semantics.md: what in_place promises), and a correct function is
     # never refused.
     fill = xlabind.callback(lambda x, out: out.__setitem__(Ellipsis, x), lambda x: x,
                             in_place=True)

@@ -4,6 +4,7 @@ CPU. Skipped without a CUDA device; tools/gpu_check.py runs this file on the
 GPU machine."""
 
 import gc
+import pathlib
 
 import numpy as np
 import pytest
@@ -13,6 +14,9 @@ import jax.numpy as jnp
 
 import xlabind
 import xlabind.cuda
+
+import doc_blocks
+import docstring_examples
 from gpu_devices import has_gpu, on_gpu, requires_gpu
 
 
@@ -178,16 +182,25 @@ def test_a_kept_device_array_is_released():
         kept[0].__cuda_array_interface__
 
 
-def test_readme_gpu_examples():
-    import pathlib
-    import re
+DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 
-    readme = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-    blocks = re.findall(r"```python gpu\n(.*?)```", readme.read_text(), flags=re.S)
-    assert blocks
-    namespace = {}
-    for block in blocks:
-        exec(compile(block, "README.md (gpu)", "exec"), namespace)
+
+def test_the_documentations_gpu_blocks():
+    """Every page's blocks marked `gpu` (tests/support/doc_blocks.py), each
+    page's in order in one namespace, as a reader runs them."""
+    pages = [page for page in sorted(DOCS.rglob("*.md"))
+             if any(block.place == "gpu" for block in doc_blocks.blocks(page))]
+    assert DOCS / "guides" / "gpu.md" in pages
+    for page in pages:
+        doc_blocks.run(page, place="gpu")
+
+
+@pytest.mark.parametrize("name", ["xlabind.cuda", "xlabind.cuda.DeviceArray"])
+def test_docstring_examples_on_the_gpu(name):
+    """The docstring lines marked `# doctest: +GPU`, which the CPU run leaves out."""
+    assert docstring_examples.gpu_examples(name) > 0
+    result = docstring_examples.run(name, gpu=True)
+    assert result.failed == 0
 
 
 # -- lifetime on the GPU (tests/test_lifetime.py's twins) ------------------------

@@ -1,5 +1,5 @@
 """xlabind.ops.map_coordinates is total: every coordinate has the value of the
-README's table ("map_coordinates on every input"), the same in the CPU's
+the interpolation guide's table ("Every coordinate has a value"), the same in the CPU's
 scalar and vector kernels (tests/test_gpu_map_coordinates.py checks the CUDA
 kernels against this file's EXPECTED on a GPU):
 

@@ -1,6 +1,6 @@
 """xlabind's Starlark stays buildable by later Bazel releases, where Bazel
 4.2.3 has no flag to check it: tools/forward_compat.bazelrc turns on the rest
-(see README, "Which Bazel")."""
+(docs/native/bazel.md, "Which Bazel")."""
 
 import pathlib
 import re

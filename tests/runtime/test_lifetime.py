@@ -72,7 +72,7 @@ def _count_alive(refs) -> int:
 
 
 def test_jitted_callbacks_are_freed_when_dropped_without_clear_caches():
-    # The README's own pattern: jax.jit(xlabind.callback(...)), called once, dropped.
+    # The guides' own pattern: jax.jit(xlabind.callback(...)), called once, dropped.
     refs = []
     before = _extension.live_callback_count()
     for i in range(200):

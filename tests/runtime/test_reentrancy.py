@@ -6,7 +6,7 @@ single-device programs, dispatched asynchronously in a loop, made in place
 or inside the traced function; and from callbacks of multi-device programs
 once jax dispatches CPU programs synchronously
 (``jax_cpu_enable_async_dispatch=False``, set before jax starts its CPU
-backend). What does not, and why (README, "Threads"): from the callbacks of a
+backend). What does not, and why (docs/semantics.md, "Threads"): from the callbacks of a
 program with at least as many devices as XLA's CPU client has threads under
 asynchronous dispatch, a nested computation finds no thread to run on;
 jax's own callbacks run nested computations inline through a jaxlib-internal

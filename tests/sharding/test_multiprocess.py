@@ -21,9 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import doc_blocks
+
 jax.config.update("jax_enable_x64", True)
 
 WORKER = Path(__file__).with_name("multiprocess_worker.py")
+SHARDING_GUIDE = Path("docs/guides/sharding.md")  # in the runfiles
 PROCESSES = 2
 DEADLINE_S = 100  # both workers together; a run takes about 10 s on 2 cores
 
@@ -34,14 +37,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_workers(tmp_path: Path) -> list[dict]:
-    """The workers' reports, once both exited; fails on a hang or a crash."""
-    port = free_port()
-    outputs = [tmp_path / f"process_{i}.json" for i in range(PROCESSES)]
+def run_processes(tmp_path: Path, command, env=None) -> tuple[list[int], str]:
+    """Runs `command(i)` for each process i in a process group of its own,
+    killed at the deadline; returns the exit codes and the logs' tails. A
+    hang fails the test."""
     logs = [open(tmp_path / f"process_{i}.log", "w") for i in range(PROCESSES)]
-    workers = [subprocess.Popen([sys.executable, str(WORKER), str(i), str(port), str(out)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-               for i, (out, log) in enumerate(zip(outputs, logs))]
+    workers = [subprocess.Popen(command(i), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env(i) if env else None)
+               for i, log in enumerate(logs)]
     deadline = time.monotonic() + DEADLINE_S
     try:
         for worker in workers:
@@ -61,14 +64,41 @@ def run_workers(tmp_path: Path) -> list[dict]:
     text = "\n".join(f"--- process {i} ---\n" + (tmp_path / f"process_{i}.log").read_text()[-4000:]
                      for i in range(PROCESSES))
     assert not hung, f"workers {hung} still ran after {DEADLINE_S} s:\n{text}"
+    return [w.returncode for w in workers], text
+
+
+def run_workers(tmp_path: Path) -> list[dict]:
+    """The workers' reports, once both exited; fails on a hang or a crash."""
+    port = free_port()
+    outputs = [tmp_path / f"process_{i}.json" for i in range(PROCESSES)]
+    codes, text = run_processes(
+        tmp_path, lambda i: [sys.executable, str(WORKER), str(i), str(port), str(outputs[i])])
     reports = []
-    for i, (worker, out) in enumerate(zip(workers, outputs)):
-        assert out.exists(), f"process {i} wrote no report (exit {worker.returncode}):\n{text}"
+    for i, (code, out) in enumerate(zip(codes, outputs)):
+        assert out.exists(), f"process {i} wrote no report (exit {code}):\n{text}"
         report = json.loads(out.read_text())
         assert report.get("done"), f"process {i} stopped after {list(report['cases'])}:\n{text}"
-        assert worker.returncode == 0, f"process {i} exited {worker.returncode}:\n{text}"
+        assert code == 0, f"process {i} exited {code}:\n{text}"
         reports.append(report)
     return reports
+
+
+def test_the_sharding_guides_multiprocess_block(tmp_path):
+    """docs/guides/sharding.md's block marked `multiprocess`, as the whole
+    script of each process, configured as the page says."""
+    (block,) = [b for b in doc_blocks.blocks(SHARDING_GUIDE) if b.place == "multiprocess"]
+    script = tmp_path / "guide.py"
+    script.write_text("\n" * (block.line - 1) + block.code)
+    port = free_port()
+
+    def env(i):
+        return {**os.environ, "JAX_PLATFORMS": "cpu",
+                "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+                "XLABIND_COORDINATOR": f"127.0.0.1:{port}",
+                "XLABIND_NUM_PROCESSES": str(PROCESSES), "XLABIND_PROCESS_ID": str(i)}
+
+    codes, text = run_processes(tmp_path, lambda i: [sys.executable, str(script)], env)
+    assert codes == [0] * PROCESSES, text
 
 
 @pytest.fixture(scope="module")
@@ -137,7 +167,7 @@ def test_vmap_methods_that_keep_the_batch_sharded(cases, method):
 
 
 def test_sequential_vmap_loops_once_per_program(cases):
-    # As the README says: the loop runs on whole arrays, on process 0.
+    # As the sharding guide says: the loop runs on whole arrays, on process 0.
     for process in cases:
         np.testing.assert_array_equal(process["vmap_sequential"]["y"], np.cumsum(ROWS, axis=1))
     assert cases[0]["vmap_sequential"]["calls"] == [[[4]]] * 16

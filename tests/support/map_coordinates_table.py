@@ -1,5 +1,5 @@
-"""The values xlabind.ops.map_coordinates promises on every input (README,
-"map_coordinates on every input"), for the CPU test and its GPU twin."""
+"""The values xlabind.ops.map_coordinates promises on every input (the
+interpolation guide, "Every coordinate has a value"), for the CPU test and its GPU twin."""
 
 import math
 

@@ -133,7 +133,7 @@ def test_unknown_vmap_method():
 
 @pytest.mark.parametrize("method", METHODS + ["native"])
 def test_what_derivative_functions_see_under_jacfwd_and_jacrev(method):
-    """The contract README's "What to know" states for derivative functions
+    """The contract docs/semantics.md states for derivative functions
     (Python or native targets alike): a JVP sees each primal laid out like its
     tangent under every method; under expand_dims a VJP's primal that the vmap
     does not batch has a size-1 leading axis beside the batched cotangent."""

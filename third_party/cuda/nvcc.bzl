@@ -13,8 +13,8 @@ position-independent objects, for the GPUs the `gencode` flag says:
 
 nvcc's host compiler (-ccbin) is the resolved C/C++ toolchain's compiler when
 that is a gcc or clang (a consumer's own toolchain), and the machine's g++
-when it is xlabind's zig: CUDA's headers refuse zig's libc++ (see README,
-"What is hermetic"). So .cu files hold device code and `extern "C"` launchers
+when it is xlabind's zig: CUDA's headers refuse zig's libc++ (see
+docs/development/hermetic.md). So .cu files hold device code and `extern "C"` launchers
 only; the C++ that includes XLA's FFI headers is compiled by the C++
 toolchain and calls the launchers (ffi/defs.bzl).
 """

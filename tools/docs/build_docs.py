@@ -1,19 +1,20 @@
 """Builds xlabind's documentation site with Sphinx, warnings as errors, into a
 zip of its HTML (what `tools/bazel build //tools/docs:html` makes).
 
-The pages are generated here from their one source each, so nothing drifts:
+The pages are docs/ (one MyST file each). Added to them here, so that nothing
+is written twice:
 
-* the guides are README.md's chapters (one page per "## " heading; the
-  README's code blocks keep running in tests/test_readme.py), with every
-  backticked public name (`xlabind.callback`) turned into a link to the
-  reference;
-* the API reference documents every public name of xlabind, xlabind.cuda,
-  xlabind.ops and xlabind.jaxbind (their ``__all__``) from its docstring
-  and signature; constants from their ``#:`` comments;
-* the native reference is each ffi/native/ header's own opening comment,
-  the README's table of helpers (tests/test_readme.py checks it against the
-  headers), and the docstrings of the Bazel macros in ffi/defs.bzl and
-  repositories.bzl.
+* the API reference of xlabind, xlabind.ops, xlabind.cuda and xlabind.jaxbind,
+  one page per module (api/<module>.md), from each public name's docstring
+  and signature (constants and type aliases from their ``#:`` comments),
+  opening with a summary table;
+* the native helpers (api/native-helpers.md), from ffi/native/*.h: each
+  header's opening comment, each public name's declaration and comment;
+* the Bazel macros (api/bazel-macros.md), from their docstrings in
+  ffi/defs.bzl and repositories.bzl;
+* the files the pages include: the example workspace examples/native_op
+  (Bazel's @xlabind_example) as /_examples/native_op, python/examples as
+  /_examples/python.
 
     build_docs.py --out html.zip [--workdir DIR]
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import importlib
 import inspect
 import os
 import pathlib
@@ -32,70 +34,68 @@ import tempfile
 import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-# The runfiles (Bazel) or the checkout: the folder holding README.md.
-REPO = next(p for p in [HERE.parent.parent, *HERE.parents] if (p / "README.md").exists())
-MODULES = ["xlabind", "xlabind.ops", "xlabind.cuda", "xlabind.jaxbind"]
+# The runfiles' main repository (Bazel) or the checkout: the folder with docs/.
+REPO = next(p for p in [HERE.parent.parent, *HERE.parents] if (p / "docs" / "index.md").exists())
+sys.path.insert(0, str(HERE))
+
+import native_headers  # noqa: E402
+
+# Each module's public names in the order a reader meets them, by section.
+API = {
+    "xlabind": {
+        "Binding a function": ["callback", "linear", "multilinear", "nonlinear", "BoundFunction",
+                               "Callback"],
+        "Native targets": ["ffi_target", "register_ffi_targets", "FfiTarget"],
+        "Derivative rules in JAX": ["traceable", "Traceable"],
+        "vmap": ["BatchedResult", "VMAP_METHODS"],
+        "Sharding": ["ShardingRule", "check_sharding"],
+        "Types and constants": ["Function", "ResultSpec", "Rule", "EFFECTS", "SUPPORTED_DTYPES",
+                                "UntestedVersionWarning"],
+    },
+    "xlabind.ops": {"Interpolation": ["map_coordinates", "spline_filter"]},
+    "xlabind.cuda": {"Inside a CUDA callback": ["DeviceArray", "current_stream",
+                                                "current_device"]},
+    "xlabind.jaxbind": {"jaxbind's functions": ["get_linear_call", "get_nonlinear_call",
+                                                "load_kwargs"]},
+}
+PAGES = {"xlabind": "xlabind", "xlabind.ops": "ops", "xlabind.cuda": "cuda",
+         "xlabind.jaxbind": "jaxbind"}
+# Names documented as type aliases (their values are typing constructs).
+TYPE_ALIASES = {"Function", "ResultSpec", "Rule"}
 # Macros other workspaces call, by file.
 BAZEL_MACROS = {"ffi/defs.bzl": ["xlabind_ffi_library", "xlabind_extension"],
                 "repositories.bzl": ["xlabind_dependencies", "xlabind_register_zig_toolchain"]}
 
 
-def public_api() -> dict[str, list[str]]:
-    """{module: its public names}, importing xlabind."""
-    import importlib
-    return {name: list(importlib.import_module(name).__all__) for name in MODULES}
+def first_line(text: str) -> str:
+    """The first sentence of a docstring or comment."""
+    paragraph = " ".join((text or "").strip().split("\n\n")[0].split())
+    return re.split(r"(?<=\.)\s+(?=[A-Z`(])", paragraph, maxsplit=1)[0]
 
 
-def slug(title: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-")
-
-
-def data_comment(obj_name: str, module) -> str:
-    """The ``#:`` comment above `obj_name`'s assignment in the module that
-    defines it (autodoc's convention for constants)."""
-    for candidate in [module, *sys.modules.values()]:
-        if not getattr(candidate, "__name__", "").startswith("xlabind"):
+def data_comment(name: str) -> str:
+    """The ``#:`` comment above `name`'s assignment in an xlabind module
+    (autodoc's convention for constants)."""
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("xlabind"):
             continue
         try:
-            lines = inspect.getsource(candidate).splitlines()
+            lines = inspect.getsource(module).splitlines()
         except (OSError, TypeError):
             continue
         for k, line in enumerate(lines):
-            if re.match(rf"{obj_name}\s*(:[^=]*)?=", line):
-                comment = []
-                j = k - 1
+            if re.match(rf"{name}\s*(:[^=]*)?=", line):
+                comment, j = [], k - 1
                 while j >= 0 and lines[j].startswith("#:"):
                     comment.insert(0, lines[j][2:].removeprefix(" ").rstrip())
                     j -= 1
                 if comment:
                     return "\n".join(comment)
-    return ""
+    raise SystemExit(f"build_docs: {name} has no #: comment to document it with")
 
 
-def api_page(api: dict[str, list[str]]) -> str:
-    import importlib
-    out = ["API reference", "=============", "",
-           "Every public name, from its docstring. The guides link here.", ""]
-    for module_name, names in api.items():
-        module = importlib.import_module(module_name)
-        out += [module_name, "-" * len(module_name), "", f".. py:module:: {module_name}", ""]
-        summary = (inspect.getdoc(module) or "").split("\n\n")[0]
-        out += ["::", "", *("   " + line for line in summary.splitlines()), ""]
-        for name in names:
-            obj = getattr(module, name)
-            full = f"{module_name}.{name}"
-            if inspect.isclass(obj) and getattr(obj, "__module__", "").startswith("xlabind._"):
-                # A compiled (nanobind) type: its docstring, without introspection.
-                out += [f".. py:class:: {name}", "", *indent(inspect.getdoc(obj) or ""), ""]
-            elif inspect.isclass(obj):
-                out += [f".. autoclass:: {full}", "   :members:", ""]
-            elif callable(obj):
-                out += [f".. autofunction:: {full}", ""]
-            else:
-                text = data_comment(name, module)
-                out += [f".. py:data:: {name}", "", *indent(text), "",
-                        *indent(f"Value: ``{short_repr(obj)}``"), ""]
-    return "\n".join(out)
+def indent(text: str, by: str = "   ") -> list[str]:
+    return [by + line if line else "" for line in text.splitlines()]
 
 
 def short_repr(obj) -> str:
@@ -103,73 +103,100 @@ def short_repr(obj) -> str:
     return text if len(text) < 200 else text[:197] + "..."
 
 
-def indent(text: str, by: str = "   ") -> list[str]:
-    return [by + line if line else "" for line in text.splitlines()]
+def describe(module_name: str, name: str) -> tuple[list[str], str]:
+    """(the reST of one public name's entry, its one-line summary)."""
+    module = importlib.import_module(module_name)
+    obj = getattr(module, name)
+    full = f"{module_name}.{name}"
+    # Entries written by hand take the name within the module (the page sets
+    # the module); autodoc's take the full one.
+    if name in TYPE_ALIASES:
+        text = data_comment(name)
+        return [f".. py:type:: {name}", "", *indent(text), ""], first_line(text)
+    if inspect.isclass(obj) and obj.__name__ != name:  # another name for a class
+        text = data_comment(name)
+        return ([f".. py:data:: {name}", "", *indent(text), "",
+                 f"   The same class as :class:`~{obj.__module__.split('._')[0]}."
+                 f"{obj.__name__}`.", ""], first_line(text))
+    if inspect.isclass(obj) and not obj.__module__.startswith("xlabind"):
+        # A compiled (nanobind) class: its docstring and its documented members.
+        doc = inspect.getdoc(obj) or ""
+        out = [f".. py:class:: {name}", "", *indent(doc), ""]
+        for member, value in vars(obj).items():
+            member_doc = getattr(value, "__doc__", None) or ""
+            if member.startswith("_") and member not in ("__cuda_array_interface__",
+                                                         "__dlpack__", "__dlpack_device__"):
+                continue
+            if isinstance(value, property):
+                out += [f"   .. py:attribute:: {member}", "", *indent(member_doc, "      "), ""]
+            elif callable(value):
+                signature, _, text = member_doc.partition("\n")
+                out += [f"   .. py:method:: {signature.strip()}", "",
+                        *indent(text.strip(), "      "), ""]
+        return out, first_line(doc)
+    if inspect.isclass(obj):
+        return [f".. autoclass:: {full}", "   :members:", ""], first_line(inspect.getdoc(obj))
+    if callable(obj):
+        return [f".. autofunction:: {full}", ""], first_line(inspect.getdoc(obj))
+    text = data_comment(name)
+    return ([f".. py:data:: {name}", "", *indent(text), "",
+             *indent(f"Value: ``{short_repr(obj)}``"), ""], first_line(text))
 
 
-# -- guides: README's chapters ---------------------------------------------------
-def readme_chapters() -> tuple[str, list[tuple[str, str]]]:
-    """(the README before its first chapter, [(title, body) per "## " chapter])."""
-    text = (REPO / "README.md").read_text()
-    parts = re.split(r"^## (.+)$", text, flags=re.M)
-    return parts[0], [(parts[k].strip(), parts[k + 1]) for k in range(1, len(parts), 2)]
-
-
-def lexer(name: str) -> str:
-    from pygments.lexers import get_lexer_by_name
-    from pygments.util import ClassNotFound
-    try:
-        get_lexer_by_name(name)
-        return name
-    except ClassNotFound:
-        return {"starlark": "python"}.get(name, "text")
-
-
-def markdown_for_sphinx(body: str, api: dict[str, list[str]]) -> str:
-    """README markdown as MyST: one heading level up, code blocks with their
-    file names as captions, public names linked to the reference."""
-    public = {f"{module}.{name}" for module, names in api.items() for name in names}
-    out, fence = [], None
-    for line in body.splitlines():
-        opening = re.match(r"^```(\w*)\s*(\S*)\s*$", line)
-        if fence is None and opening:
-            language, path = opening.groups()
-            fence = "```"
-            if "/" in path or "." in path:  # a file's name (not a tag such as "sh test")
-                out += [f"```{{code-block}} {lexer(language or 'text')}", f":caption: {path}", ""]
-            else:
-                out.append(f"```{lexer(language) if language else 'text'}")
-            continue
-        if fence is not None:
-            out.append(line)
-            if line.strip() == "```":
-                fence = None
-            continue
-        heading = re.match(r"^(#{3,6}) (.*)$", line)
-        if heading:
-            out.append("#" * (len(heading.group(1)) - 1) + " " + heading.group(2))
-            continue
-
-        def link(match):
-            name, call = match.group(1), match.group(2)
-            if name not in public:
-                return match.group(0)
-            if call:  # `xlabind.callback(fn, ...)`: the whole text, linked to the name
-                return f"{{py:obj}}`{name}{call} <{name}>`"
-            return f"{{py:obj}}`{name}`"
-
-        out.append(re.sub(r"`(xlabind(?:\.\w+)+)(\([^`<>]*\))?`", link, line))
-    return "\n".join(out) + "\n"
-
-
-# -- the native reference ----------------------------------------------------------
-def header_comment(path: pathlib.Path) -> str:
-    lines = []
-    for line in path.read_text().splitlines():
-        if not line.startswith("//"):
+def module_summary(module) -> list[str]:
+    """A module docstring's prose: its paragraphs up to the first example or
+    indented list, without a first line that only names the module."""
+    paragraphs = (inspect.getdoc(module) or "").split("\n\n")
+    if re.match(r"^`?[\w.]+`?: ", paragraphs[0]) and "\n" not in paragraphs[0]:
+        paragraphs = paragraphs[1:]
+    prose = []
+    for paragraph in paragraphs:
+        if paragraph.startswith((" ", "Example")):
             break
-        lines.append(line[2:].removeprefix(" "))
+        prose += [*paragraph.splitlines(), ""]
+    return prose
+
+
+def api_page(module_name: str, sections: dict[str, list[str]]) -> str:
+    module = importlib.import_module(module_name)
+    listed = [name for names in sections.values() for name in names]
+    if sorted(listed) != sorted(module.__all__):
+        raise SystemExit(f"build_docs: API lists {sorted(set(listed) ^ set(module.__all__))} "
+                         f"unlike {module_name}.__all__: update API in build_docs.py")
+    rst = [f".. py:module:: {module_name}", "", *module_summary(module), "",
+           ".. list-table::", "   :widths: 30 70", ""]
+    entries = []
+    for section, names in sections.items():
+        entries += [section, "-" * len(section), ""]
+        for name in names:
+            entry, line = describe(module_name, name)
+            entries += entry
+            rst += [f"   * - :py:obj:`~{module_name}.{name}`", f"     - {line or ' '}"]
+    body = "\n".join(rst + [""] + entries)
+    return f"# `{module_name}`\n\n```{{eval-rst}}\n{body}\n```\n"
+
+
+def helper_text(declaration: str) -> str:
+    lines = [line.rstrip().rstrip("\\").rstrip().removesuffix("{").rstrip()
+             for line in declaration.splitlines()]
     return "\n".join(lines)
+
+
+def native_page() -> str:
+    out = ["# Native helpers", "",
+           "The helper headers for handler authors, `ffi/native/*.h`: header-only, in "
+           "`namespace xlabind::native`, included as `#include \"xlabind/native/<header>\"` "
+           "from `@xlabind//ffi/native:helpers` (the macros add it). Generated from the "
+           "headers; the [native reference](../native/reference.md) lists them by task.", ""]
+    for header in native_headers.headers(REPO / "ffi" / "native"):
+        out += [f"## `{header.name}`", "", f"```{{native:header}} {header.name}", "```", "",
+                "```text", header.comment, "```", ""]
+        for helper in header.helpers:
+            out += [f"```{{native:helper}} {helper.name}", "```", "",
+                    "```cpp", helper_text(helper.declaration), "```", ""]
+            if helper.comment:
+                out += ["```text", helper.comment, "```", ""]
+    return "\n".join(out)
 
 
 def bazel_macros() -> list[tuple[str, str, str]]:
@@ -179,54 +206,58 @@ def bazel_macros() -> list[tuple[str, str, str]]:
         tree = ast.parse((REPO / file).read_text())
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name in names:
-                signature = f"{node.name}({ast.unparse(node.args)})"
-                found.append((file, signature, ast.get_docstring(node) or ""))
+                found.append((file, f"{node.name}({ast.unparse(node.args)})",
+                              ast.get_docstring(node) or ""))
         missing = set(names) - {sig.split("(")[0] for f, sig, _ in found if f == file}
         if missing:
             raise SystemExit(f"build_docs: {file} defines no {sorted(missing)}")
     return found
 
 
-def native_page(helpers_table: str) -> str:
-    out = ["# Native reference", "",
-           "What a C++ or CUDA handler author uses: the helper headers in `ffi/native/` "
-           "(header-only, namespace `xlabind::native`, from `@xlabind//ffi:native_helpers`) "
-           "and the Bazel macros. Generated from the sources.", "",
-           "## Helpers, by header", "", helpers_table.strip(), ""]
-    for header in sorted((REPO / "ffi" / "native").glob("*.h")):
-        out += [f"### `{header.name}`", "", "```text", header_comment(header), "```", ""]
-    out += ["## Bazel macros", ""]
+def macros_page() -> str:
+    from sphinx.ext.napoleon import Config, GoogleDocstring
+    config = Config(napoleon_use_param=True, napoleon_use_rtype=False)
+    rst = []
     for file, signature, doc in bazel_macros():
-        out += [f"### `{signature.split('(')[0]}`", "", f"From `{file}`:", "",
-                "```python", f"{signature}", "```", "", "```text", doc, "```", ""]
-    return "\n".join(out)
+        name = signature.split("(")[0]
+        text = str(GoogleDocstring(doc, config))
+        # Starlark's docstrings quote code in single backticks (Markdown's way).
+        text = re.sub(r"(?<![`:])`([^`\n]+)`(?!`)", r"``\1``", text)
+        rst += [name, "-" * len(name), "", f".. bzl:macro:: {signature}", "",
+                f"   Load it from ``@xlabind//{file.replace('/', ':', 1) if '/' in file else ':' + file}``.",
+                "", *indent(text), ""]
+    return ("# Bazel macros\n\nWhat another Bazel workspace calls: "
+            "[Using xlabind from Bazel](../native/bazel.md) shows them together.\n\n"
+            "```{eval-rst}\n" + "\n".join(rst) + "\n```\n")
 
 
-def helpers_table(chapters: list[tuple[str, str]]) -> str:
-    native = dict(chapters)["Writing a native op"]
-    table = re.search(r"#### Helpers for handlers.*?\n(\| header.*?)\n\n", native, flags=re.S)
-    if table is None:
-        raise SystemExit("build_docs: README has no table of helpers for handlers")
-    return table.group(1)
+def example_folder() -> pathlib.Path:
+    """examples/native_op: @xlabind_example in the runfiles, or the checkout's."""
+    for candidate in (REPO.parent / "xlabind_example", REPO / "external" / "xlabind_example",
+                      REPO / "examples" / "native_op"):
+        if (candidate / "WORKSPACE").exists():
+            return candidate
+    raise SystemExit("build_docs: no examples/native_op (@xlabind_example) to include")
 
 
-# -- the site ----------------------------------------------------------------------
+def copy_examples(source: pathlib.Path) -> None:
+    target = source / "_examples"
+    shutil.copytree(example_folder(), target / "native_op", symlinks=False,
+                    ignore=shutil.ignore_patterns("bazel-*"))
+    (target / "python").mkdir()
+    for path in (REPO / "python" / "examples").glob("*.py"):
+        shutil.copy(path, target / "python" / path.name)
+
+
 def write_sources(source: pathlib.Path) -> None:
-    api = public_api()
-    intro, chapters = readme_chapters()
-    (source / "api.rst").write_text(api_page(api))
-    (source / "native.md").write_text(native_page(helpers_table(chapters)))
-    pages = []
-    for title, body in chapters:
-        name = "guide-" + slug(title)
-        pages.append(name)
-        (source / f"{name}.md").write_text(f"# {title}\n" + markdown_for_sphinx(body, api))
-    toctree = "\n".join(["```{toctree}", ":maxdepth: 2", ":caption: Guides", "", *pages, "```",
-                         "", "```{toctree}", ":maxdepth: 2", ":caption: Reference", "", "api",
-                         "native", "```"])
-    index = markdown_for_sphinx(intro, api).replace("\n# xlabind", "# xlabind", 1)
-    (source / "index.md").write_text(index.strip() + "\n\n" + toctree + "\n")
+    shutil.copytree(REPO / "docs", source, ignore=shutil.ignore_patterns("BUILD.bazel"))
+    for module_name, sections in API.items():
+        (source / "api" / f"{PAGES[module_name]}.md").write_text(api_page(module_name, sections))
+    (source / "api" / "native-helpers.md").write_text(native_page())
+    (source / "api" / "bazel-macros.md").write_text(macros_page())
+    copy_examples(source)
     shutil.copy(HERE / "conf.py", source / "conf.py")
+    shutil.copytree(HERE / "static", source / "static")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,11 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="xlabind-docs-"))
     source, html = work / "source", work / "html"
     shutil.rmtree(work, ignore_errors=True)
-    source.mkdir(parents=True)
+    work.mkdir(parents=True)
     write_sources(source)
     from sphinx.cmd.build import build_main
-    status = build_main(["-W", "--keep-going", "-q", "-b", "html", "-d", str(work / "doctrees"),
-                         str(source), str(html)])
+    status = build_main(["-W", "--keep-going", "-n", "-q", "-b", "html",
+                         "-d", str(work / "doctrees"), str(source), str(html)])
     if status:
         return status
     with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED) as archive:

@@ -25,7 +25,10 @@ from xlabind._primitive.factors import Rule, parse_rule
 from xlabind._primitive import signatures as _signatures
 from xlabind._primitive.primitive import BatchAxes, Call, bind
 
-ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDtypeStruct)
+#: The shapes and dtypes of a function's results: a pytree (a tuple, list or
+#: dict, nested too) of objects with ``.shape`` and ``.dtype``, such as
+#: ``jax.ShapeDtypeStruct`` or the arguments themselves.
+ResultSpec = Any
 
 #: How a bound function behaves under ``jax.vmap``.
 #:
@@ -36,7 +39,7 @@ ResultSpec = Any  # a pytree of objects with .shape and .dtype (e.g. jax.ShapeDt
 #: * ``"broadcast_all"``: like ``"expand_dims"`` but every argument is
 #:   broadcast to the full batch size.
 #: * ``"native"``: one call on the arrays as vmap laid them out; the function
-#:   and the result-shape function receive ``batch_axes`` (see README) and the
+#:   and the result-shape function receive ``batch_axes`` (docs/guides/tutorial.md) and the
 #:   result-shape function reports each result's batch axis with
 #:   :class:`BatchedResult`.
 VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all", "native")

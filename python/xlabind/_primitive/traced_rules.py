@@ -26,7 +26,19 @@ from xlabind._primitive.derived_calls import call_under_levels, without_axes
 
 
 class Traceable:
-    """A derivative rule written in JAX (see :func:`xlabind.traceable`)."""
+    """A derivative rule written in JAX, as :func:`xlabind.traceable` returns
+    it; the ``jvp`` of :func:`xlabind.nonlinear` and :func:`xlabind.linear`
+    may be one.
+
+    Attributes:
+      fn: The rule itself.
+
+    Example:
+      >>> import jax.numpy as jnp, xlabind
+      >>> rule = xlabind.traceable(lambda x, t: jnp.cos(x) * t)
+      >>> isinstance(rule, xlabind.Traceable), rule.fn(0.0, 2.0).item()
+      (True, 2.0)
+    """
 
     def __init__(self, fn: Callable):
         if not callable(fn):

@@ -41,7 +41,7 @@ except ImportError as error:
         f"Py* symbol, it was built for another Python than this one "
         f"({sys.version.split()[0]}): install the wheel built for cp{sys.version_info.major}"
         f"{sys.version_info.minor}, or build one with XLABIND_PYTHON={sys.executable} "
-        f"tools/bazel run //tools:build_wheel -- --out $PWD/dist (README: Install).") from error
+        f"tools/bazel run //tools:build_wheel -- --out $PWD/dist (docs/development/wheels.md).") from error
 
 #: FFI target of the handler that calls Python on XLA's buffers (every platform).
 PYTHON_CALLBACK_TARGET = "xlabind_python_callback"

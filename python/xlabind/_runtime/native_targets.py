@@ -233,7 +233,7 @@ class NativeImplementation:
             name += _extension.STATUS_TARGET_SUFFIX
         elif call.reports_status:
             # Registered some other way: its errors stop only the device it fails on
-            # (README, "Errors"); the status says success. The aliases name the
+            # (docs/semantics.md, "Errors"); the status says success. The aliases name the
             # function's own results, which come first: they hold without the status.
             def emit_without_status(ctx, operands, token=None):
                 results, token = emit(ctx.replace(avals_out=ctx.avals_out[:-1]), operands, token)

@@ -236,7 +236,7 @@ def checked_result(name: str, index: int, value: Any, dtype: np.dtype,
                    shape: tuple[int, ...]) -> np.ndarray:
     """`value` as an array of `dtype` and `shape`, or an error naming the function,
     the result, and what was expected. Implicit casts are only those that keep
-    every value and its kind (see README, "Results")."""
+    every value and its kind (docs/semantics.md, "Results")."""
     expected = f"expected dtype {dtype} and shape {shape} (as declared in result_shape_dtypes)"
     if value is None:
         raise TypeError(f"{name} returned None for result {index}; {expected}. A function "

@@ -138,8 +138,8 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
       B-spline's derivatives: order k is k - 1 times continuously
       differentiable); vmap runs the kernels once on the whole batch. Every
       coordinate has a value: NaN gives NaN, infinities and coordinates too
-      large for jax's int32 indices follow the table in the README
-      ("map_coordinates on every input"). A grid with an empty dimension
+      large for jax's int32 indices follow the table of the interpolation guide
+      ("Every coordinate has a value"). A grid with an empty dimension
       gives ``cval`` in constant mode and is an error in the others (there is
       nothing to read). Other dtypes (integers, complex) and grids beyond 8
       dimensions are handed to jax's own implementation (orders 0 and 1).

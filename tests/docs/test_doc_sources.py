@@ -1,0 +1,81 @@
+"""The documentation's sources as files (docs/**/*.md): code that fits the
+column, no code pasted from a file of the repository (the pages include
+files), and the native reference's table of helpers against the headers."""
+
+import pathlib
+import re
+
+import native_headers
+
+DOCS = pathlib.Path("docs")  # in the runfiles
+PAGES = sorted(DOCS.rglob("*.md"))
+# What the pages could have copied from: the package, the native sources, the
+# tools, the tests and the example workspace (@xlabind_example in the
+# runfiles, examples/native_op in a checkout).
+EXAMPLE = next(p for p in (pathlib.Path("../xlabind_example"),
+                           pathlib.Path("external/xlabind_example"),
+                           pathlib.Path("examples/native_op")) if (p / "WORKSPACE").exists())
+SOURCES = ["python", "ffi", "tools", "tests", str(EXAMPLE)]
+SOURCE_SUFFIXES = {".py", ".cc", ".h", ".cu", ".bzl", ".bazel", ""}
+WINDOW = 5  # consecutive non-blank lines that make a copy
+FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")
+
+
+def code_blocks(page: pathlib.Path):
+    """(first line number, [lines]) of each fenced block that is code (not a
+    directive such as {toctree} or {literalinclude})."""
+    lines = page.read_text().splitlines()
+    k = 0
+    while k < len(lines):
+        opening = FENCE.match(lines[k])
+        if not opening:
+            k += 1
+            continue
+        fence, info = opening.groups()
+        end = next(j for j in range(k + 1, len(lines)) if lines[j].strip() == fence)
+        body = [line for line in lines[k + 1:end] if not re.match(r"^:[\w-]+:", line)]
+        directive = re.match(r"\{([\w:-]+)\}", info.strip())
+        if directive is None or directive.group(1) == "code-block":
+            yield k + 2, body
+        k = end + 1
+
+
+def windows(lines):
+    kept = [line.strip() for line in lines if line.strip()]
+    return {tuple(kept[i:i + WINDOW]) for i in range(len(kept) - WINDOW + 1)}
+
+
+def test_code_blocks_fit_88_columns():
+    wide = [f"{page}:{start + i}: {len(line)} columns"
+            for page in PAGES for start, body in code_blocks(page)
+            for i, line in enumerate(body) if len(line) > 88]
+    assert not wide, "\n".join(wide)
+
+
+def test_no_code_is_pasted_from_a_source_file():
+    sources = {}
+    for folder in SOURCES:
+        for path in pathlib.Path(folder).rglob("*"):
+            if path.is_file() and path.suffix in SOURCE_SUFFIXES and "bazel-" not in str(path):
+                try:
+                    for window in windows(path.read_text().splitlines()):
+                        sources.setdefault(window, path)
+                except UnicodeDecodeError:
+                    continue
+    assert len(sources) > 10_000  # the sources are there to compare with
+    pasted = [f"{page}:{start}: {WINDOW} lines of {sources[w]}"
+              for page in PAGES for start, body in code_blocks(page)
+              for w in windows(body) if w in sources]
+    assert not pasted, "\n".join(sorted(set(pasted)))
+
+
+def test_the_native_reference_lists_every_helper_and_no_other():
+    """docs/native/reference.md's table of helpers against ffi/native/*.h."""
+    text = (DOCS / "native" / "reference.md").read_text()
+    rows = re.findall(r"^\| `(\w+\.h)` \| (.*?) \|", text, flags=re.M)
+    listed = {header: set(re.findall(r"\{native:helper\}`(\w+)`", names))
+              for header, names in rows}
+    actual = {h.name: {helper.name for helper in h.helpers}
+              for h in native_headers.headers(pathlib.Path("ffi/native"))}
+    assert actual and all(actual.values()), actual
+    assert listed == actual

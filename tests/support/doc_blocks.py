@@ -1,0 +1,92 @@
+"""The Python blocks of the documentation's pages (docs/**/*.md), and a way
+to run them as a reader would: a page's blocks in order, in one namespace.
+
+A block is a fenced ```python block, or a ```{code-block} python directive;
+its `:class:` option says where it runs:
+
+  (none)          here, under `bazel test //...` (tests/docs/test_doc_examples.py)
+  gpu             on a machine with a CUDA GPU (tools/gpu_check.py)
+  multiprocess    in several processes (tests/sharding/test_multiprocess.py)
+
+    python3 tests/support/doc_blocks.py docs/guides/tutorial.md ...   # run pages' blocks
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+import sys
+
+PLACES = ("here", "gpu", "multiprocess")
+_FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<info>.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    page: pathlib.Path
+    line: int  # where the code starts, 1-based
+    code: str
+    place: str  # one of PLACES
+
+    def compiled(self):
+        # Padded so that tracebacks name the page's own line numbers.
+        return compile("\n" * (self.line - 1) + self.code, str(self.page), "exec")
+
+
+def blocks(page: pathlib.Path) -> list[Block]:
+    """Every Python block of `page`, in order."""
+    lines = page.read_text().splitlines()
+    found, k = [], 0
+    while k < len(lines):
+        opening = _FENCE.match(lines[k])
+        if not opening:
+            k += 1
+            continue
+        fence, info = opening.group("fence"), opening.group("info").strip()
+        end = next((j for j in range(k + 1, len(lines))
+                    if lines[j].strip() == fence[0] * len(fence)), None)
+        if end is None:
+            raise ValueError(f"{page}:{k + 1}: a code fence that never closes")
+        body, start = lines[k + 1:end], k + 2
+        language = re.match(r"\{code-block\}\s+(\S+)|(\S*)", info)
+        language = language.group(1) or language.group(2)
+        if language == "python":
+            options = {}
+            while body and re.match(r"^:[\w-]+:", body[0]):
+                name, _, value = body[0][1:].partition(":")
+                options[name] = value.strip()
+                body, start = body[1:], start + 1
+            place = options.get("class", "here")
+            if place not in PLACES:
+                raise ValueError(f"{page}:{k + 1}: class {place!r} is none of {PLACES}")
+            found.append(Block(page, start, "\n".join(body) + "\n", place))
+        k = end + 1
+    return found
+
+
+def run(page: pathlib.Path, place: str = "here") -> dict:
+    """Runs `page`'s blocks for `place` in order in one namespace; returns it."""
+    namespace = {"__name__": "__docs__"}
+    for block in blocks(page):
+        if block.place == place:
+            exec(block.compiled(), namespace)
+    return namespace
+
+
+def set_up_devices() -> None:
+    """What the pages assume, set before jax starts: 8 CPU devices (the
+    sharding guide's mesh), unless the environment says otherwise."""
+    import os
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + " --xla_force_host_platform_device_count=8")
+
+
+if __name__ == "__main__":
+    set_up_devices()
+    for argument in sys.argv[1:]:
+        page = pathlib.Path(argument)
+        run(page)
+        print(f"{page}: {sum(b.place == 'here' for b in blocks(page))} blocks ran")
