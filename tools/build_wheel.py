@@ -2,7 +2,8 @@
 """Builds the xlabind wheel from the package Bazel built.
 
     tools/bazel run --config=release //tools:build_wheel -- --out "$PWD/dist"
-    XLABIND_PYTHON=python3.12 tools/bazel run --config=release //tools:build_wheel -- --out "$PWD/dist"
+    XLABIND_PYTHON="$(command -v python3.12)" tools/bazel run --config=release \
+        //tools:build_wheel -- --out "$PWD/dist"
 
 The wheel holds the `xlabind` package as Bazel assembled it: the Python
 sources (with `py.typed`) and the three compiled modules — `_xlabind` (the

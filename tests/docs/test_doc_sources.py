@@ -79,3 +79,27 @@ def test_the_native_reference_lists_every_helper_and_no_other():
               for h in native_headers.headers(pathlib.Path("ffi/native"))}
     assert actual and all(actual.values()), actual
     assert listed == actual
+
+
+def test_every_public_name_a_page_mentions_is_linked_on_it():
+    """A public Python name, Bazel macro or native helper in a page's prose
+    (inline code) is a link into the reference there, at least once."""
+    import importlib
+
+    names = {f"{m}.{n}" for m in ("xlabind", "xlabind.ops", "xlabind.cuda", "xlabind.jaxbind")
+             for n in importlib.import_module(m).__all__}
+    names |= {helper.name for header in native_headers.headers(pathlib.Path("ffi/native"))
+              for helper in header.helpers}
+    names |= {"xlabind_ffi_library", "xlabind_extension", "xlabind_dependencies",
+              "xlabind_register_zig_toolchain"}
+    unlinked = []
+    for page in PAGES:
+        prose = re.sub(r"^(`{3,}|~{3,}).*?^\1\s*$", "", page.read_text(), flags=re.S | re.M)
+        linked = set()
+        for text, target in re.findall(r"\{[\w:]+\}`~?([^`<]+?)(?: <([^>]+)>)?`", prose):
+            linked |= {text.strip(), target}
+        for code in re.findall(r"(?<![}`])`([^`]+)`(?!`)", prose):
+            name = code.split("(")[0].strip()
+            if name in names and name not in linked:
+                unlinked.append(f"{page}: `{code}`")
+    assert not unlinked, "\n".join(sorted(set(unlinked)))

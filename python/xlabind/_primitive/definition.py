@@ -53,8 +53,10 @@ VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all", "native")
 #:   in any order the data allows. Allowed under vmap; not differentiable.
 #: * ``"ordered"``: as ``"unordered"``, and the calls run in program order, also
 #:   across consecutive jitted calls (like ``jax.experimental.io_callback(...,
-#:   ordered=True)``). Not under vmap, not differentiable, no sharding rule,
-#:   on one device only; the call needs at least one argument and one result.
+#:   ordered=True)``), through jax's ordering token. Not under vmap, not
+#:   differentiable, no sharding rule; in a program over several devices it
+#:   runs once, on the first. A native target takes the token
+#:   (``ffi_target(name, takes_token=True)``).
 EFFECTS = (None, "unordered", "ordered")
 
 
