@@ -287,7 +287,39 @@ def _host_has_avx2_and_fma() -> bool:
     return "avx2" in flags and "fma" in flags
 
 
-# Order 1: cpu_avx2_kernels.h; orders 2-5: cpu_avx2_spline_kernels.h (the
+def _halves(size, count, dtype):
+    """count coordinates cycling through k + 1/2 for every node k (and -1/2),
+    and the number just below each: where lax.round turns from one node to
+    the next (0.49999997 in float32: adding 1/2 first would round it up)."""
+    half = np.arange(-1, size, dtype=dtype) + dtype(0.5)
+    below = np.nextafter(half, dtype(-np.inf))
+    return np.resize(np.stack([half, below], axis=1).reshape(-1), count)
+
+
+@pytest.mark.parametrize("mode", ["constant", "mirror"])
+def test_order_0_vector_kernel_is_the_scalar_path_bit_for_bit(mode, monkeypatch):
+    """Order 0 reads one node a point and adds one cotangent into it: nothing
+    to round, so the vector kernel (cpu_avx2_kernels.h, lax.round of the
+    coordinates in vectors) must give the scalar path's bits, at and just
+    below every half-integer and outside the grid too, values and gradients."""
+    for dtype in (np.float32, np.float64):
+        for shape in ((40,), (17, 23), (9, 10, 11)):
+            grid, coords = many_points(shape, dtype, seed=len(shape))
+            coords = [jnp.asarray(np.where(np.arange(c.size) % 3 == 0,
+                                           _halves(size, c.size, dtype), np.asarray(c)))
+                      for c, size in zip(coords, shape)]
+            vector = _outputs(grid, coords, 0, mode)
+            monkeypatch.setenv("XLABIND_NO_SIMD", "1")
+            scalar = _outputs(grid, coords, 0, mode)
+            monkeypatch.delenv("XLABIND_NO_SIMD")
+            for name, value in vector.items():
+                np.testing.assert_array_equal(scalar[name], value,
+                                              err_msg=f"{shape} {np.dtype(dtype).name} {name}")
+            expected = reference(grid, coords, 0, mode, 0.5)
+            np.testing.assert_array_equal(vector["values"], np.asarray(expected))
+
+
+# Orders 0 and 1: cpu_avx2_kernels.h; orders 2-5: cpu_avx2_spline_kernels.h (the
 # cubic's weights in vectors, with closed forms for each derivative; the
 # others' 3, 5 or 6 nodes a row in vectors loaded under a mask), which takes
 # the points near the edges through every mode but constant (whose edges are

@@ -68,6 +68,13 @@ Three more measurements run in processes of their own (each needs a fresh jax):
 2^20 points in a 64^3 float64 grid, prefilter included): xlabind's values
 against SciPy's, and xlabind's gradient in the grid.
 
+``--roofline`` measures only the native ops against the machine's limits
+(roofline.py): map_coordinates of orders 0 to 5 and spline_filter, float32
+and float64, 64^3 and 256^3 grids, values and gradients, next to jax, SciPy
+and a jnp gather and next to the stream, node-access and FMA bounds that
+tools/benchmarks/machine_probe.cc measures in the same run; on one device,
+then (a process of its own) on 8 devices sharing the cores.
+
 ``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
 on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
 outgrows the L2 caches (1 MiB a core on the benchmark's machines; a 64^3
@@ -97,6 +104,8 @@ from harness import (CALLS_PER_ROUND, DEFAULT_ROUNDS, QUICK_ROUNDS, Case, enviro
 from host_calls import BATCH, LARGE, SMALL, all_cases
 from native_ops import (map_coordinates_groups, map_coordinates_sweep, print_spline_orders,
                         print_sweep, spline_groups, spline_orders_groups)
+from roofline import measure_workloads, roofline_worker
+from roofline import report as print_roofline
 from workers import (SHARDED_DEVICES, lifetime_worker, map_coordinates_sharded_worker,
                      map_coordinates_threads_worker, print_lifetime,
                      print_map_coordinates_sharded, print_map_coordinates_threads, print_sharded,
@@ -192,6 +201,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--grid-sweep", action="store_true",
                         help="only map_coordinates' values against jax's, on grids from 32^3 "
                              "to 96^3 (where the grid outgrows a core's L2)")
+    parser.add_argument("--roofline", action="store_true",
+                        help="only the native ops against the machine's measured limits "
+                             "(orders 0-5, float32 and float64, 64^3 and 256^3, values and "
+                             "gradients; 1 and 8 devices)")
     parser.add_argument("--spline-orders", action="store_true",
                         help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
                              "2^20 points): values against SciPy's, and the gradient")
@@ -213,12 +226,16 @@ def main(argv: list[str] | None = None) -> int:
             report = sharded_worker(args.rounds, args.calls_per_round)
         elif kind == "map_coordinates_sharded":
             report = map_coordinates_sharded_worker(int(rest[0]), args.rounds)
+        elif kind == "roofline":
+            report = roofline_worker(int(rest[0]), rest[1] == "quick")
         elif kind == "map_coordinates_threads":
             report = map_coordinates_threads_worker(int(rest[0]), args.rounds)
         else:
             report = lifetime_worker(rest[0], int(rest[1]))
         print(json.dumps(report))
         return 0
+    if args.roofline:
+        return roofline_main(args, malloc_pinned, start)
     if args.grid_sweep or args.spline_orders:
         return sweep_main(args, malloc_pinned, start)
     cases, notes = all_cases()
@@ -267,6 +284,37 @@ def main(argv: list[str] | None = None) -> int:
                   "environment": environment(malloc_pinned)}
         write_json(args.json, report)
     return 0
+
+
+def roofline_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> int:
+    """--roofline: every native-op workload on one device with its baselines,
+    then xlabind's calls on 8 devices (in a process of its own), then the
+    machine's ceilings and the table."""
+    rounds = max(3, args.rounds // 50)  # at most; fewer for the slow workloads
+    results = measure_workloads(rounds, with_baselines=True, quick=args.quick)
+    sharded = run_worker(["--worker", "roofline", str(rounds), "quick" if args.quick else "all"],
+                         {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
+                          " --xla_force_host_platform_device_count=8"})
+    table = print_roofline(results, sharded, threads=os.cpu_count() or 1)
+    print(f"\n3 to {rounds} timed calls per case (about 2 s a workload), "
+          f"{time.perf_counter() - start:.1f} s; jax {jax.__version__}, {os.cpu_count()} CPUs, "
+          f"{platform_cpu()}")
+    if args.json:
+        write_json(args.json, {"roofline": table, "results": results, "sharded": sharded,
+                               "rounds": rounds, "environment": environment(malloc_pinned)})
+    return 0
+
+
+def platform_cpu() -> str:
+    """The CPU's model name, as /proc/cpuinfo gives it (the ratios move with it)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "CPU model unknown"
 
 
 def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> int:

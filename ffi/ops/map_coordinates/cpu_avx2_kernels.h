@@ -1,9 +1,14 @@
-// map_coordinates' order-1 CPU kernels with AVX2 and FMA, for runs of points
-// of one batch element, 4 (float64) or 8 (float32) points at a time:
-//   GatherRunAvx2   the values: the 2^ndim nodes of each cell by gather
-//                   instructions, summed with fused multiply-adds;
-//   ScatterRunAvx2  the transpose: each node's weight in vectors, the adds
-//                   into the grid one by one (lanes may share nodes).
+// map_coordinates' order-1 and order-0 CPU kernels with AVX2 and FMA, for
+// runs of points of one batch element, 4 (float64) or 8 (float32) points at
+// a time:
+//   GatherRunAvx2          the values: the 2^ndim nodes of each cell by
+//                          gather instructions, summed with fused
+//                          multiply-adds;
+//   ScatterRunAvx2         the transpose: each node's weight in vectors, the
+//                          adds into the grid one by one (lanes may share
+//                          nodes);
+//   Gather/ScatterNearestRunAvx2  order 0: each point's one node, its
+//                          coordinates rounded in vectors.
 // Points whose cell lies inside the grid (where every boundary mode is the
 // identity) take these paths; a group of lanes with any other point goes to
 // the scalar path, lane by lane.
@@ -32,15 +37,16 @@
 
 namespace xlabind::map_coordinates {
 
-// Whether the kernels below can run call `g` here: order 1, 1 to 3 dimensions,
-// weights differentiated at most once per axis, offsets that fit the 32-bit
+// Whether the kernels below can run call `g` here: order 0 or 1, 1 to 3
+// dimensions, weights differentiated at most once per axis (order 0: never), offsets that fit the 32-bit
 // indices of the gather instructions, and a CPU with AVX2 and FMA.
 inline bool Avx2KernelsApply(const Geometry& g) {
 #if defined(__x86_64__)
-  if (g.order != 1 || g.ndim < 1 || g.ndim > 3) return false;
+  if (g.order > 1 || g.ndim < 1 || g.ndim > 3) return false;
   if (g.grid_size > std::numeric_limits<int32_t>::max()) return false;
+  if (g.grid_strides[g.ndim - 1] != 1) return false;  // a cell's last-axis pair is adjacent
   for (int a = 0; a < g.ndim; ++a) {
-    if (g.derivative[a] > 1) return false;
+    if (g.derivative[a] > g.order) return false;  // order 0: its value alone
   }
   return native::HasAvx2Fma();
 #else
@@ -93,6 +99,28 @@ struct Avx2<double> {
   XLABIND_AVX2_INLINE static Vec Gather(const double* base, Index offset) {
     return _mm256_i32gather_pd(base, offset, 8);
   }
+  // Each lane's two nodes base[first] and base[first + 1] (a cell's last
+  // axis), as two vectors: one 16-byte load a lane, not two gathered
+  // elements (AMD's gathers are slow).
+  XLABIND_AVX2_INLINE static void LoadPairs(const double* base, Index, const int32_t* first,
+                                            Vec* lower, Vec* upper) {
+    const __m128d p0 = _mm_loadu_pd(base + first[0]), p1 = _mm_loadu_pd(base + first[1]);
+    const __m128d p2 = _mm_loadu_pd(base + first[2]), p3 = _mm_loadu_pd(base + first[3]);
+    const Vec t02 = _mm256_insertf128_pd(_mm256_castpd128_pd256(p0), p2, 1);
+    const Vec t13 = _mm256_insertf128_pd(_mm256_castpd128_pd256(p1), p3, 1);
+    *lower = _mm256_unpacklo_pd(t02, t13);
+    *upper = _mm256_unpackhi_pd(t02, t13);
+  }
+  // p[0] += lower; p[1] += upper, as two scalar adds would.
+  XLABIND_AVX2_INLINE static void AddPair(double* p, double lower, double upper) {
+    _mm_storeu_pd(p, _mm_add_pd(_mm_loadu_pd(p), _mm_set_pd(upper, lower)));
+  }
+  // x rounded half up, given lower = floor(x): lower + (x - lower >= 1/2),
+  // exact (x - lower is), which for x >= 0 is lax.round's half away from zero.
+  XLABIND_AVX2_INLINE static Vec RoundUpFrom(Vec x, Vec lower) {
+    const Vec up = _mm256_cmp_pd(_mm256_sub_pd(x, lower), _mm256_set1_pd(0.5), _CMP_GE_OQ);
+    return _mm256_add_pd(lower, _mm256_and_pd(up, _mm256_set1_pd(1.0)));
+  }
   XLABIND_AVX2_INLINE static Vec Sub(Vec a, Vec b) { return _mm256_sub_pd(a, b); }
   XLABIND_AVX2_INLINE static Vec Mul(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
   XLABIND_AVX2_INLINE static Vec MulAdd(Vec a, Vec b, Vec c) { return _mm256_fmadd_pd(a, b, c); }
@@ -129,6 +157,33 @@ struct Avx2<float> {
   XLABIND_AVX2_INLINE static Vec Gather(const float* base, Index offset) {
     return _mm256_i32gather_ps(base, offset, 4);
   }
+  // Each lane's two nodes, gathered as one 8-byte element a lane (half the
+  // elements of two float gathers), then split into the two vectors.
+  XLABIND_AVX2_INLINE static void LoadPairs(const float* base, Index offset, const int32_t*,
+                                            Vec* lower, Vec* upper) {
+    const double* pairs = reinterpret_cast<const double*>(base);
+    const __m256 low4 = _mm256_castpd_ps(
+        _mm256_i32gather_pd(pairs, _mm256_castsi256_si128(offset), 4));  // lanes 0-3
+    const __m256 high4 = _mm256_castpd_ps(
+        _mm256_i32gather_pd(pairs, _mm256_extracti128_si256(offset, 1), 4));  // lanes 4-7
+    // Per 128-bit half: lanes 0, 1, 4, 5 then 2, 3, 6, 7; the quarters reordered.
+    const __m256 even = _mm256_shuffle_ps(low4, high4, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 odd = _mm256_shuffle_ps(low4, high4, _MM_SHUFFLE(3, 1, 3, 1));
+    *lower = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
+    *upper = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  XLABIND_AVX2_INLINE static void AddPair(float* p, float lower, float upper) {
+    __m128i* pair = reinterpret_cast<__m128i*>(p);  // 8 bytes, unaligned: movq
+    const __m128 sum = _mm_add_ps(_mm_castsi128_ps(_mm_loadl_epi64(pair)),
+                                  _mm_setr_ps(lower, upper, 0.0f, 0.0f));
+    _mm_storel_epi64(pair, _mm_castps_si128(sum));
+  }
+  XLABIND_AVX2_INLINE static Vec RoundUpFrom(Vec x, Vec lower) {
+    const Vec up = _mm256_cmp_ps(_mm256_sub_ps(x, lower), _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    return _mm256_add_ps(lower, _mm256_and_ps(up, _mm256_set1_ps(1.0f)));
+  }
   XLABIND_AVX2_INLINE static Vec Sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
   XLABIND_AVX2_INLINE static Vec Mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   XLABIND_AVX2_INLINE static Vec MulAdd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
@@ -139,21 +194,23 @@ struct Avx2<float> {
 // as Cell::Sum in cpu_handlers.cc does for one point. kLerp (no axis
 // differentiated): lower + t * (upper - lower) instead, t being weight[1],
 // which takes one operation fewer.
+// The last axis' two nodes are adjacent in memory (its stride is 1): one pair
+// load a lane (LoadPairs) gives both.
 template <typename T, int kNdim, bool kLerp, int kAxis = 0>
 XLABIND_AVX2_INLINE typename Avx2<T>::Vec SumCells(const T* grid, typename Avx2<T>::Index offset,
-                                                   const int32_t* stride,
+                                                   const int32_t* first, const int32_t* stride,
                                                    const typename Avx2<T>::Vec (*weight)[2]) {
   using V = Avx2<T>;
-  if constexpr (kAxis == kNdim) {
-    return V::Gather(grid, offset);
+  typename V::Vec lower, upper;
+  if constexpr (kAxis == kNdim - 1) {
+    V::LoadPairs(grid, offset, first, &lower, &upper);
   } else {
-    const typename V::Vec lower =
-        SumCells<T, kNdim, kLerp, kAxis + 1>(grid, offset, stride, weight);
-    const typename V::Vec upper =
-        SumCells<T, kNdim, kLerp, kAxis + 1>(grid + stride[kAxis], offset, stride, weight);
-    if constexpr (kLerp) return V::MulAdd(weight[kAxis][1], V::Sub(upper, lower), lower);
-    return V::MulAdd(weight[kAxis][1], upper, V::Mul(weight[kAxis][0], lower));
+    lower = SumCells<T, kNdim, kLerp, kAxis + 1>(grid, offset, first, stride, weight);
+    upper = SumCells<T, kNdim, kLerp, kAxis + 1>(grid + stride[kAxis], offset, first, stride,
+                                                 weight);
   }
+  if constexpr (kLerp) return V::MulAdd(weight[kAxis][1], V::Sub(upper, lower), lower);
+  return V::MulAdd(weight[kAxis][1], upper, V::Mul(weight[kAxis][0], lower));
 }
 
 // What every group of points needs about the call, as vectors.
@@ -220,7 +277,9 @@ XLABIND_AVX2_INLINE void GatherGroupsAvx2(const Avx2Axes<T, kNdim>& axes, const 
       for (int lane = 0; lane < V::kLanes; ++lane) scalar(p + lane);
       continue;
     }
-    V::Store(values + p, SumCells<T, kNdim, kLerp>(grid, offset, axes.stride, weight));
+    alignas(32) int32_t first[V::kLanes];
+    V::StoreIndex(first, offset);
+    V::Store(values + p, SumCells<T, kNdim, kLerp>(grid, offset, first, axes.stride, weight));
   }
   for (; p < count; ++p) scalar(p);
 }
@@ -286,10 +345,85 @@ XLABIND_AVX2 void ScatterRunAvx2(const Geometry& g, T* grid, const T* const* coo
     alignas(32) T add[kNodes][V::kLanes];
     V::StoreIndex(first, offset);
     for (int n = 0; n < kNodes; ++n) V::Store(add[n], node_weight[n]);
+    // Nodes 2k and 2k + 1 are a pair along the last axis (NodeWeights' order).
     for (int lane = 0; lane < V::kLanes; ++lane) {
       T* cell = grid + first[lane];
-      for (int n = 0; n < kNodes; ++n) cell[node_offset[n]] += add[n][lane];
+      for (int n = 0; n < kNodes; n += 2) {
+        V::AddPair(cell + node_offset[n], add[n][lane], add[n + 1][lane]);
+      }
     }
+  }
+  for (; p < count; ++p) scalar(p);
+}
+
+// Order 0: per axis the node nearest each point (lax.round: half away from
+// zero), for points whose node lies inside on every axis.
+template <typename T, int kNdim>
+struct Avx2Nearest {
+  using V = Avx2<T>;
+  typename V::Vec highest[kNdim];  // the last node along each axis
+  int32_t stride[kNdim];
+
+  XLABIND_AVX2_INLINE explicit Avx2Nearest(const Geometry& g) {
+    for (int a = 0; a < kNdim; ++a) {
+      highest[a] = V::Splat(static_cast<T>(g.grid_shape[a] - 1));
+      stride[a] = static_cast<int32_t>(g.grid_strides[a]);
+    }
+  }
+
+  // The group's nodes at coords[a] + p; whether all lie inside. A coordinate
+  // below 0 (whose floor is below 0) is the scalar path's even when it
+  // rounds to node 0: RoundUpFrom is lax.round for x >= 0 only.
+  XLABIND_AVX2_INLINE bool Load(const T* const* coords, int64_t p,
+                                typename V::Index* offset) const {
+    typename V::Offset sum = V::ZeroOffset();
+    int inside = V::kAllInside;
+#pragma GCC unroll 3
+    for (int a = 0; a < kNdim; ++a) {
+      const typename V::Vec c = V::Load(coords[a] + p);
+      const typename V::Vec lower = V::Floor(c);
+      const typename V::Vec node = V::RoundUpFrom(c, lower);
+      inside &= V::Within(lower, highest[a]) & V::Within(node, highest[a]);
+      sum = V::AddScaled(sum, node, stride[a]);
+    }
+    *offset = V::ToIndex(sum);
+    return inside == V::kAllInside;
+  }
+};
+
+template <typename T, int kNdim, typename Scalar>
+XLABIND_AVX2 void GatherNearestRunAvx2(const Geometry& g, const T* grid, const T* const* coords,
+                                       T* values, int64_t count, Scalar& scalar) {
+  using V = Avx2<T>;
+  const Avx2Nearest<T, kNdim> nearest(g);
+  int64_t p = 0;
+  for (; p + V::kLanes <= count; p += V::kLanes) {
+    typename V::Index offset;
+    if (!nearest.Load(coords, p, &offset)) {
+      for (int lane = 0; lane < V::kLanes; ++lane) scalar(p + lane);
+      continue;
+    }
+    V::Store(values + p, V::Gather(grid, offset));
+  }
+  for (; p < count; ++p) scalar(p);
+}
+
+// The adds one lane after the other: two points may share their node.
+template <typename T, int kNdim, typename Scalar>
+XLABIND_AVX2 void ScatterNearestRunAvx2(const Geometry& g, T* grid, const T* const* coords,
+                                        const T* cotangents, int64_t count, Scalar& scalar) {
+  using V = Avx2<T>;
+  const Avx2Nearest<T, kNdim> nearest(g);
+  int64_t p = 0;
+  for (; p + V::kLanes <= count; p += V::kLanes) {
+    typename V::Index offset;
+    if (!nearest.Load(coords, p, &offset)) {
+      for (int lane = 0; lane < V::kLanes; ++lane) scalar(p + lane);
+      continue;
+    }
+    alignas(32) int32_t node[V::kLanes];
+    V::StoreIndex(node, offset);
+    for (int lane = 0; lane < V::kLanes; ++lane) grid[node[lane]] += cotangents[p + lane];
   }
   for (; p < count; ++p) scalar(p);
 }
@@ -305,6 +439,18 @@ void GatherRunAvx2(const Geometry&, const T*, const T* const*, T*, int64_t count
 template <typename T, int kNdim, typename Scalar>
 void ScatterRunAvx2(const Geometry&, T*, const T* const*, const T*, int64_t count,
                     Scalar& scalar) {
+  for (int64_t p = 0; p < count; ++p) scalar(p);
+}
+
+template <typename T, int kNdim, typename Scalar>
+void GatherNearestRunAvx2(const Geometry&, const T*, const T* const*, T*, int64_t count,
+                          Scalar& scalar) {
+  for (int64_t p = 0; p < count; ++p) scalar(p);
+}
+
+template <typename T, int kNdim, typename Scalar>
+void ScatterNearestRunAvx2(const Geometry&, T*, const T* const*, const T*, int64_t count,
+                           Scalar& scalar) {
   for (int64_t p = 0; p < count; ++p) scalar(p);
 }
 

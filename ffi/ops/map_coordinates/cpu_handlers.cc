@@ -83,6 +83,29 @@ struct Cell {
   }
 };
 
+// Order 0's one node, for a point whose node (lax.round of each coordinate)
+// lies inside on every axis: there, too, every mode is the identity. The
+// derivatives of order 0's weights are 0, which the general path gives.
+template <typename T, int kNdim>
+struct NearestCell {
+  int64_t first;
+
+  XLABIND_HOST_DEVICE bool Load(const Geometry& g, const Coordinates<T>& coords, int64_t at) {
+    first = 0;
+    for (int a = 0; a < kNdim; ++a) {
+      const T c = coords.axis[a][at];
+      // Compared as floats first: NaN, infinities and huge values fail here.
+      if (!(c >= T(0) && c < static_cast<T>(g.grid_shape[a])) || g.derivative[a] != 0) {
+        return false;
+      }
+      const double index = RoundHalfAwayFromZero(static_cast<double>(c));
+      if (index >= static_cast<double>(g.grid_shape[a])) return false;
+      first += static_cast<int64_t>(index) * g.grid_strides[a];
+    }
+    return true;
+  }
+};
+
 // Calls run(first value index, grid offset, first offset in the coordinate
 // arrays, count) for the runs of consecutive points, one per batch element,
 // that cover values [begin, end).
@@ -100,12 +123,12 @@ void ForRuns(const Geometry& g, int64_t begin, int64_t end, Run&& run) {
 }
 
 // Calls body(order, rank, fast) with the kernel's compile-time shape: whether
-// an interior fast path applies (1 to 3 dimensions; Cell for order 1,
-// SplineCell for orders 2 to 5).
+// an interior fast path applies (1 to 3 dimensions; NearestCell for order 0,
+// Cell for order 1, SplineCell for orders 2 to 5).
 template <typename Body>
 void DispatchCpu(const Geometry& g, Body&& body) {
   DispatchKernel(g, [&](auto order, auto rank) {
-    constexpr bool kFast = decltype(order)::value >= 1 && decltype(rank)::value > 0;
+    constexpr bool kFast = decltype(rank)::value > 0;
     body(order, rank, std::integral_constant<bool, kFast>{});
   });
 }
@@ -115,7 +138,10 @@ void DispatchCpu(const Geometry& g, Body&& body) {
 template <typename T, int kOrder, int kNdim, bool kFast>
 XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordinates<T>& coords,
                                 int64_t at) {
-  if constexpr (kFast && kOrder == 1) {
+  if constexpr (kFast && kOrder == 0) {
+    NearestCell<T, kNdim> cell;
+    if (cell.Load(g, coords, at)) return grid[cell.first];
+  } else if constexpr (kFast && kOrder == 1) {
     Cell<T, kNdim> cell;
     if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
   } else if constexpr (kFast) {
@@ -135,7 +161,7 @@ XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordi
 template <typename T>
 void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             const Coordinates<T>& coords, T* values) {
-  // The vector kernels of the call's order (1: cpu_avx2_kernels.h; 2 to 5:
+  // The vector kernels of the call's order (0 and 1: cpu_avx2_kernels.h; 2 to 5:
   // cpu_avx2_spline_kernels.h), where they apply.
   const bool vector = Avx2KernelsApply(geometry) || SplineAvx2KernelsApply(geometry);
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
@@ -155,7 +181,9 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
             };
             const T* run_coords[kNdim];
             for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-            if constexpr (kOrder == 1) {
+            if constexpr (kOrder == 0) {
+              GatherNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+            } else if constexpr (kOrder == 1) {
               GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
             } else {
               GatherSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, values + i, count,
@@ -180,7 +208,13 @@ XLABIND_HOST_DEVICE void ScatterPoint(const Geometry& g, T* grid, const Coordina
                                       int64_t at, T ct) {
   // No shortcut for a zero cotangent: a NaN weight (a NaN coordinate) makes it
   // NaN, as in jax.
-  if constexpr (kFast && kOrder == 1) {
+  if constexpr (kFast && kOrder == 0) {
+    NearestCell<T, kNdim> cell;
+    if (cell.Load(g, coords, at)) {
+      grid[cell.first] += ct;
+      return;
+    }
+  } else if constexpr (kFast && kOrder == 1) {
     Cell<T, kNdim> cell;
     if (cell.Load(g, coords, at)) {
       cell.Add(g, grid + cell.first, ct);
@@ -216,7 +250,10 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
           };
           const T* run_coords[kNdim];
           for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-          if constexpr (kOrder == 1) {
+          if constexpr (kOrder == 0) {
+            ScatterNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count,
+                                            point);
+          } else if constexpr (kOrder == 1) {
             ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           } else {
             ScatterSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, cotangents + i, count,
