@@ -36,7 +36,8 @@ def test_fma_chains_report_their_operations():
         code, out, err = probe("fma", dtype, 1)
         assert code == 0, err
         report = json.loads(out)
-        assert report["flops"] == 2 * 12 * lanes * (1 << 24)  # 12 chains of 2^24 FMAs
+        # 12 chains of 2^24 FMAs, printed to 9 digits.
+        assert report["flops"] == pytest.approx(2 * 12 * lanes * (1 << 24), rel=1e-8)
         assert report["seconds"] > 0
 
 
@@ -106,12 +107,12 @@ def test_bounds_are_the_largest_probe_and_the_table_their_share(capsys):
     assert bounds[bounds["binding"]] == bounds["bound"]
     ours_us = 4 * bounds["bound"] * 1e6  # the bound is a quarter of the call
     results = {w.key: {"xlabind": ours_us, "jax": 2 * ours_us, "bounds": bounds}}
-    sharded = {"devices": 8, "results": {w.key: {"xlabind": 2 * ours_us}}}
+    sharded = {"devices": 8, "results": {w.key: {"xlabind": 5 * ours_us}}}
     table = roofline.report(results, sharded, threads=2)
     printed = capsys.readouterr().out
     row = next(line for line in printed.splitlines() if line.startswith("map_coordinates"))
     assert "jax" in row and " 2.00 " in row  # jax / xlabind
-    assert row.split()[-3] == "25%" and row.split()[-1] == "12%"  # 1 device, 8 devices
+    assert row.split()[-3] == "25%" and row.split()[-1] == "5%"  # 1 device, 8 devices
     [entry] = table["rows"]
     assert entry["fraction_of_bound"] == pytest.approx(0.25)
-    assert entry["sharded_ms"] == pytest.approx(2 * ours_us / 1e3)
+    assert entry["sharded_ms"] == pytest.approx(5 * ours_us / 1e3)

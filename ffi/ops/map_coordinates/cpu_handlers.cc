@@ -26,6 +26,13 @@ constexpr int64_t kChunkPoints = 1 << 14;
 // The transpose gives each thread a private grid to add into; above this many
 // bytes for all of them together it runs on one thread instead.
 constexpr int64_t kPrivateGridBudget = int64_t{256} << 20;
+// A private grid costs its fill, its share of the reduction and, past
+// malloc's mmap threshold, the page faults of a fresh allocation every call:
+// on the benchmark's machine about what splitting 3 node adds saves
+// (tools/benchmarks/roofline.py, 256^3 grids: 2^20 points of order 1 took
+// 245 ms on one thread and 388 ms on two private grids; of order 3, 608 ms
+// and 533 ms). Fewer node adds than that per private element: one thread.
+constexpr int64_t kNodeAddsPerPrivateElement = 3;
 
 // The interpolation cell of a point strictly inside the grid, for order 1:
 // offset of its first node and, per axis, the weights of its two nodes. There
@@ -272,10 +279,17 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
 template <typename T>
 ffi::Error Scatter(ffi::ThreadPool* pool, const Geometry& g, const Coordinates<T>& coords,
                    const T* cotangents, T* grid, int64_t grid_count) {
-  std::fill(grid, grid + grid_count, T(0));
+  // On every thread: a large result is fresh memory, and its page faults cost
+  // more than the zeros (a 256^3 float64 grid: 32,768 of them a call).
+  native::ParallelFor(pool, grid_count, kGrainPoints, [&](int, int64_t begin, int64_t end) {
+    std::fill(grid + begin, grid + end, T(0));
+  });
   const int64_t total = g.batch * g.points;
   const int shares = native::ThreadsFor(pool, total, kGrainPoints);
-  if (shares == 1 || grid_count * static_cast<int64_t>(sizeof(T)) * shares > kPrivateGridBudget) {
+  int64_t node_adds = total;
+  for (int a = 0; a < g.ndim; ++a) node_adds *= g.order + 1;
+  if (shares == 1 || grid_count * static_cast<int64_t>(sizeof(T)) * shares > kPrivateGridBudget ||
+      node_adds < kNodeAddsPerPrivateElement * grid_count * (shares - 1)) {
     ScatterRange(g, coords, cotangents, grid, 0, total);
     return ffi::Error::Success();
   }
@@ -287,9 +301,9 @@ ffi::Error Scatter(ffi::ThreadPool* pool, const Geometry& g, const Coordinates<T
   XLABIND_ASSIGN_OR_RETURN(T * partial,
                            scratch.Allocate<T>("xlabind_map_coordinates_transpose",
                                                static_cast<size_t>(grid_count) * (shares - 1)));
-  std::fill(partial, partial + grid_count * (shares - 1), T(0));
   native::ParallelFor(pool, total, kGrainPoints, [&](int share, int64_t begin, int64_t end) {
     T* into = share == 0 ? grid : partial + (share - 1) * grid_count;
+    if (share > 0) std::fill(into, into + grid_count, T(0));  // zeroed where it is used
     ScatterRange(g, coords, cotangents, into, begin, end);
   });
   native::ParallelFor(pool, grid_count, kGrainPoints, [&](int, int64_t begin, int64_t end) {
