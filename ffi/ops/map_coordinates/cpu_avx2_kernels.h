@@ -1,9 +1,9 @@
 // map_coordinates' order-1 and order-0 CPU kernels with AVX2 and FMA, for
 // runs of points of one batch element, 4 (float64) or 8 (float32) points at
 // a time:
-//   GatherRunAvx2          the values: the 2^ndim nodes of each cell by
-//                          gather instructions, summed with fused
-//                          multiply-adds;
+//   GatherRunAvx2          the values: the 2^ndim nodes of each cell, a
+//                          last-axis pair per load (LoadPairs), summed
+//                          with fused multiply-adds;
 //   ScatterRunAvx2         the transpose: each node's weight in vectors, the
 //                          adds into the grid one by one (lanes may share
 //                          nodes);
@@ -38,8 +38,9 @@
 namespace xlabind::map_coordinates {
 
 // Whether the kernels below can run call `g` here: order 0 or 1, 1 to 3
-// dimensions, weights differentiated at most once per axis (order 0: never), offsets that fit the 32-bit
-// indices of the gather instructions, and a CPU with AVX2 and FMA.
+// dimensions, weights differentiated at most once per axis (order 0: never),
+// offsets that fit the 32-bit indices of the gather instructions, and a CPU
+// with AVX2 and FMA.
 inline bool Avx2KernelsApply(const Geometry& g) {
 #if defined(__x86_64__)
   if (g.order > 1 || g.ndim < 1 || g.ndim > 3) return false;
