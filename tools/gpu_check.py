@@ -161,7 +161,7 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         subprocess.run(command, check=True)
         return obj
 
-    ops = sorted(op.parent for op in REPO.glob("ffi/ops/*/cpu_handlers.cc"))
+    ops = sorted(op.parent for op in REPO.glob("ffi/ops/*/cpu_handlers.h"))
     modules = {
         "_xlabind": ([*sorted(REPO.glob("ffi/common/*.cc")), *sorted(REPO.glob("ffi/cpu/*.cc")),
                       *sorted(REPO.glob("ffi/cuda/*.cc")), REPO / "ffi" / "module.cc",
@@ -173,7 +173,7 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         source.write_text(module_source(module, handlers))
         generated[module] = source
     modules["_xlabind_ops"] = ([generated["_xlabind_ops"]] +
-                               [op / "cpu_handlers.cc" for op in ops], "module_exports.lds", [])
+                               sorted(source for op in ops for source in op.glob("cpu_*.cc")), "module_exports.lds", [])
     if toolkit is not None:
         # The static CUDA runtime: the module needs no libcudart at run time.
         cudart = [f"-L{toolkit / 'lib64'}", "-lcudart_static", "-lrt", "-lpthread", "-ldl"]
@@ -199,9 +199,13 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
             [source, *sorted(example.glob("*.cc")), *sorted(example.glob("*.cu"))],
             "module_exports.lds", cudart)
 
+    # Every module's sources in one queue: one module's slow file (nvcc's
+    # kernels, the map_coordinates handlers) does not hold back the others'.
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        objects = {name: list(pool.map(compile_one, sources))
+        pending = {name: [pool.submit(compile_one, source) for source in sources]
                    for name, (sources, _, _) in modules.items()}
+        objects = {name: [job.result() for job in jobs_of]
+                   for name, jobs_of in pending.items()}
     package = out / "package"
     target = package / "xlabind"
     if target.exists():

@@ -93,7 +93,7 @@ def map_coordinates_sharded_worker(points: int, rounds: int) -> dict:
             "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
 
 
-# Read by the CPU map_coordinates handlers on every call (cpu_handlers.cc):
+# Read by the CPU map_coordinates handlers on every call (cpu_point_loops.h):
 # set, they start threads of their own instead of using XLA's intra-op pool.
 OWN_THREADS_VARIABLE = "XLABIND_MAP_COORDINATES_OWN_THREADS"
 
