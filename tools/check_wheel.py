@@ -17,6 +17,7 @@ interpreters.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
 import pathlib
 import re
@@ -26,13 +27,14 @@ import sys
 
 REPO = pathlib.Path(__file__).parent.parent
 # Test files run against the installed wheel, each in its own process (some
-# turn on float64 for their whole process). map_coordinates: its promised value
-# on every input (the comparison with jax's own, 80 s, runs in the main suite).
-CORE_TESTS = ("api/test_callback.py", "api/test_linear.py", "api/test_nonlinear.py",
+# turn on float64 for their whole process), as many at a time as cores, the
+# longest first. map_coordinates: its promised value on every input (the
+# comparison with jax's own runs in the main suite).
+CORE_TESTS = ("transforms/test_trust_sweep.py", "docs/test_doc_examples.py",
+              "api/test_callback.py", "api/test_linear.py", "api/test_nonlinear.py",
               "transforms/test_vmap.py", "api/test_dtypes.py", "api/test_errors.py",
               "ops/test_map_coordinates_domain.py", "api/test_compatibility.py",
-              "docs/test_readme.py", "docs/test_doc_examples.py", "runtime/test_lifetime.py",
-              "transforms/test_trust_sweep.py")
+              "docs/test_readme.py", "runtime/test_lifetime.py")
 # What only an installed wheel can get wrong, for a jax the main suite has just
 # run every test on with the same compiled modules: the package imports from
 # the environment, its data and modules are there, the modules find what they
@@ -98,19 +100,21 @@ def versions(python: pathlib.Path, workdir: pathlib.Path) -> dict[str, str]:
 
 
 def run_tests(python: pathlib.Path, root: pathlib.Path,
-              tests: tuple[str, ...] = CORE_TESTS) -> dict[str, str]:
+              tests: tuple[str, ...] = CORE_TESTS, jobs: int | None = None) -> dict[str, str]:
     """{test file: pytest's last line}, for `tests` from root/tests, run in
-    root (where README.md is)."""
-    results = {}
-    for test in tests:
+    root (where README.md is), `jobs` files at a time (default: one a core;
+    each file is mostly one busy thread, compiling and dispatching)."""
+    def run(test: str) -> str:
         done = subprocess.run(
             [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
              str(root / "tests" / test)], capture_output=True, text=True, cwd=root,
             env=clean_environment(PYTHONPATH=str(root / "tests" / "support")), timeout=900)
         last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
-        results[test] = last if done.returncode == 0 else (
+        return last if done.returncode == 0 else (
             f"FAILED: {last}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return results
+
+    with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        return dict(zip(tests, pool.map(run, tests)))
 
 
 def type_check(python: pathlib.Path, root: pathlib.Path, workdir: pathlib.Path) -> str:
@@ -135,7 +139,8 @@ def type_check(python: pathlib.Path, root: pathlib.Path, workdir: pathlib.Path) 
 
 
 def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
-          root: pathlib.Path = REPO, tests: tuple[str, ...] = CORE_TESTS) -> dict:
+          root: pathlib.Path = REPO, tests: tuple[str, ...] = CORE_TESTS,
+          jobs: int | None = None) -> dict:
     """Every step above; raises AssertionError on the first that fails."""
     python = make_environment(workdir, site)
     installed = install(python, wheel)
@@ -146,7 +151,7 @@ def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
     if not found["xlabind"].startswith(str(workdir / "venv")):
         raise AssertionError(f"xlabind came from {found['xlabind']}, not the environment")
     run_demo(python, root / "python" / "examples", workdir)
-    results = run_tests(python, root, tests)
+    results = run_tests(python, root, tests, jobs)
     results["mypy tests/typing/public_api.py"] = type_check(python, root, workdir)
     failed = [f"{name}: {line}" for name, line in results.items() if line.startswith("FAILED")]
     if failed:
@@ -162,11 +167,13 @@ def main() -> int:
     parser.add_argument("--workdir", type=pathlib.Path, help="default: a temporary folder")
     parser.add_argument("--tests", choices=("core", "install"), default="core",
                         help="core: CORE_TESTS (default); install: INSTALL_TESTS only")
+    parser.add_argument("--jobs", type=int, help="test files at a time (default: one a core)")
     args = parser.parse_args()
     import tempfile
     workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="xlabind-check-wheel-"))
     tests = CORE_TESTS if args.tests == "core" else INSTALL_TESTS
-    result = check(args.wheel.resolve(), args.site.resolve(), workdir, tests=tests)
+    result = check(args.wheel.resolve(), args.site.resolve(), workdir, tests=tests,
+                   jobs=args.jobs)
     print(f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "
           f"jaxlib {result['versions']['jaxlib']}; the demo ran")
     for name, line in result["tests"].items():

@@ -40,11 +40,15 @@ class Recorder:
         return any(begin <= start < begin + size for begin, size in self.buffers)
 
 
+_churn_step = jax.jit(lambda x, i: x * 3 - i)
+
+
 def churn():
-    """Frees and reallocates XLA buffers, so that freed memory gets reused."""
+    """Frees and reallocates XLA buffers, so that freed memory gets reused
+    (one program run 50 times: each run allocates its result afresh)."""
     gc.collect()
     for i in range(50):
-        jax.jit(lambda x: x * 3 - i)(jnp.full(64, -7.0)).block_until_ready()
+        _churn_step(jnp.full(64, -7.0), float(i)).block_until_ready()
 
 
 def test_a_kept_slice_of_an_input_keeps_its_values_and_leaves_xla_memory():
