@@ -11,9 +11,9 @@
 # Each interpreter gets its own Bazel output base (~/.cache/xlabind-python<X.Y>-
 # <hash of this checkout's path>: one output base must never serve two checkouts,
 # or the wheel may be packed from the other one's sources) and no bazel-* links,
-# so the main build's cache and links stay as they are. They share a disk cache:
-# what does not depend on the interpreter (the ops' handlers, nvcc's kernels)
-# compiles once.
+# so the main build's cache and links stay as they are. They share a disk cache
+# ($XLABIND_DISK_CACHE, which CI's main build fills too): what does not depend
+# on the interpreter (the ops' handlers, nvcc's kernels) compiles once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,7 +32,7 @@ find_python() {  # python<X.Y> on PATH, else pyenv's
 versions=("$@")
 [[ ${#versions[@]} -gt 0 ]] || versions=(3.12 3.13)
 checked=0
-disk_cache="$HOME/.cache/xlabind-interpreters-disk-cache"
+disk_cache="${XLABIND_DISK_CACHE:-$HOME/.cache/xlabind-interpreters-disk-cache}"
 for version in "${versions[@]}"; do
   if ! python="$(find_python "$version")"; then
     echo "check_interpreters: no CPython $version here; its wheel is not checked"
