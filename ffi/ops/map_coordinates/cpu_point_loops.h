@@ -22,6 +22,7 @@ namespace ffi = xla::ffi;
 constexpr int64_t kGrainPoints = 1 << 15;
 // Points a thread takes at a time (native::ParallelChunks).
 constexpr int64_t kChunkPoints = 1 << 14;
+
 // The interpolation cell of a point strictly inside the grid, for order 1:
 // offset of its first node and, per axis, the weights of its two nodes. There
 // every boundary mode is the identity, so the 2^ndim nodes sit at fixed
