@@ -5,9 +5,10 @@ docstring, an example and an entry in the reference; code fits its box on a
 wide window and no page is wider than a phone's; every internal link and
 anchor resolves; search ranks the reference first, with snippets.
 
-Screenshots are kept as test outputs (bazel-testlogs/tests/docs/test_docs/
-test.outputs/outputs.zip): docs_<page>_<width>.png for each page below, and
-docs_search_<query>.png."""
+Every page at every width and every search are frames of one page, opened by
+one Chromium run (a start costs more than a page); its screenshot is kept as a
+test output (bazel-testlogs/tests/docs/test_docs_and_readme/test.outputs/
+outputs.zip): docs_pages_and_searches.png, the frames top to bottom."""
 
 import functools
 import html.parser
@@ -55,19 +56,33 @@ window.addEventListener("load", () => setTimeout(() => {
   document.body.appendChild(out);
 }, 300));
 </script>"""
-# Headless Chromium's window is at least 500 px wide: a phone's width is a
-# frame of that width, which reports the page's measurements to its parent.
-FRAME = """<!doctype html><html><body style="margin: 0">
-<iframe src="/{page}?measure" style="width: {width}px; height: 844px; border: 0"></iframe>
+# The frames' heights: what a reader sees first of each.
+FRAME_HEIGHT = {1280: 800, 390: 844}
+SEARCH_HEIGHT = 800
+# Each frame of the page below reports to it (MEASURE); the searches' result
+# lists are read from their frames once the index has answered. Everything is
+# written into the DOM for --dump-dom, keyed by frame.
+ALL = """<!doctype html><html><body style="margin: 0">{frames}
 <script>
+const reports = {{}};
 window.addEventListener("message", event => {{
+  for (const frame of document.querySelectorAll("iframe"))
+    if (frame.contentWindow === event.source) reports[frame.id] = event.data;
+}});
+window.addEventListener("load", () => setTimeout(() => {{
+  for (const frame of document.querySelectorAll("iframe.search")) {{
+    const list = frame.contentDocument.querySelector("ul.search");
+    reports[frame.id] = list ? list.outerHTML : "";
+  }}
   const out = document.createElement("script");
   out.type = "application/json";
   out.id = "xlabind-measurements";
-  out.textContent = JSON.stringify(event.data);
+  out.textContent = JSON.stringify(reports).replace(/</g, "\\u003c");
   document.body.appendChild(out);
-}});
+}}, 5000));
 </script></body></html>"""
+FRAME = ('<iframe id="{id}" class="{kind}" src="{src}" '
+         'style="display: block; width: {width}px; height: {height}px; border: 0"></iframe>')
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -79,8 +94,8 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def do_GET(self):
         url = urllib.parse.urlsplit(self.path)
         query = urllib.parse.parse_qs(url.query, keep_blank_values=True)
-        if url.path == "/_frame":
-            body = FRAME.format(page=query["page"][0], width=int(query["width"][0])).encode()
+        if url.path == "/_all":
+            body = ALL.format(frames="\n".join(frame for frame, _ in frames())).encode()
         elif "measure" in query:
             page = pathlib.Path(self.directory) / url.path.lstrip("/")
             body = page.read_text().replace("</body>", MEASURE + "</body>").encode()
@@ -209,15 +224,14 @@ def chromium() -> str:
                 "(.ci/run and tools/bazel's first run install it)")
 
 
-def browse(url: str, width: int, screenshot: str | None = None) -> str:
+def browse(url: str, width: int, height: int, screenshot: str | None = None) -> str:
     """The page's DOM once Chromium (headless) has rendered it and run its
     scripts; optionally a screenshot of it among the test's outputs, taken by
-    the same run (a Chromium start costs more than the page)."""
+    the same run."""
     profile = tempfile.mkdtemp(prefix="xlabind-chromium-")
     command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--hide-scrollbars", f"--user-data-dir={profile}",
-               f"--window-size={max(width, 500)},{1600 if width > 1000 else 900}",
-               "--virtual-time-budget=8000", "--dump-dom"]
+               f"--window-size={width},{height}", "--virtual-time-budget=10000", "--dump-dom"]
     shot = None
     if screenshot:
         outputs = pathlib.Path(os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR",
@@ -240,14 +254,32 @@ def measurements(dom: str) -> dict:
     return json.loads(dom[start:dom.index("</script>", start)])
 
 
+def frames():
+    """(iframe, height) for each page at each width, then each search."""
+    for name, page in PAGES.items():
+        for width in WIDTHS:
+            height = FRAME_HEIGHT[width]
+            yield FRAME.format(id=f"{name}_{width}", kind="page", src=f"/{page}?measure",
+                               width=width, height=height), height
+    for query in SEARCHES:
+        yield FRAME.format(id=f"search_{query}", kind="search", src=f"/search.html?q={query}",
+                           width=1280, height=SEARCH_HEIGHT), SEARCH_HEIGHT
+
+
+@pytest.fixture(scope="module")
+def rendered(site):
+    """What each frame of /_all reported, by frame id."""
+    address, _ = site
+    height = sum(height for _, height in frames())
+    return measurements(browse(f"{address}_all", max(WIDTHS), height,
+                               "docs_pages_and_searches.png"))
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", PAGES)
-def test_pages_fit_the_window(site, name, width):
-    address, _ = site
-    url = f"{address}{PAGES[name]}?measure" if width >= 500 else \
-        f"{address}_frame?page={PAGES[name]}&width={width}"
-    dom = browse(url, width, f"docs_{name}_{width}.png")
-    seen = measurements(dom)
+def test_pages_fit_the_window(rendered, name, width):
+    seen = rendered.get(f"{name}_{width}")
+    assert seen is not None, f"{PAGES[name]} at {width} px never reported: {sorted(rendered)}"
     assert seen["window"] == width and seen["pres"] > 0, seen
     if width >= 1280:  # code fits its box: nothing to scroll sideways
         assert not seen["overflowing"], seen["overflowing"]
@@ -294,13 +326,13 @@ SEARCHES = {
 
 
 @pytest.mark.parametrize("query", SEARCHES)
-def test_search_lists_the_reference_first_with_snippets(site, query):
+def test_search_lists_the_reference_first_with_snippets(site, rendered, query):
     address, _ = site
-    dom = browse(f"{address}search.html?q={query}", 1280, f"docs_search_{query}.png")
+    listed = rendered[f"search_{query}"]
     parser = _Results()
-    parser.feed(dom)
+    parser.feed(listed)
     results = parser.results
-    assert len(results) >= 3, dom[-3000:]
+    assert len(results) >= 3, listed[-3000:]
     first = urllib.parse.urljoin(address + "search.html", results[0][0])
     assert first.removeprefix(address) in SEARCHES[query], [r[0] for r in results[:5]]
     snippets = [text for link, text in results if "#" not in link and text.strip()]
