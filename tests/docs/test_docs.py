@@ -224,26 +224,22 @@ def chromium() -> str:
                 "(.ci/run and tools/bazel's first run install it)")
 
 
-def browse(url: str, width: int, height: int, screenshot: str | None = None) -> str:
+def browse(url: str, width: int, height: int, screenshot: str) -> str:
     """The page's DOM once Chromium (headless) has rendered it and run its
-    scripts; optionally a screenshot of it among the test's outputs, taken by
-    the same run."""
+    scripts, and its screenshot among the test's outputs, taken by the same
+    run."""
     profile = tempfile.mkdtemp(prefix="xlabind-chromium-")
+    outputs = pathlib.Path(os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR", tempfile.gettempdir()))
+    shot = outputs / screenshot
+    shot.unlink(missing_ok=True)
     command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--hide-scrollbars", f"--user-data-dir={profile}",
-               f"--window-size={width},{height}", "--virtual-time-budget=10000", "--dump-dom"]
-    shot = None
-    if screenshot:
-        outputs = pathlib.Path(os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR",
-                                              tempfile.gettempdir()))
-        shot = outputs / screenshot
-        shot.unlink(missing_ok=True)
-        command.append(f"--screenshot={shot}")
+               f"--window-size={width},{height}", "--virtual-time-budget=10000", "--dump-dom",
+               f"--screenshot={shot}"]
     try:
         done = subprocess.run([*command, url], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
-        if shot is not None:
-            assert shot.is_file() and shot.stat().st_size > 10_000, done.stderr[-2000:]
+        assert shot.is_file() and shot.stat().st_size > 10_000, done.stderr[-2000:]
         return done.stdout
     finally:
         shutil.rmtree(profile, ignore_errors=True)
