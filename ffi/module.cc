@@ -6,9 +6,13 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <optional>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "ffi/common/callback_registry.h"
 #include "ffi/common/element_types.h"
@@ -207,6 +211,20 @@ NB_MODULE(_xlabind, m) {
   xlabind::DefineDeviceArray(m);
   xlabind::DefineDlpackSource(m);
 
+  m.def(
+      "_time_cuda_host_calls",
+      [](uint64_t key, std::vector<std::tuple<uintptr_t, std::vector<int64_t>, int>> buffers,
+         size_t num_operands, size_t calls, uintptr_t stream, int32_t device) {
+        std::vector<xlabind::HostCallBuffer> specs;
+        for (auto& [data, dims, element_type] : buffers) {
+          specs.push_back({data, std::move(dims), element_type});
+        }
+        return xlabind::TimeCudaHostCalls(key, specs, num_operands, calls, stream, device);
+      },
+      nb::arg("key"), nb::arg("buffers"), nb::arg("num_operands"), nb::arg("calls"),
+      nb::arg("stream"), nb::arg("device"),
+      "Seconds for `calls` CUDA-handler calls of a registered callback on buffers "
+      "[(address, dims, element type)], without XLA or a GPU (the host-path benchmark).");
   m.def("cuda_current_call", &xlabind::CurrentCudaCall,
         "(stream, device) of the CUDA callback running on this thread, or None.");
   m.def(

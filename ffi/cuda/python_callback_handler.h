@@ -14,9 +14,11 @@
 #ifndef XLABIND_FFI_CUDA_PYTHON_CALLBACK_HANDLER_H_
 #define XLABIND_FFI_CUDA_PYTHON_CALLBACK_HANDLER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "xla/ffi/api/api.h"
 
@@ -36,6 +38,22 @@ const XLA_FFI_TypeInfo* CudaCallbackStateTypeInfo();
 
 // (stream, device ordinal) of the CUDA callback running on this thread, if any.
 std::optional<std::pair<uintptr_t, int32_t>> CurrentCudaCall();
+
+// For the host-path benchmark (tools/benchmarks/cuda_host.py) and its tests:
+// `calls` calls of the callback registered under `key`, each made as the
+// handler makes it (the GIL taken, views, the call, the escape check, the
+// views kept for reuse) but on buffers that are only addresses and with no
+// XLA frame to decode; without a GPU the driver is absent, so no context is
+// pushed. The first `num_operands` buffers are the operands. Returns the
+// seconds taken; throws with the callback's error if a call fails. Requires
+// the GIL (released while the calls run, as XLA runs them).
+struct HostCallBuffer {
+  uintptr_t data;
+  std::vector<int64_t> dims;
+  int element_type;
+};
+double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffers,
+                         size_t num_operands, size_t calls, uintptr_t stream, int32_t device);
 
 }  // namespace xlabind
 

@@ -64,6 +64,11 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     calls and drops bound functions closing over 1 MB each, next to the same
     loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
 
+``--cuda-host`` measures only the host work of CUDA callbacks, on the CPU
+(cuda_host.py): the handler's views and call, and xlabind's Python around the
+user's function, with stand-ins for the GPU, CuPy and PyTorch, next to the
+floor of one view per buffer and one call (what buffer_callback does).
+
 ``--spline-orders`` measures only map_coordinates of orders 2 to 5 (mirror,
 2^20 points in a 64^3 float64 grid, prefilter included): xlabind's values
 against SciPy's, and xlabind's gradient in the grid.
@@ -101,6 +106,7 @@ import time
 
 from harness import (CALLS_PER_ROUND, DEFAULT_ROUNDS, QUICK_ROUNDS, Case, environment, jax,
                      measure, pin_malloc, run_worker, summarize, warm_up, write_json)
+from cuda_host import cuda_host_main
 from host_calls import BATCH, LARGE, SMALL, all_cases
 from native_ops import (map_coordinates_groups, map_coordinates_sweep, print_spline_orders,
                         print_sweep, spline_groups, spline_orders_groups)
@@ -205,6 +211,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="only the native ops against the machine's measured limits "
                              "(orders 0-5, float32 and float64, 64^3 and 256^3, values and "
                              "gradients; 1 and 8 devices)")
+    parser.add_argument("--cuda-host", action="store_true",
+                        help="only the host work of CUDA callbacks, on the CPU with stand-ins "
+                             "for the GPU, CuPy and PyTorch (cuda_host.py)")
     parser.add_argument("--spline-orders", action="store_true",
                         help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
                              "2^20 points): values against SciPy's, and the gradient")
@@ -236,6 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.roofline:
         return roofline_main(args, malloc_pinned, start)
+    if args.cuda_host:
+        report = cuda_host_main(args)
+        if args.json:
+            write_json(args.json, {**report, "environment": environment(malloc_pinned)})
+        return 0
     if args.grid_sweep or args.spline_orders:
         return sweep_main(args, malloc_pinned, start)
     cases, notes = all_cases()

@@ -1,0 +1,251 @@
+"""The host half of a CUDA callback, timed on the CPU (``--cuda-host``).
+
+What xlabind does on the host around a CUDA Python call, without a GPU: the
+C++ handler's work (the GIL, a DeviceArray view per buffer, the call, the
+escape check) through ``_xlabind._time_cuda_host_calls``, which makes each call
+as the handler does but on buffers that are only addresses, with no XLA frame
+to decode and no driver; and the Python work in between (XLA's stream made
+CuPy's and PyTorch's current one, array interfaces read, results stored).
+
+CuPy and PyTorch are stand-ins here (this module's ``StandInCupy`` and
+``StandInTorch``): Python objects with the entry points xlabind calls and
+little work behind them, so a row shows xlabind's own host work, not CuPy's or
+PyTorch's. The floor row is what ``jax.experimental.buffer_callback`` does on
+the host: a view per buffer and one call of the user's function, nothing
+else. On the GPU (tools/gpu_benchmark.py) the driver and the real libraries
+add their own costs on top of these.
+
+    tools/bazel run //tools:benchmark -- --cuda-host
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import types
+
+from harness import jax
+
+from xlabind import _xlabind
+from xlabind._runtime import cuda_calls, extension
+from xlabind._runtime.python_functions import PythonImplementation
+
+XLA_STREAM, DEVICE = 0x7000, 0
+FLOAT32 = {name: code for code, name in _xlabind.element_type_names().items()}["float32"]
+
+
+# -- stand-ins ------------------------------------------------------------------
+class StandInStream:
+    """cupy.cuda.ExternalStream: made current by `with`, per device."""
+
+    def __init__(self, ptr, device_id=-1):
+        self.ptr, self.device_id = ptr, device_id
+
+    def __enter__(self):
+        StandInCupy.stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        StandInCupy.stack.pop()
+
+    def use(self):
+        StandInCupy.stack[-1] = self
+        return self
+
+
+class StandInCupy:
+    """What xlabind asks of CuPy: streams, the current stream, a device context."""
+
+    stack: list = [StandInStream(0)]
+
+    def __init__(self):
+        self.cuda = types.SimpleNamespace(
+            ExternalStream=StandInStream, Device=self._device,
+            get_current_stream=lambda device_id=-1: StandInCupy.stack[-1])
+
+    @staticmethod
+    def _device(device):
+        return _DeviceContext()
+
+
+class _DeviceContext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+class StandInTorch:
+    """What xlabind asks of PyTorch with CUDA initialized: its current stream,
+    by the public API and by torch._C's."""
+
+    def __init__(self):
+        current = {DEVICE: (1, DEVICE, 1)}
+        self._current = current
+
+        class Stream:
+            def __init__(self, stream_id=0, device_index=DEVICE, device_type=1, *, ptr=0):
+                self.stream_id, self.device_index, self.device_type = stream_id, device_index, \
+                    device_type
+                self.cuda_stream = ptr or stream_id
+
+        class ExternalStream(Stream):
+            def __init__(self, ptr, device=None):
+                super().__init__(ptr, DEVICE, 1, ptr=ptr)
+
+        class StreamContext:
+            def __init__(self, stream):
+                self.stream = stream
+
+            def __enter__(self):
+                self.previous = current[DEVICE]
+                current[DEVICE] = (self.stream.stream_id, DEVICE, 1)
+
+            def __exit__(self, *exc):
+                current[DEVICE] = self.previous
+
+        def set_stream_by_id(stream_id, device_index, device_type):
+            current[device_index] = (stream_id, device_index, device_type)
+
+        self.device = lambda kind, index=None: (kind, index)
+        self._C = types.SimpleNamespace(
+            _cuda_getCurrentStream=lambda device: current[device],
+            _cuda_setStream=set_stream_by_id)
+        self.cuda = types.SimpleNamespace(
+            is_available=lambda: True, is_initialized=lambda: True,
+            ExternalStream=ExternalStream, Stream=Stream, stream=StreamContext,
+            current_stream=lambda device=None: Stream(*current[DEVICE]),
+            set_stream=lambda s: set_stream_by_id(s.stream_id, s.device_index, s.device_type))
+
+
+class CupyLikeResult:
+    """A device array as CuPy returns one: its interface names the stream
+    current when it is read."""
+
+    def __init__(self, shape):
+        self.shape = shape
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": "<f4", "data": (0x900000, False), "version": 3,
+                "strides": None, "stream": StandInCupy.stack[-1].ptr}
+
+
+def _with_libraries(cupy: bool, torch: bool):
+    """Installs the stand-ins in xlabind's view of the world; returns the undo."""
+    saved = (cuda_calls._cupy_module, cuda_calls._cupy_checked, sys.modules.get("cupy"),
+             sys.modules.get("torch"), extension.cuda_copy)
+    module = StandInCupy() if cupy else None
+    cuda_calls._cupy_module, cuda_calls._cupy_checked = module, True
+    for name, value in (("cupy", module), ("torch", StandInTorch() if torch else None)):
+        if value is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = value
+    for cache in ("_cupy_streams", "_torch_streams", "_streams"):
+        if hasattr(cuda_calls, cache):
+            getattr(cuda_calls, cache).clear()
+    extension.cuda_copy = lambda *args: None  # the driver's copy, which needs a GPU
+
+    def undo():
+        cuda_calls._cupy_module, cuda_calls._cupy_checked = saved[0], saved[1]
+        for name, value in (("cupy", saved[2]), ("torch", saved[3])):
+            if value is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = value
+        extension.cuda_copy = saved[4]
+
+    return undo
+
+
+# -- the cases --------------------------------------------------------------------
+def _noop_into(x, *, out):
+    del x, out
+
+
+def _reads_interfaces(x, *, out):
+    # What cupy.asarray(x) and cupy.asarray(out) read: each interface twice.
+    for array in (x, out, x, out):
+        array.__cuda_array_interface__  # noqa: B018
+
+
+def _returns_cupy_like(x):
+    return CupyLikeResult(x.shape)
+
+
+CASES = (
+    # name, label, style, function, CuPy stand-in, PyTorch stand-in
+    ("floor", "floor: a view per buffer and one call (buffer_callback's host work)",
+     "floor", lambda operands, results: None, False, False),
+    ("in_place", "in place no-op, no CuPy", "in_place", _noop_into, False, False),
+    ("in_place_cupy", "in place no-op, CuPy imported", "in_place", _noop_into, True, False),
+    ("in_place_cupy_torch", "in place no-op, CuPy and PyTorch (CUDA initialized)", "in_place",
+     _noop_into, True, True),
+    ("in_place_interfaces", "in place, both interfaces read twice (cupy.asarray), CuPy",
+     "in_place", _reads_interfaces, True, False),
+    ("in_place_interfaces_torch", "the same, CuPy and PyTorch", "in_place", _reads_interfaces,
+     True, True),
+    ("returning", "returning a CuPy array (interface read, checked, copied), CuPy",
+     "returning", _returns_cupy_like, True, False),
+)
+
+
+def _entry(style, fn):
+    if style == "floor":
+        return extension.CallbackEntry(fn, "floor")
+    implementation = PythonImplementation({"cuda": fn}, in_place=style == "in_place")
+    out_tree = jax.tree_util.tree_structure(0)
+    return implementation._make_entry("cuda", fn, fn.__name__, {}, out_tree)
+
+
+def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
+    """µs per call of each case (p10, p50, p90 over `rounds` rounds of `calls`),
+    the cases interleaved round by round."""
+    buffers = [(0x100000, [n], FLOAT32), (0x200000, [n], FLOAT32)]
+    prepared = []
+    for name, label, style, fn, cupy, torch in CASES:
+        prepared.append((name, label, _entry(style, fn), cupy, torch))
+    samples: dict[str, list[float]] = {name: [] for name, *_ in prepared}
+    for _ in range(rounds + 1):  # the first round warms up
+        for name, label, entry, cupy, torch in prepared:
+            undo = _with_libraries(cupy, torch)
+            try:
+                seconds = _xlabind._time_cuda_host_calls(
+                    entry.key, buffers, 1, calls, XLA_STREAM, DEVICE)
+            finally:
+                undo()
+            samples[name].append(seconds / calls * 1e6)
+    rows = []
+    for name, label, *_ in prepared:
+        s = samples[name][1:]
+        q = statistics.quantiles(s, n=10) if len(s) > 1 else [s[0]] * 9
+        rows.append({"name": name, "label": label, "p10_us": q[0],
+                     "p50_us": statistics.median(s), "p90_us": q[-1]})
+    floor = rows[0]["p50_us"]
+    for row in rows:
+        row["vs_floor"] = row["p50_us"] / floor
+        row["added_us"] = row["p50_us"] - floor
+    return rows
+
+
+def print_table(rows: list[dict]) -> None:
+    print("CUDA callbacks' host work on the CPU (stand-in CuPy and PyTorch; no driver):")
+    print(f"{'case':<70} {'p10':>7} {'p50':>7} {'p90':>7} {'added':>7} {'x floor':>8}")
+    for row in rows:
+        print(f"{row['label']:<70} {row['p10_us']:7.2f} {row['p50_us']:7.2f} "
+              f"{row['p90_us']:7.2f} {row['added_us']:7.2f} {row['vs_floor']:8.2f}")
+    print("(µs per call; added: over the floor)")
+
+
+def cuda_host_main(args) -> dict:
+    rounds = 5 if args.quick else 30
+    calls = 2000 if args.quick else 20000
+    rows = measure(rounds, calls)
+    print_table(rows)
+    return {"cuda_host": rows, "rounds": rounds, "calls_per_round": calls}
+
+
+if __name__ == "__main__":  # a quick look without the benchmark's driver
+    print_table(measure(5, 5000))
