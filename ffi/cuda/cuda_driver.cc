@@ -32,6 +32,7 @@ struct Driver {
   Result (*stream_get_ctx)(Stream, Context*) = nullptr;
   Result (*ctx_push_current)(Context) = nullptr;
   Result (*ctx_pop_current)(Context*) = nullptr;
+  Result (*ctx_get_current)(Context*) = nullptr;
 };
 
 template <typename Fn>
@@ -65,6 +66,7 @@ const Driver& GetDriver() {
     Find(library, "cuStreamGetCtx", driver.stream_get_ctx, driver.missing);
     Find(library, "cuCtxPushCurrent_v2", driver.ctx_push_current, driver.missing);
     Find(library, "cuCtxPopCurrent_v2", driver.ctx_pop_current, driver.missing);
+    Find(library, "cuCtxGetCurrent", driver.ctx_get_current, driver.missing);
     if (driver.missing.empty() && driver.init(0) != 0) driver.missing = "cuInit failed";
   });
   return driver;
@@ -82,16 +84,25 @@ std::string Check(const Driver& driver, Result result, const char* call) {
 
 Stream AsStream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
 
+// The context of `stream` when it is not this thread's current one (then it
+// must be pushed), else null.
+Context ContextToPush(const Driver& driver, uintptr_t stream) {
+  Context context = nullptr;
+  if (stream <= kPerThreadStream || driver.stream_get_ctx(AsStream(stream), &context) != 0) {
+    return nullptr;
+  }
+  Context current = nullptr;
+  if (driver.ctx_get_current(&current) == 0 && current == context) return nullptr;
+  return context;
+}
+
 // Makes the context of XLA's `stream` current on this thread for the driver
 // calls that need one (XLA's handler thread need not have it current).
 class StreamContext {
  public:
   StreamContext(const Driver& driver, uintptr_t stream) : driver_(driver) {
-    Context context = nullptr;
-    if (stream > kPerThreadStream && driver.stream_get_ctx(AsStream(stream), &context) == 0 &&
-        context != nullptr) {
-      pushed_ = driver.ctx_push_current(context) == 0;
-    }
+    Context context = ContextToPush(driver, stream);
+    if (context != nullptr) pushed_ = driver.ctx_push_current(context) == 0;
   }
   ~StreamContext() {
     if (pushed_) {
@@ -172,6 +183,19 @@ std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream) {
   }
   d.event_destroy(event);  // released once the wait has been satisfied
   return error;
+}
+
+ScopedStreamContext::ScopedStreamContext(uintptr_t stream) {
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return;
+  Context context = ContextToPush(d, stream);
+  if (context != nullptr) pushed_ = d.ctx_push_current(context) == 0;
+}
+
+ScopedStreamContext::~ScopedStreamContext() {
+  if (!pushed_) return;
+  Context popped = nullptr;
+  GetDriver().ctx_pop_current(&popped);
 }
 
 }  // namespace xlabind::cuda

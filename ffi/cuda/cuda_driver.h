@@ -35,6 +35,21 @@ std::string SynchronizeContext(uintptr_t stream);
 // enqueued on `stream` so far. A no-op when they are the same stream.
 std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream);
 
+// Makes the context of `stream` (its device's) current on this thread for the
+// scope, unless it is already: what the runtime API (CuPy, PyTorch) then
+// takes as the current device. XLA's handler thread need not have it
+// current. Does nothing without a driver or for a special stream.
+class ScopedStreamContext {
+ public:
+  explicit ScopedStreamContext(uintptr_t stream);
+  ~ScopedStreamContext();
+  ScopedStreamContext(const ScopedStreamContext&) = delete;
+  ScopedStreamContext& operator=(const ScopedStreamContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
+
 }  // namespace xlabind::cuda
 
 #endif  // XLABIND_FFI_CUDA_CUDA_DRIVER_H_

@@ -6,6 +6,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,10 +73,16 @@ TypeInfo InfoOrThrow(int element_type) {
   return *info;
 }
 
-nb::tuple ShapeTuple(const DeviceArray& a) {
-  nb::list dims;
-  for (int64_t d : a.shape) dims.append(d);
-  return nb::tuple(dims);
+nb::object ShapeTuple(const DeviceArray& a) {
+  if (!a.shape_tuple.is_valid()) {
+    PyObject* dims = PyTuple_New(static_cast<Py_ssize_t>(a.shape.size()));
+    if (dims == nullptr) throw nb::python_error();
+    for (size_t i = 0; i < a.shape.size(); ++i) {
+      PyTuple_SET_ITEM(dims, i, PyLong_FromLongLong(a.shape[i]));
+    }
+    const_cast<DeviceArray&>(a).shape_tuple = nb::steal(dims);
+  }
+  return a.shape_tuple;
 }
 
 // Says whether the libraries that may consume a device array now (CuPy,
@@ -99,13 +106,18 @@ bool ConsumersUseStream(const DeviceArray& a) {
 
 nb::dict CudaArrayInterface(const DeviceArray& a) {
   a.CheckAlive();
-  nb::dict interface;
-  interface["shape"] = ShapeTuple(a);
-  interface["typestr"] = InfoOrThrow(a.element_type).typestr;
-  // CAI v3: a null pointer is only allowed for empty arrays.
-  interface["data"] = nb::make_tuple(a.size() == 0 ? uintptr_t{0} : a.data, a.readonly);
-  interface["version"] = 3;
-  interface["strides"] = nb::none();  // C-contiguous
+  if (!a.interface.is_valid()) {
+    nb::dict fixed;
+    fixed["shape"] = ShapeTuple(a);
+    fixed["typestr"] = InfoOrThrow(a.element_type).typestr;
+    // CAI v3: a null pointer is only allowed for empty arrays.
+    fixed["data"] = nb::make_tuple(a.size() == 0 ? uintptr_t{0} : a.data, a.readonly);
+    fixed["version"] = 3;
+    fixed["strides"] = nb::none();  // C-contiguous
+    const_cast<DeviceArray&>(a).interface = fixed;
+  }
+  // A copy per read: a consumer may change the dict it was given.
+  nb::dict interface = nb::steal<nb::dict>(PyDict_Copy(a.interface.ptr()));
   // CAI v3: "stream" asks the consumer to order its use after that stream;
   // CuPy, Numba (and PyTorch, for streams other than its own) do so by
   // synchronizing the host on it. While XLA's stream is the consumers'
@@ -127,6 +139,10 @@ struct Exported {
   std::vector<int64_t> shape;
   PyObject* owner;
 };
+
+std::vector<int64_t> ShapeVector(const DeviceArray& a) {
+  return std::vector<int64_t>(a.shape.begin(), a.shape.end());
+}
 
 template <typename Managed>
 void DeleteExported(Managed* managed) {
@@ -190,7 +206,7 @@ nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::objec
   }
   Py_INCREF(self.ptr());
   if (max_version && std::get<0>(*max_version) >= 1) {
-    auto* e = new Exported<dlpack::ManagedTensorVersioned>{{}, a.shape, self.ptr()};
+    auto* e = new Exported<dlpack::ManagedTensorVersioned>{{}, ShapeVector(a), self.ptr()};
     e->managed.version = {dlpack::kMajorVersion, dlpack::kMinorVersion};
     e->managed.manager_ctx = e;
     e->managed.deleter = DeleteExported<dlpack::ManagedTensorVersioned>;
@@ -200,7 +216,7 @@ nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::objec
       CapsuleDestructor<dlpack::ManagedTensorVersioned>(capsule, "dltensor_versioned");
     }));
   }
-  auto* e = new Exported<dlpack::ManagedTensor>{{}, a.shape, self.ptr()};
+  auto* e = new Exported<dlpack::ManagedTensor>{{}, ShapeVector(a), self.ptr()};
   e->managed.manager_ctx = e;
   e->managed.deleter = DeleteExported<dlpack::ManagedTensor>;
   FillTensor(*e, a, info);
@@ -209,7 +225,25 @@ nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::objec
   }));
 }
 
+// The views of finished calls that nothing refers to, for the next calls.
+// Touched only with the GIL held.
+constexpr size_t kPoolCapacity = 64;
+std::vector<PyObject*>& Pool() {
+  static auto* pool = new std::vector<PyObject*>();
+  return *pool;
+}
+
 }  // namespace
+
+void Dims::assign(const int64_t* dims, size_t rank) {
+  rank_ = rank;
+  if (rank <= inline_.size()) {
+    heap_.clear();
+    std::copy(dims, dims + rank, inline_.begin());
+  } else {
+    heap_.assign(dims, dims + rank);
+  }
+}
 
 size_t DeviceArray::size() const {
   size_t n = 1;
@@ -323,7 +357,7 @@ void DefineDeviceArray(nb::module_ module) {
              uintptr_t stream, int32_t device) {
             DeviceArray a;
             a.data = data;
-            a.shape = std::move(shape);
+            a.shape.assign(shape.data(), shape.size());
             a.element_type = element_type;
             a.readonly = readonly;
             a.stream = stream;
@@ -332,12 +366,37 @@ void DefineDeviceArray(nb::module_ module) {
           },
           nb::arg("data"), nb::arg("shape"), nb::arg("element_type"), nb::arg("readonly"),
           nb::arg("stream"), nb::arg("device"))
-      .def("_release", [](DeviceArray& a) { a.released = true; a.data = 0; });
+      .def("_release", [](DeviceArray& a) {
+        a.released = true;
+        a.data = 0;
+        a.interface.reset();
+      });
 }
 
-PyObject* NewDeviceArray(DeviceArray array) {
+PyObject* NewDeviceArray(uintptr_t data, const int64_t* dims, size_t rank, int element_type,
+                         bool readonly, uintptr_t stream, int32_t device) {
   try {
-    return nb::cast(std::move(array), nb::rv_policy::move).release().ptr();
+    auto& pool = Pool();
+    if (!pool.empty()) {
+      PyObject* object = pool.back();
+      pool.pop_back();
+      DeviceArray* a = nb::inst_ptr<DeviceArray>(nb::handle(object));
+      a->data = data;
+      a->shape.assign(dims, rank);
+      a->element_type = element_type;
+      a->readonly = readonly;
+      a->stream = stream;
+      a->device = device;
+      return object;
+    }
+    DeviceArray a;
+    a.data = data;
+    a.shape.assign(dims, rank);
+    a.element_type = element_type;
+    a.readonly = readonly;
+    a.stream = stream;
+    a.device = device;
+    return nb::cast(std::move(a), nb::rv_policy::move).release().ptr();
   } catch (nb::python_error& e) {
     e.restore();
     return nullptr;
@@ -345,6 +404,20 @@ PyObject* NewDeviceArray(DeviceArray array) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;
   }
+}
+
+void RecycleDeviceArray(PyObject* object, bool /*is_result*/) {
+  DeviceArray* a = nb::inst_ptr<DeviceArray>(nb::handle(object));
+  auto& pool = Pool();
+  // Only ours refers to it: unreachable from Python, so safe to hand out again.
+  if (Py_REFCNT(object) == 1 && !a->released && pool.size() < kPoolCapacity) {
+    a->data = 0;
+    a->interface.reset();
+    a->shape_tuple.reset();
+    pool.push_back(object);  // keeps our reference
+    return;
+  }
+  Py_DECREF(object);
 }
 
 int ElementTypeOfDlpack(uint8_t code, uint8_t bits) {
@@ -359,6 +432,7 @@ void ReleaseDeviceArray(PyObject* object) {
   DeviceArray* a = nb::inst_ptr<DeviceArray>(nb::handle(object));
   a->released = true;
   a->data = 0;
+  a->interface.reset();
 }
 
 }  // namespace xlabind

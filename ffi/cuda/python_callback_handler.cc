@@ -40,20 +40,15 @@ class CurrentCallScope {
 
 // The CUDA half of a call (python_call.h): DeviceArray views of device buffers.
 struct CudaBuffers {
-  static constexpr ViewList::Release kReleaseView = nullptr;
+  static constexpr ViewList::Release kReleaseView = RecycleDeviceArray;
 
   CudaCall call;
 
   PyObject* View(const ffi::AnyBuffer& buffer, bool is_result) {
-    DeviceArray array;
-    array.data = reinterpret_cast<uintptr_t>(buffer.untyped_data());
     auto dims = buffer.dimensions();
-    array.shape.assign(dims.begin(), dims.end());
-    array.element_type = static_cast<int>(buffer.element_type());
-    array.readonly = !is_result;
-    array.stream = call.stream;
-    array.device = call.device;
-    return NewDeviceArray(std::move(array));
+    return NewDeviceArray(reinterpret_cast<uintptr_t>(buffer.untyped_data()), dims.begin(),
+                          dims.size(), static_cast<int>(buffer.element_type()), !is_result,
+                          call.stream, call.device);
   }
 
   std::string Detach(ViewList& views, const std::vector<size_t>& escaped) {
@@ -92,9 +87,13 @@ struct CudaBuffers {
 
 // The key is an attribute of every stage (XLA decodes them all each time);
 // only instantiate reads it: the state holds what it named.
+// The device of XLA's stream is made current here, once, for the whole call:
+// the runtime API that CuPy and PyTorch use then finds it (CuPy refuses a
+// stream of another device), and the Python side needs no device context.
 ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
                    ffi::RemainingArgs args, ffi::RemainingRets rets) {
   const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
+  cuda::ScopedStreamContext context(call.stream);
   CurrentCallScope scope(&call);
   CudaBuffers buffers{call};
   return CallPython(*state->data, args, rets, rets.size(), buffers);
@@ -103,6 +102,7 @@ ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint6
 ffi::Error ExecuteReportingStatus(void* stream, int32_t device, CudaCallbackState* state,
                                   uint64_t, ffi::RemainingArgs args, ffi::RemainingRets rets) {
   const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
+  cuda::ScopedStreamContext context(call.stream);
   CurrentCallScope scope(&call);
   CudaBuffers buffers{call};
   return CallPythonReportingStatus(*state->data, args, rets, buffers);
@@ -127,20 +127,15 @@ double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffer
     const auto start = std::chrono::steady_clock::now();
     for (size_t n = 0; n < calls && error.empty(); ++n) {
       const CudaCall call{stream, device};
+      cuda::ScopedStreamContext context(call.stream);
       CurrentCallScope scope(&call);
       CudaBuffers platform{call};
       GilScope gil;
       ViewList views(buffers.size(), num_operands, CudaBuffers::kReleaseView);
       for (size_t i = 0; i < buffers.size() && error.empty(); ++i) {
         const HostCallBuffer& b = buffers[i];
-        DeviceArray array;
-        array.data = b.data;
-        array.shape = b.dims;
-        array.element_type = b.element_type;
-        array.readonly = i < num_operands;
-        array.stream = call.stream;
-        array.device = call.device;
-        PyObject* view = NewDeviceArray(std::move(array));
+        PyObject* view = NewDeviceArray(b.data, b.dims.data(), b.dims.size(), b.element_type,
+                                        i < num_operands, call.stream, call.device);
         if (view == nullptr) {
           error = TakePythonError();
         } else {

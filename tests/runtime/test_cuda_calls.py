@@ -1,6 +1,8 @@
 """The Python half of CUDA callbacks, checked on the CPU with stand-ins for the
-GPU: XLA's stream becomes CuPy's and PyTorch's current stream, returned arrays
-are checked before any copy, synchronize=True waits where it says."""
+GPU: XLA's stream becomes CuPy's and PyTorch's current stream (and stops being
+it after the call), returned arrays are checked before any copy,
+synchronize=True waits where it says; and the handler's views are reused
+across calls without ever showing a stale address."""
 
 import contextlib
 import sys
@@ -53,14 +55,17 @@ def fake_gpu(monkeypatch):
     monkeypatch.setattr(extension, "cuda_synchronize_device",
                         lambda s: log.append(("device sync", s)))
     monkeypatch.setattr(extension, "cuda_copy", lambda *a: log.append(("copy", *a)))
-    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
+    cupy = types.SimpleNamespace(current=current, cuda=types.SimpleNamespace(
         ExternalStream=lambda ptr, device_id: FakeStream(ptr, log, current, device_id),
-        Device=lambda d: contextlib.nullcontext(log.append(("device", d))),
+        # The handler makes the device current (C++); a device context here
+        # would be a cudaSetDevice per call.
+        Device=lambda d: pytest.fail("a CuPy device context was entered"),
         get_current_stream=lambda device=None: types.SimpleNamespace(ptr=current[-1])))
     monkeypatch.setattr(cuda_calls, "_cupy_module", cupy)
     monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
-    monkeypatch.setattr(cuda_calls, "_cupy_streams", {})
-    monkeypatch.setattr(cuda_calls, "_torch_streams", {})
+    monkeypatch.setattr(cuda_calls, "_streams", {})
+    monkeypatch.setattr(cuda_calls, "_torch_streams", None)
+    monkeypatch.setattr(cuda_calls, "_watched_torch", None)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     return log
@@ -71,25 +76,122 @@ def test_xlas_stream_is_cupys_during_the_call(fake_gpu):
     result = cuda_calls.call_on_xla_stream(lambda x: inside.append(list(fake_gpu)) or x * 2,
                                            (21,), {}, synchronize=False)
     assert result == 42
-    assert inside[0] == [("device", DEVICE), ("stream", XLA_STREAM, DEVICE)]
+    assert inside[0] == [("stream", XLA_STREAM, DEVICE)]
     assert fake_gpu[-1] == ("stream done", XLA_STREAM)  # and no longer after it
-
-
-def test_pytorch_is_set_up_only_when_already_imported(fake_gpu, monkeypatch):
-    entered = []
-
-    class FakeTorchStream:
-        def __init__(self, ptr, device):
-            self.ptr = ptr
-
-    torch = types.SimpleNamespace(
-        device=lambda kind, index: (kind, index),
-        cuda=types.SimpleNamespace(
-            is_available=lambda: True, ExternalStream=FakeTorchStream,
-            stream=lambda s: contextlib.nullcontext(entered.append(s.ptr))))
-    monkeypatch.setitem(sys.modules, "torch", torch)
     cuda_calls.call_on_xla_stream(lambda: None, (), {}, synchronize=False)
-    assert entered == [XLA_STREAM]
+    made = [entry for entry in fake_gpu if entry[0] == "stream"]
+    assert len(made) == 2 and len(cuda_calls._streams) == 1  # one CuPy stream, made once
+
+
+class FakeTorch:
+    """PyTorch's stream entry points as xlabind uses them: torch._C's by id,
+    CUDA initialized or not (then _lazy_call queues until it is)."""
+
+    DEFAULT = (0, DEVICE, 1)
+
+    def __init__(self, initialized=True, private_api=True):
+        self.current = {DEVICE: self.DEFAULT}
+        self.initialized, self.queued, self.sets = initialized, [], []
+        torch = self
+
+        class Stream:
+            def __init__(self, stream_id=0, device_index=DEVICE, device_type=1):
+                self.stream_id, self.device_index, self.device_type = (stream_id, device_index,
+                                                                       device_type)
+                self.cuda_stream = stream_id
+
+        class ExternalStream(Stream):
+            def __init__(self, ptr, device=None):
+                super().__init__(ptr, device[1], 1)
+
+        def set_stream(stream_id, device_index, device_type):
+            torch.sets.append(stream_id)
+            torch.current[device_index] = (stream_id, device_index, device_type)
+
+        def lazy_call(fn):
+            self.queued.append(fn)
+
+        self.device = lambda kind, index: (kind, index)
+        self._C = types.SimpleNamespace()
+        if private_api:
+            self._C._cuda_getCurrentStream = lambda device: self.current[device]
+            self._C._cuda_setStream = set_stream
+        self.cuda = types.SimpleNamespace(
+            is_initialized=lambda: self.initialized, _lazy_call=lazy_call,
+            ExternalStream=ExternalStream, Stream=Stream,
+            current_stream=lambda device=None: Stream(*self.current[DEVICE]),
+            set_stream=lambda s: set_stream(s.stream_id, s.device_index, s.device_type))
+
+    def initialize(self):
+        """What torch.cuda._lazy_init does: runs the queued calls."""
+        self.initialized = True
+        for fn in self.queued:
+            fn()
+        self.queued.clear()
+
+    def stream_id(self):
+        return self.current[DEVICE][0]
+
+
+@pytest.mark.parametrize("private_api", [True, False], ids=["torch._C", "public API"])
+def test_pytorchs_current_stream_is_xlas_during_the_call_and_restored_after(
+        fake_gpu, monkeypatch, private_api):
+    torch = FakeTorch(private_api=private_api)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    seen = []
+    cuda_calls.call_on_xla_stream(lambda: seen.append(torch.stream_id()), (), {},
+                                  synchronize=False)
+    assert seen == [XLA_STREAM]
+    assert torch.current[DEVICE] == FakeTorch.DEFAULT
+
+
+def test_pytorch_without_cuda_yet_gets_xlas_stream_when_it_initializes_in_a_call(
+        fake_gpu, monkeypatch):
+    torch = FakeTorch(initialized=False)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    seen = []
+
+    def first_use_of_cuda():
+        seen.append(torch.stream_id())  # not initialized: nothing is set
+        torch.initialize()  # e.g. torch.as_tensor(x, device="cuda")
+        seen.append(torch.stream_id())
+
+    cuda_calls.call_on_xla_stream(first_use_of_cuda, (), {}, synchronize=False)
+    assert seen == [0, XLA_STREAM]
+    assert torch.current[DEVICE] == FakeTorch.DEFAULT  # restored at the end of the call
+    for _ in range(3):  # asked once, not once per call
+        cuda_calls.call_on_xla_stream(lambda: None, (), {}, synchronize=False)
+    assert torch.sets.count(XLA_STREAM) == 4
+
+
+def test_nested_calls_restore_each_others_streams(fake_gpu, monkeypatch):
+    torch = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    other = 0x9100
+    seen = []
+
+    def inner():
+        seen.append(("inner", torch.stream_id(), cuda_calls.consumers_use_stream(other, DEVICE)))
+
+    def outer():
+        monkeypatch.setattr(extension, "cuda_current_call", lambda: (other, DEVICE))
+        cuda_calls.call_on_xla_stream(inner, (), {}, synchronize=False)
+        monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
+        seen.append(("outer", torch.stream_id(),
+                     cuda_calls.consumers_use_stream(XLA_STREAM, DEVICE)))
+
+    cuda_calls.call_on_xla_stream(outer, (), {}, synchronize=False)
+    assert seen == [("inner", other, True), ("outer", XLA_STREAM, True)]
+    assert torch.current[DEVICE] == FakeTorch.DEFAULT and cuda_calls._active.calls == []
+
+
+def test_a_function_that_raises_leaves_no_stream_installed(fake_gpu, monkeypatch):
+    torch = FakeTorch()
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    with pytest.raises(ZeroDivisionError):
+        cuda_calls.call_on_xla_stream(lambda: 1 / 0, (), {}, synchronize=False)
+    assert torch.current[DEVICE] == FakeTorch.DEFAULT
+    assert fake_gpu[-1] == ("stream done", XLA_STREAM) and cuda_calls._active.calls == []
 
 
 def test_synchronize_waits_for_xlas_stream_before_and_the_device_after(fake_gpu):
@@ -182,11 +284,21 @@ def test_the_arguments_interface_exports_no_stream_while_xlas_stream_is_current(
     # Ordered for the current stream already: a consumer has nothing to wait for
     # (CuPy would synchronize the host on a stream it was given).
     assert seen == [None]
-    with cuda_calls.on_xla_stream(False):
-        with FakeStream(0x5555, fake_gpu, [0x5555]):  # code that switched streams
-            cuda_calls._cupy_module.cuda.get_current_stream = lambda d=None: types.SimpleNamespace(
-                ptr=0x5555)
-            assert x.__cuda_array_interface__["stream"] == XLA_STREAM
+
+    def switches_streams():
+        with FakeStream(0x5555, fake_gpu, cuda_calls._cupy_module.current):  # `with Stream():`
+            seen.append(x.__cuda_array_interface__["stream"])
+
+    cuda_calls.call_on_xla_stream(switches_streams, (), {}, synchronize=False)
+    assert seen == [None, XLA_STREAM]
+
+
+def test_the_interface_is_a_fresh_dict_each_read(fake_gpu):
+    x = device_array(readonly=True)
+    first = x.__cuda_array_interface__
+    first["data"] = (0, False)  # a consumer that edits what it was given
+    assert x.__cuda_array_interface__["data"] == (0x20000, True)
+    assert x.shape == (4,) and x.shape is x.shape  # built once
 
 
 def test_a_returned_array_made_on_xlas_stream_costs_no_host_sync(fake_gpu):
@@ -254,22 +366,22 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
     package = tmp_path / "torch"
     package.mkdir()
     (package / "__init__.py").write_text(textwrap.dedent("""
-        import contextlib
+        import types
         class _Stream:
             def __init__(self, ptr, device=None):
-                self.ptr = ptr
+                self.stream_id, self.device_index, self.device_type = ptr, device[1], 1
         def device(kind, index):
             return (kind, index)
+        entered = []
+        def _set(stream_id, device_index, device_type):
+            entered.append(stream_id)
+        _C = types.SimpleNamespace(_cuda_getCurrentStream=lambda d: (0, d, 1),
+                                   _cuda_setStream=_set)
         class cuda:
             ExternalStream = _Stream
-            entered = []
             @staticmethod
-            def is_available():
+            def is_initialized():  # CUDA in use by the time the code runs
                 return True
-            @staticmethod
-            def stream(s):
-                cuda.entered.append(s.ptr)
-                return contextlib.nullcontext()
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     watcher = cuda_calls._TorchImport()
@@ -278,7 +390,7 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
 
     def uses_torch_first_time():
         import torch  # noqa: F401  (the first import of the program)
-        entered.extend(sys.modules["torch"].cuda.entered)
+        entered.extend(sys.modules["torch"].entered)
 
     try:
         cuda_calls.call_on_xla_stream(uses_torch_first_time, (), {}, synchronize=False)
@@ -286,3 +398,54 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
         sys.modules.pop("torch", None)
     assert entered == [XLA_STREAM]  # before the code after the import ran
     assert watcher not in sys.meta_path
+
+
+# -- the handler's views, reused across calls ------------------------------------
+def _host_calls(fn, buffers, calls=1):
+    """`calls` calls of fn(operands, results) as the CUDA handler makes them
+    (no XLA frame, no driver); the first buffer is the operand."""
+    entry = extension.CallbackEntry(fn, "f")
+    specs = [(data, list(shape), CODES[dtype]) for data, shape, dtype in buffers]
+    return _xlabind._time_cuda_host_calls(entry.key, specs, 1, calls, XLA_STREAM, DEVICE)
+
+
+def test_reused_views_show_each_calls_own_buffers(monkeypatch):
+    monkeypatch.setattr(cuda_calls, "_cupy_module", None)
+    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
+    seen = []
+
+    def record(operands, results):
+        for view in (*operands, *results):
+            interface = view.__cuda_array_interface__
+            seen.append((id(view), interface["data"], interface["shape"], view.shape,
+                         view.readonly, str(view.dtype)))
+
+    wide = tuple(range(1, 11))  # past the shapes kept in place
+    _host_calls(record, [(0x1000, (4,), "float32"), (0x2000, (2, 3), "int8")])
+    _host_calls(record, [(0x3000, wide, "float64"), (0x4000, (), "bfloat16")])
+    assert [entry[1:] for entry in seen] == [
+        ((0x1000, True), (4,), (4,), True, "float32"),
+        ((0x2000, False), (2, 3), (2, 3), False, "int8"),
+        ((0x3000, True), wide, wide, True, "float64"),
+        ((0x4000, False), (), (), False, "bfloat16")]
+    # The second call's views are the first call's objects, filled anew.
+    assert {seen[2][0], seen[3][0]} == {seen[0][0], seen[1][0]}
+
+
+def test_a_kept_view_is_released_and_never_handed_out_again(monkeypatch):
+    monkeypatch.setattr(cuda_calls, "_cupy_module", None)
+    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
+    kept, ids = [], []
+
+    def keeps(operands, results):
+        ids.append({id(view) for view in (*operands, *results)})
+        if not kept:
+            kept.append(operands[0])
+
+    with pytest.raises(RuntimeError, match=r"callback 'f' kept a reference to an operand"):
+        _host_calls(keeps, [(0x1000, (4,), "float32"), (0x2000, (4,), "float32")])
+    with pytest.raises(BufferError, match="kept past the call"):
+        kept[0].ptr
+    _host_calls(keeps, [(0x5000, (4,), "float32"), (0x6000, (4,), "float32")], calls=3)
+    assert all(id(kept[0]) not in later for later in ids[1:])
+    assert "released" in repr(kept[0])

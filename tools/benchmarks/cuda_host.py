@@ -143,9 +143,8 @@ def _with_libraries(cupy: bool, torch: bool):
             sys.modules.pop(name, None)
         else:
             sys.modules[name] = value
-    for cache in ("_cupy_streams", "_torch_streams", "_streams"):
-        if hasattr(cuda_calls, cache):
-            getattr(cuda_calls, cache).clear()
+    cuda_calls._streams.clear()  # made again for these libraries
+    cuda_calls._torch_streams = None
     extension.cuda_copy = lambda *args: None  # the driver's copy, which needs a GPU
 
     def undo():
@@ -177,7 +176,7 @@ def _returns_cupy_like(x):
 
 CASES = (
     # name, label, style, function, CuPy stand-in, PyTorch stand-in
-    ("floor", "floor: a view per buffer and one call (buffer_callback's host work)",
+    ("floor", "floor: the handler alone (views, one call of a no-op, escape check)",
      "floor", lambda operands, results: None, False, False),
     ("in_place", "in place no-op, no CuPy", "in_place", _noop_into, False, False),
     ("in_place_cupy", "in place no-op, CuPy imported", "in_place", _noop_into, True, False),

@@ -25,7 +25,6 @@ waits for the device only where nothing else is sound:
 
 from __future__ import annotations
 
-import contextlib
 import importlib.abc
 import importlib.util
 import sys
@@ -38,8 +37,6 @@ from xlabind._runtime import extension
 
 _cupy_module: Any = None
 _cupy_checked = False
-_cupy_streams: dict[tuple[int, int], Any] = {}
-_torch_streams: dict[tuple[int, int], Any] = {}
 # DLPack's device types that live on a CUDA device (kDLCUDA, kDLCUDAManaged).
 _CUDA_DEVICES = (2, 13)
 
@@ -58,87 +55,209 @@ def _cupy():
     return _cupy_module
 
 
-def _torch():
-    """PyTorch with CUDA, if the program has imported it."""
-    torch = sys.modules.get("torch")
-    return torch if torch is not None and torch.cuda.is_available() else None
+# -- XLA's stream as CuPy's and PyTorch's current stream ---------------------
+# Every call pays for this, so it is plain code: no context managers, no
+# objects made per call. The CUDA handler has made the stream's device
+# current already (cuda::ScopedStreamContext), as CuPy requires.
+class _Streams:
+    """XLA's stream (of one device) as CuPy and PyTorch name it, made once."""
 
+    __slots__ = ("stream", "device", "cupy", "cupy_current", "torch")
 
-def _enter_torch_stream(stack: contextlib.ExitStack, torch, stream: int, device: int) -> None:
-    torch_stream = _torch_streams.get((stream, device))
-    if torch_stream is None:
-        torch_stream = _torch_streams[(stream, device)] = torch.cuda.ExternalStream(
-            stream, device=torch.device("cuda", device))
-    stack.enter_context(torch.cuda.stream(torch_stream))
-
-
-# The calls running on this thread (callbacks may nest): (exit stack, stream, device).
-_active = threading.local()
-
-
-@contextlib.contextmanager
-def on_xla_stream(synchronize: bool):
-    """The running call's XLA stream as CuPy's and PyTorch's current stream, for
-    the duration of the block; yields the stream."""
-    stream, device = extension.cuda_current_call()
-    with contextlib.ExitStack() as stack:
+    def __init__(self, stream: int, device: int):
+        self.stream, self.device = stream, device
         cupy = _cupy()
-        if cupy is not None:
-            cupy_stream = _cupy_streams.get((stream, device))
-            if cupy_stream is None:
-                cupy_stream = _cupy_streams[(stream, device)] = cupy.cuda.ExternalStream(
-                    stream, device_id=device)
-            stack.enter_context(cupy.cuda.Device(device))
-            stack.enter_context(cupy_stream)
-        torch = _torch()
+        self.cupy = None if cupy is None else cupy.cuda.ExternalStream(stream, device_id=device)
+        self.cupy_current = None if cupy is None else cupy.cuda.get_current_stream
+        self.torch: Any = None  # (stream_id, device_index, device_type), once PyTorch is used
+
+
+_streams: dict[tuple[int, int], _Streams] = {}
+
+
+class _TorchStreams:
+    """PyTorch's current stream, read and set by id: torch._C's entry points
+    where this PyTorch has them (torch.cuda.current_stream builds a Stream
+    object per read), else the public ones."""
+
+    def __init__(self, torch):
+        self.torch = torch
+        c = getattr(torch, "_C", None)
+        self.get_by_id = getattr(c, "_cuda_getCurrentStream", None)
+        self.set_by_id = getattr(c, "_cuda_setStream", None)
+        if self.get_by_id is None or self.set_by_id is None:
+            self.get_by_id, self.set_by_id = self._public_get, self._public_set
+
+    def _public_get(self, device):
+        s = self.torch.cuda.current_stream(device)
+        return (s.stream_id, s.device_index, s.device_type)
+
+    def _public_set(self, stream_id, device_index, device_type):
+        self.torch.cuda.set_stream(self.torch.cuda.Stream(
+            stream_id=stream_id, device_index=device_index, device_type=device_type))
+
+    def id_of(self, streams: _Streams):
+        if streams.torch is None:
+            s = self.torch.cuda.ExternalStream(streams.stream,
+                                               device=self.torch.device("cuda", streams.device))
+            streams.torch = (s.stream_id, s.device_index, s.device_type)
+        return streams.torch
+
+    def enter(self, streams: _Streams):
+        """Makes XLA's stream PyTorch's current one; returns the previous one."""
+        previous = self.get_by_id(streams.device)
+        stream_id, device_index, device_type = self.id_of(streams)
+        self.set_by_id(stream_id=stream_id, device_index=device_index, device_type=device_type)
+        return previous
+
+    def exit(self, previous) -> None:
+        self.set_by_id(stream_id=previous[0], device_index=previous[1], device_type=previous[2])
+
+
+_torch_streams: _TorchStreams | None = None
+
+
+def _torch_in_use() -> _TorchStreams | None:
+    """PyTorch's streams, when the program has imported PyTorch and PyTorch has
+    initialized CUDA (until then it has no current stream to set; _torch_lazy
+    sets it when the initialization happens during a call)."""
+    global _torch_streams
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    streams = _torch_streams
+    if streams is not None and streams.torch is torch:
+        return streams
+    cuda = getattr(torch, "cuda", None)
+    is_initialized = getattr(cuda, "is_initialized", None)
+    if is_initialized is None or not is_initialized():
+        _watch_torch_initialization(torch)
+        return None
+    _torch_streams = streams = _TorchStreams(torch)
+    return streams
+
+
+_watched_torch: Any = None
+
+
+def _watch_torch_initialization(torch) -> None:
+    """Asks PyTorch (once) to tell us when it initializes CUDA: inside a call,
+    XLA's stream then becomes its current stream for the rest of the call."""
+    global _watched_torch
+    if _watched_torch is torch:
+        return
+    _watched_torch = torch
+    lazy_call = getattr(torch.cuda, "_lazy_call", None)
+    if lazy_call is not None:
+        lazy_call(_torch_arrived)
+
+
+class _ThisThread(threading.local):
+    def __init__(self):
+        # The calls running on this thread (callbacks may nest): [streams,
+        # PyTorch's previous stream or None], innermost last.
+        self.calls: list[list] = []
+
+
+_active = _ThisThread()
+
+
+def _enter(synchronize: bool) -> list:
+    """Makes the running call's stream current; returns what _exit undoes."""
+    key = extension.cuda_current_call()
+    streams = _streams.get(key)
+    if streams is None:
+        streams = _streams[key] = _Streams(*key)
+    if streams.cupy is not None:
+        streams.cupy.__enter__()
+    call = [streams, None]
+    try:
+        torch = _torch_in_use()
         if torch is not None:
-            _enter_torch_stream(stack, torch, stream, device)
-        calls = getattr(_active, "calls", None)
-        if calls is None:
-            calls = _active.calls = []
-        calls.append((stack, stream, device))
-        try:
-            if synchronize:
-                extension.cuda_synchronize_stream(stream)
-            yield stream
-        finally:
-            calls.pop()
-            if synchronize:
-                # Work the function left on streams of its own may still use
-                # XLA's buffers, which XLA frees or reuses after a failed run too.
-                extension.cuda_synchronize_device(stream)
+            call[1] = torch.enter(streams)
+        _active.calls.append(call)
+        if synchronize:
+            extension.cuda_synchronize_stream(streams.stream)
+    except BaseException:
+        _exit(call, False)
+        raise
+    return call
+
+
+def _exit(call: list, synchronize: bool) -> None:
+    streams, torch_previous = call
+    calls = _active.calls
+    if calls and calls[-1] is call:
+        calls.pop()
+    try:
+        if torch_previous is not None:
+            _torch_streams.exit(torch_previous)
+    finally:
+        if streams.cupy is not None:
+            streams.cupy.__exit__(None, None, None)
+        if synchronize:
+            # Work the function left on streams of its own may still use
+            # XLA's buffers, which XLA frees or reuses after a failed run too.
+            extension.cuda_synchronize_device(streams.stream)
 
 
 def call_on_xla_stream(fn: Callable, args, kwargs, synchronize: bool):
     """fn(*args, **kwargs) with XLA's stream current for CuPy and PyTorch."""
-    with on_xla_stream(synchronize):
+    call = _enter(synchronize)
+    try:
         return fn(*args, **kwargs)
+    finally:
+        _exit(call, synchronize)
 
 
 def consumers_use_stream(stream: int, device: int) -> bool:
     """Whether CuPy's and PyTorch's current stream (those imported) is `stream`:
     then a device array needs no stream in its CUDA array interface."""
-    checked = False
-    cupy = _cupy_module if "cupy" in sys.modules else None
+    calls = _active.calls
+    if not calls:
+        return _consumers_use_stream_outside_calls(stream, device)
+    streams, torch_previous = calls[-1]
+    if streams.stream != stream or streams.device != device:
+        return _consumers_use_stream_outside_calls(stream, device)
+    # Installed by the running call: only code that switched streams since
+    # can have changed the answer, and asking is cheap.
     try:
+        cupy_stream = streams.cupy
+        if cupy_stream is not None:
+            current = streams.cupy_current(device)
+            if current is not cupy_stream and current.ptr != stream:
+                return False
+        torch = _torch_streams if torch_previous is not None else _torch_in_use()
+        if torch is not None:
+            if torch.get_by_id(device)[0] != torch.id_of(streams)[0]:
+                return False
+        return cupy_stream is not None or torch is not None
+    except Exception:  # noqa: BLE001  (unknown: the consumer orders itself)
+        return False
+
+
+def _consumers_use_stream_outside_calls(stream: int, device: int) -> bool:
+    try:
+        checked = False
+        cupy = _cupy_module if "cupy" in sys.modules else None
         if cupy is not None:
             checked = True
             if cupy.cuda.get_current_stream(device).ptr != stream:
                 return False
-        torch = _torch()
+        torch = _torch_in_use()
         if torch is not None:
             checked = True
-            if torch.cuda.current_stream(device).cuda_stream != stream:
+            if torch.torch.cuda.current_stream(device).cuda_stream != stream:
                 return False
+        return checked
     except Exception:  # noqa: BLE001  (unknown: the consumer orders itself)
         return False
-    return checked
 
 
 extension.cuda_set_stream_probe(consumers_use_stream)
 
 
-# -- PyTorch imported during a call -------------------------------------------
+# -- PyTorch imported or initialized during a call ----------------------------
 class _TorchImport(importlib.abc.MetaPathFinder):
     """Watches for the first `import torch`: when it happens inside a CUDA
     call, XLA's stream becomes PyTorch's current stream as soon as PyTorch is
@@ -165,10 +284,17 @@ class _TorchImport(importlib.abc.MetaPathFinder):
 
 
 def _torch_arrived() -> None:
-    calls = getattr(_active, "calls", None)
-    torch = _torch() if calls else None
-    for stack, stream, device in calls if torch is not None else ():
-        _enter_torch_stream(stack, torch, stream, device)
+    """PyTorch was imported, or initialized CUDA: the calls running on this
+    thread put XLA's stream in force for it too."""
+    calls = _active.calls
+    if not calls:
+        return
+    torch = _torch_in_use()
+    if torch is None:
+        return
+    for call in calls:
+        if call[1] is None:
+            call[1] = torch.enter(call[0])
 
 
 if "torch" not in sys.modules:
@@ -180,27 +306,26 @@ def store_result(name: str, index: int, value: Any, out) -> bool:
     """Copies the device array `value` into the result `out` (a DeviceArray) on
     XLA's stream. Returns whether `value` may come from another stream (the
     caller then waits for the copies before letting it go)."""
-    expected = (f"expected a device array of dtype {out.dtype} and shape {out.shape} (as "
-                f"declared in result_shape_dtypes)")
     if value is None:
-        raise TypeError(f"{name} returned None for result {index}; {expected}. A function that "
-                        f"writes into `out` instead needs in_place=True.")
+        raise TypeError(f"{name} returned None for result {index}; {_expected(out)}. A function "
+                        f"that writes into `out` instead needs in_place=True.")
     device = getattr(value, "__dlpack_device__", None)
     if device is not None and getattr(value, "__dlpack__", None) is not None:
         device_type, device_id = device()
         if device_type not in _CUDA_DEVICES:
             raise TypeError(f"{name}: result {index} is a {type(value).__name__} on DLPack "
-                            f"device type {device_type}, not a CUDA device array; {expected}. "
-                            f"Return a CuPy / PyTorch array, or write into `out`.")
-        return _store_from_dlpack(name, index, value, out, expected)
+                            f"device type {device_type}, not a CUDA device array; "
+                            f"{_expected(out)}. Return a CuPy / PyTorch array, or write into "
+                            f"`out`.")
+        return _store_from_dlpack(name, index, value, out)
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is None:
         raise TypeError(f"{name}: result {index} is a {type(value).__name__}, not a device "
-                        f"array; {expected}. Return a CuPy / PyTorch / Numba array, or write "
-                        f"into `out` with in_place=True.")
+                        f"array; {_expected(out)}. Return a CuPy / PyTorch / Numba array, or "
+                        f"write into `out` with in_place=True.")
     shape = tuple(interface["shape"])
     dtype = _dtype_of(interface["typestr"], out.dtype)
-    _check(name, index, dtype, shape, interface.get("strides"), dtype.itemsize, out, expected)
+    _check(name, index, dtype, shape, interface.get("strides"), dtype.itemsize, out)
     source, _ = interface["data"]
     producer = interface.get("stream")
     foreign = producer is not None and producer != out.stream
@@ -208,7 +333,12 @@ def store_result(name: str, index: int, value: Any, out) -> bool:
     return foreign
 
 
-def _store_from_dlpack(name, index, value, out, expected) -> bool:
+def _expected(out) -> str:
+    return (f"expected a device array of dtype {out.dtype} and shape {out.shape} (as declared "
+            f"in result_shape_dtypes)")
+
+
+def _store_from_dlpack(name, index, value, out) -> bool:
     try:  # DLPack 1.0 consumers ask for a versioned capsule
         capsule = value.__dlpack__(stream=out.stream, max_version=(1, 1))
     except TypeError:
@@ -221,12 +351,11 @@ def _store_from_dlpack(name, index, value, out, expected) -> bool:
                              f"buffer on device {out.device}; move it first")
         if source.dtype is None:
             raise TypeError(f"{name}: result {index} has a DLPack dtype xlabind does not know; "
-                            f"{expected}")
+                            f"{_expected(out)}")
         strides = source.strides
         itemsize = source.dtype.itemsize
         _check(name, index, source.dtype, tuple(source.shape),
-               None if strides is None else tuple(s * itemsize for s in strides), itemsize, out,
-               expected)
+               None if strides is None else tuple(s * itemsize for s in strides), itemsize, out)
         # The producer has ordered its work before XLA's stream (the stream we
         # asked for): copy with no wait.
         extension.cuda_copy(out.ptr, source.ptr, out.nbytes, out.stream, None)
@@ -235,20 +364,25 @@ def _store_from_dlpack(name, index, value, out, expected) -> bool:
     return not consumers_use_stream(out.stream, out.device)
 
 
-def _check(name, index, dtype, shape, strides, itemsize, out, expected) -> None:
+def _check(name, index, dtype, shape, strides, itemsize, out) -> None:
     """Raises, naming the function and result, unless the source fits `out`."""
     if dtype != out.dtype:
-        raise TypeError(f"{name}: result {index} has dtype {dtype}, {expected}. Cast it yourself "
-                        f"(.astype(...)) on the device.")
+        raise TypeError(f"{name}: result {index} has dtype {dtype}, {_expected(out)}. Cast it "
+                        f"yourself (.astype(...)) on the device.")
     if shape != out.shape:
-        raise ValueError(f"{name}: result {index} has shape {shape}, {expected}")
+        raise ValueError(f"{name}: result {index} has shape {shape}, {_expected(out)}")
     if strides is not None and tuple(strides) != _c_strides(shape, itemsize):
         raise ValueError(f"{name}: result {index} is not C-contiguous (strides {tuple(strides)}); "
                          f"return a contiguous array (e.g. cupy.ascontiguousarray)")
 
 
+_typestrs: dict[str, np.dtype] = {}
+
+
 def _dtype_of(typestr: str, expected: np.dtype) -> np.dtype:
-    dtype = np.dtype(typestr)
+    dtype = _typestrs.get(typestr)
+    if dtype is None:
+        dtype = _typestrs[typestr] = np.dtype(typestr)
     # ml_dtypes types (bfloat16, float8) travel as raw bytes ("V") of their size.
     if dtype.kind == "V" and expected.kind == "V" and dtype.itemsize == expected.itemsize:
         return expected
@@ -267,16 +401,19 @@ def returning_adapter(fn, name, kwargs, out_tree, unwrap_one_tuple, synchronize,
     """The handler's callable for a CUDA function that returns its results."""
 
     def adapter(operands, results):
-        with on_xla_stream(synchronize) as stream:
+        call = _enter(synchronize)
+        try:
             # Read (and copied) while XLA's stream is still the current one:
             # what the results report about their streams is still true.
             leaves = flatten(fn(*operands, **kwargs))
             foreign = False
             for i, (value, out) in enumerate(zip(leaves, results)):
                 foreign |= store_result(name, i, value, out)
+        finally:
+            _exit(call, synchronize)
         if foreign:
             # The sources may be freed (and reused by their stream) once we return.
-            extension.cuda_synchronize_stream(stream)
+            extension.cuda_synchronize_stream(call[0].stream)
 
     return adapter
 
