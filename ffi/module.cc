@@ -74,10 +74,15 @@ nb::dict StateType(const char* name, const XLA_FFI_TypeId* id, const XLA_FFI_Typ
 // One platform's Python-callback handlers (see CallbackRegistrations).
 nb::dict PlatformCallbacks(const char* state_name, const XLA_FFI_TypeId* id,
                            const XLA_FFI_TypeInfo* info, XLA_FFI_Handler* instantiate,
-                           XLA_FFI_Handler* execute, XLA_FFI_Handler* execute_reporting_status) {
+                           XLA_FFI_Handler* execute, XLA_FFI_Handler* execute_reporting_status,
+                           XLA_FFI_Handler* execute_capturable = nullptr) {
   nb::dict targets;
   targets["xlabind_python_callback"] = Stages(instantiate, execute);
   targets["xlabind_python_callback_status"] = Stages(instantiate, execute_reporting_status);
+  // CUDA graphs: in-place functions declared command_buffer_compatible.
+  if (execute_capturable != nullptr) {
+    targets["xlabind_python_callback_graph"] = Stages(instantiate, execute_capturable);
+  }
   nb::dict platform;
   platform["state_type"] = StateType(state_name, id, info);
   platform["targets"] = targets;
@@ -99,7 +104,8 @@ nb::dict CallbackRegistrations() {
   platforms["CUDA"] = PlatformCallbacks(
       "xlabind_cuda_callback_state", xlabind::CudaCallbackStateTypeId(),
       xlabind::CudaCallbackStateTypeInfo(), XlabindCudaPythonCallbackInstantiate,
-      XlabindCudaPythonCallback, XlabindCudaPythonCallbackReportingStatus);
+      XlabindCudaPythonCallback, XlabindCudaPythonCallbackReportingStatus,
+      XlabindCudaPythonCallbackCapturable);
   return platforms;
 }
 
@@ -225,6 +231,8 @@ NB_MODULE(_xlabind, m) {
       nb::arg("stream"), nb::arg("device"),
       "Seconds for `calls` CUDA-handler calls of a registered callback on buffers "
       "[(address, dims, element type)], without XLA or a GPU (the host-path benchmark).");
+  m.def("cuda_call_is_capturing", &xlabind::CurrentCudaCallIsCapturing,
+        "Whether the running CUDA callback is being captured into a CUDA graph.");
   m.def("cuda_current_call", &xlabind::CurrentCudaCall,
         "(stream, device) of the CUDA callback running on this thread, or None.");
   m.def(

@@ -1,62 +1,113 @@
-"""What a CUDA callback through xlabind costs, next to the alternatives, in one run.
+"""What CUDA callbacks and xlabind's CUDA kernels cost on a GPU, next to the
+alternatives, in one run.
 
     python3 tools/gpu_benchmark.py [--json FILE] [--quick]
 
-Run by tools/gpu_check.py on the GPU machine, with the extension it built.
-Every case is a jitted function of one float32 array on the GPU, timed as
-``f(x).block_until_ready()``, at n = 1, 10^6 and 10^8:
+Run by tools/gpu_check.py on the GPU machine, with the extension it built (or
+the installed wheel). Each group runs in a process of its own (``--group``),
+because XLA reads its flags once per process and PyTorch, once imported,
+changes what every call does; every row names the flags it ran with.
 
-  * native CUDA FFI calls (xlabind's no-op and copy handlers through
-    ``jax.ffi.ffi_call``): the unit of the "vs native" column;
-  * xlabind's CUDA callback: a no-op, a CuPy copy, a PyTorch (DLPack) copy,
-    all in place;
-  * ``jax.experimental.buffer_callback``: a no-op and a CuPy copy;
-  * ``jax.pure_callback`` (an identity, through the host);
-  * ``xlabind.ops.map_coordinates`` (CUDA kernels) against
-    ``jax.scipy.ndimage.map_coordinates`` on 2^20 points in a 64^3 grid,
-    order 1, float32 and float64: the values and the gradient in the grid;
-  * a pipeline: a callback chained between two large XLA kernels (matmuls of
-    2048^2), 10 calls dispatched and then awaited, against the same program
-    with the callback replaced by a native copy. A callback that blocks the
-    host (a stream or device synchronization) makes the dispatch wait for the
-    first kernel every call: the dispatch time shows it, and the total may
-    too.
+  host       command buffers off (``--xla_gpu_enable_command_buffer=``), so
+             every call is launched, never replayed. Three measurements of
+             the same cases (xlabind's no-op and CuPy copy, in place;
+             ``buffer_callback``'s no-op and CuPy copy; native FFI no-op and
+             copy; ``pure_callback``), float32, n = 1 and 10^6:
+             * host cost per call: K = 64 calls chained in one jitted
+               function, its time divided by K, minus the same for a chain of
+               native no-ops;
+             * isolated latency: one ``f(x).block_until_ready()`` at a time;
+             * throughput: 100 dispatches, then one wait, per call.
+  graph      ``--xla_gpu_graph_min_graph_size=1``: a chain of 8 copies of
+             10^8 floats captured into a CUDA graph and replayed, xlabind's
+             CuPy copy (``command_buffer_compatible=True``) against the native
+             copy; the Python calls during the timed replays are counted.
+  torch      the PyTorch cases (DLPack), in the only process that imports it.
+  kernels    device time of xlabind's CUDA map_coordinates and spline_filter,
+             by CUDA events recorded on XLA's stream just before and after
+             the operation (marker callbacks and an optimization barrier keep
+             the operation between them): order 1 values and grid gradient
+             against jax's, 2^24 points (2^22 to 2^26 without --quick),
+             uniform-random and lattice coordinates, float32 and float64, on
+             64^3 and 384^3 grids (with the bandwidth achieved as a share of
+             the GPU's peak); order 3 with its prefilter on 64^3 and 256^3,
+             and spline_filter on 256^3, against cupyx.scipy.ndimage (timed
+             with events on CuPy's stream).
 
-Cases are interleaved, each timed call alone; medians of one run. A slow case
-(pure_callback at 10^8) stops after a time budget. Nothing asserts on the
-numbers: the summary lines say how they compare with the GPU issue's targets.
+Times are p10 / p50 / p90 over interleaved rounds. Nothing asserts on the
+numbers; results are checked against the baseline before timing, and the
+summary lines say how they compare with the GPU issue's targets.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
+import subprocess
+import sys
 import time
 from typing import Callable
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+GROUPS = ("host", "graph", "torch", "kernels")
+FLAGS = {
+    "host": "--xla_gpu_enable_command_buffer=",
+    "graph": "--xla_gpu_graph_min_graph_size=1",
+    "torch": "--xla_gpu_enable_command_buffer=",
+    "kernels": "--xla_gpu_enable_command_buffer=",
+}
+#: HBM bandwidth of the GPUs the issue names, GB/s (by jax's device_kind).
+PEAK_GBPS = {"NVIDIA H200": 4800.0, "NVIDIA H100 80GB HBM3": 3350.0}
+CHAIN = 64
+SIZES = (1, 10**6)
+#: Each group's time box with --quick (gpu_check.py gives the whole benchmark 270 s).
+QUICK_SECONDS = {"host": 55.0, "graph": 40.0, "torch": 40.0, "kernels": 120.0}
 
-import xlabind
-from xlabind._runtime import extension as _extension
 
-SIZES = (1, 10**6, 10**8)
-GPU = ("cuda",)
+def quantiles(samples: list[float]) -> dict:
+    """p10, p50, p90 in µs."""
+    s = sorted(samples)
+
+    def at(q):
+        return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))] * 1e6
+
+    return {"p10": at(0.1), "p50": at(0.5), "p90": at(0.9), "count": len(s)}
+
+
+# -- the worker side: one group per process ----------------------------------
+def _setup():
+    global jax, jnp, np, xlabind, _extension, cp
+    import cupy as cp  # noqa: F401  (in every group: the CuPy cases)
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    import xlabind
+    from xlabind._runtime import extension as _extension
 
 
 def _like(x):
     return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
-def cases(n: int) -> dict[str, Callable]:
-    import cupy as cp
+def _callbacks(torch=None) -> dict[str, Callable]:
+    """The per-call cases, as functions of one array."""
+    GPU = ("cuda",)
+    out: dict[str, Callable] = {
+        "native no-op": lambda x: jax.ffi.ffi_call(_extension.NOOP_TARGET, _like(x))(x),
+        "native copy": lambda x: jax.ffi.ffi_call("xlabind_cuda_copy", _like(x))(x),
+    }
+    if torch is not None:
+        def torch_copy(x, *, out):
+            torch.from_dlpack(out).copy_(torch.from_dlpack(x))
 
-    out: dict[str, Callable] = {}
-    out["native no-op"] = lambda x: jax.ffi.ffi_call(_extension.NOOP_TARGET, _like(x))(x)
-    out["native copy"] = lambda x: jax.ffi.ffi_call("xlabind_cuda_copy", _like(x))(x)
+        out["xlabind PyTorch copy (DLPack)"] = xlabind.callback(
+            torch_copy, lambda x: x, in_place=True, platforms=GPU)
+        out["xlabind PyTorch returned (DLPack)"] = xlabind.callback(
+            lambda x: torch.from_dlpack(x).clone(), lambda x: x, platforms=GPU)
+        return out
 
     def noop(x, *, out):
         pass
@@ -67,36 +118,34 @@ def cases(n: int) -> dict[str, Callable]:
     out["xlabind no-op"] = xlabind.callback(noop, lambda x: x, in_place=True, platforms=GPU)
     out["xlabind CuPy copy"] = xlabind.callback(cupy_copy, lambda x: x, in_place=True,
                                                 platforms=GPU)
-    try:
-        import torch
-
-        def torch_copy(x, *, out):
-            torch.from_dlpack(out).copy_(torch.from_dlpack(x))
-
-        out["xlabind DLPack/PyTorch copy"] = xlabind.callback(torch_copy, lambda x: x,
-                                                              in_place=True, platforms=GPU)
-    except ImportError:
-        pass
+    out["xlabind CuPy returned"] = xlabind.callback(lambda x: cp.asarray(x).copy(), lambda x: x,
+                                                    platforms=GPU)
     try:
         from jax.experimental.buffer_callback import buffer_callback
-
+    except ImportError:
+        buffer_callback = None
+    if buffer_callback is not None:
         def bc_copy(ctx, result, x):
+            # buffer_callback installs no stream: its users must.
             with cp.cuda.ExternalStream(ctx.stream):
                 cp.copyto(cp.asarray(result), cp.asarray(x))
 
-        out["buffer_callback no-op"] = lambda x: buffer_callback(lambda ctx, r, x: None,
-                                                                 _like(x))(x)
+        out["buffer_callback no-op"] = lambda x: buffer_callback(
+            lambda ctx, r, x: None, _like(x))(x)
         out["buffer_callback + CuPy copy"] = lambda x: buffer_callback(bc_copy, _like(x))(x)
-    except ImportError:
-        pass
     out["pure_callback identity"] = lambda x: jax.pure_callback(np.asarray, _like(x), x)
-    return {name: jax.jit(fn) for name, fn in out.items()}
+    return out
 
 
-def time_cases(fns: dict[str, Callable], x, rounds: int, budget_s: float) -> dict[str, list]:
-    for fn in fns.values():  # compile and warm up; check each case runs
-        for _ in range(3):
-            fn(x).block_until_ready()
+COPIES = ("native copy", "xlabind CuPy copy", "xlabind CuPy returned",
+          "buffer_callback + CuPy copy", "xlabind PyTorch copy (DLPack)",
+          "xlabind PyTorch returned (DLPack)", "pure_callback identity")
+
+
+def _interleaved(fns: dict[str, Callable], run: Callable, rounds: int,
+                 budget_s: float) -> dict[str, list]:
+    """run(fn) -> seconds, for each case in turn, in shuffled rounds; a case
+    stops once it has spent budget_s (after 5 samples)."""
     times: dict[str, list] = {name: [] for name in fns}
     spent = dict.fromkeys(fns, 0.0)
     names = list(fns)
@@ -105,162 +154,434 @@ def time_cases(fns: dict[str, Callable], x, rounds: int, budget_s: float) -> dic
         for name in names:
             if spent[name] > budget_s and len(times[name]) >= 5:
                 continue
-            start = time.perf_counter()
-            fns[name](x).block_until_ready()
-            elapsed = time.perf_counter() - start
+            elapsed = run(fns[name])
             times[name].append(elapsed)
             spent[name] += elapsed
     return times
 
 
-def map_coordinates_rows(rounds: int, budget_s: float) -> list[dict]:
-    """jax's map_coordinates / xlabind's, forward and gradient in the grid."""
-    from jax.scipy.ndimage import map_coordinates as jax_map
+def _isolated(fn, x) -> float:
+    start = time.perf_counter()
+    fn(x).block_until_ready()
+    return time.perf_counter() - start
 
-    from xlabind.ops import map_coordinates as ours
 
-    jax.config.update("jax_enable_x64", True)  # for the float64 grid; earlier cases are float32
+def _throughput(fn, x, calls: int = 100) -> float:
+    start = time.perf_counter()
+    outs = [fn(x) for _ in range(calls)]
+    jax.block_until_ready(outs)
+    return (time.perf_counter() - start) / calls
+
+
+def _chain(fn, k: int):
+    def chained(x):
+        for _ in range(k):
+            x = fn(x)
+        return x
+
+    return jax.jit(chained)
+
+
+def per_call_group(quick: bool, torch=None) -> list[dict]:
+    rounds, budget = (15, 1.0) if quick else (150, 5.0)
     gpu = jax.devices("gpu")[0]
     rows = []
-    for dtype in (np.float32, np.float64):
-        rng = np.random.default_rng(64)
-        grid = jax.device_put(rng.standard_normal((64, 64, 64)).astype(dtype), gpu)
-        coords = [jax.device_put(rng.uniform(0.0, 63.0, 1 << 20).astype(dtype), gpu)
-                  for _ in range(3)]
-        fns = {}
-        for who, fn in (("jax", jax_map), ("xlabind", ours)):
-            # The coordinates are arguments: as constants, XLA would fold the
-            # gradient (which does not depend on the grid) at compile time.
-            values = jax.jit(lambda g, c, fn=fn: fn(g, c, 1))
-            grad = jax.jit(jax.grad(lambda g, c, fn=fn: jnp.sum(fn(g, c, 1))))
-            fns[f"map_coordinates {who}"] = lambda g, f=values: f(g, coords)
-            fns[f"map_coordinates grad {who}"] = lambda g, f=grad: f(g, coords)
-        tol = 1e-4 if dtype == np.float32 else 1e-10
-        for what in ("map_coordinates", "map_coordinates grad"):
-            np.testing.assert_allclose(np.asarray(fns[f"{what} xlabind"](grid)),
-                                       np.asarray(fns[f"{what} jax"](grid)), rtol=tol, atol=tol,
-                                       err_msg=what)
-        times = time_cases(fns, grid, rounds, budget_s)
-        for what in ("map_coordinates", "map_coordinates grad"):
-            theirs = statistics.median(times[f"{what} jax"])
-            mine = statistics.median(times[f"{what} xlabind"])
-            rows.append({"case": what, "dtype": np.dtype(dtype).name, "jax_us": theirs * 1e6,
-                         "xlabind_us": mine * 1e6, "jax_over_xlabind": theirs / mine})
+    for n in SIZES:
+        x = jax.device_put(jnp.asarray(np.random.default_rng(n).random(n, np.float32)), gpu)
+        plain = _callbacks(torch)
+        jitted = {name: jax.jit(fn) for name, fn in plain.items()}
+        for name, fn in jitted.items():  # compile, warm up, check
+            for _ in range(3):
+                got = fn(x)
+            if name in COPIES:
+                np.testing.assert_array_equal(np.asarray(got), np.asarray(x), err_msg=name)
+        chained = {name: _chain(fn, CHAIN) for name, fn in plain.items()
+                   if name != "pure_callback identity" or n == 1}
+        for fn in chained.values():
+            fn(x).block_until_ready()
+        isolated = _interleaved(jitted, lambda f: _isolated(f, x), rounds * 4, budget)
+        throughput = _interleaved(jitted, lambda f: _throughput(f, x), max(5, rounds // 2),
+                                  budget)
+        chain = _interleaved(chained, lambda f: _isolated(f, x), rounds, budget)
+        native_chain = statistics.median(chain["native no-op"]) / CHAIN
+        for name in jitted:
+            row = {"case": name, "n": n, "isolated_us": quantiles(isolated[name]),
+                   "throughput_us": quantiles(throughput[name])}
+            if name in chain:
+                per_call = [t / CHAIN for t in chain[name]]
+                row["chained_us"] = quantiles(per_call)
+                row["host_cost_us"] = statistics.median(per_call) * 1e6 - native_chain * 1e6
+            rows.append(row)
+        del x
     return rows
 
 
-def pipeline_rows(rounds: int) -> list[dict]:
-    """heavy -> copy -> heavy, with the copy native or a callback; 10 calls
-    dispatched, then awaited. The host time of the dispatch loop is what a
-    host-blocking callback inflates."""
-    import cupy as cp
-
+def graph_group(quick: bool) -> list[dict]:
+    """A chain of copies of 10^8 floats, captured and replayed."""
+    rounds = 10 if quick else 50
     gpu = jax.devices("gpu")[0]
-    x = jax.device_put(jnp.asarray(np.random.default_rng(7).random((2048, 2048),
-                                                                   np.float32) / 2048), gpu)
+    n, k = 10**8, 8
+    x = jax.device_put(jnp.arange(n, dtype=jnp.float32), gpu)
+    python_calls = []
 
-    def heavy(a):
-        return jnp.tanh(a @ a)
-
-    def cupy_in_place(a, *, out):
+    def cupy_copy(a, *, out):
+        python_calls.append(1)
         cp.copyto(cp.asarray(out), cp.asarray(a))
 
-    copies = {
+    cp.copyto(cp.empty(4, cp.float32), cp.ones(4, cp.float32))  # CuPy's kernel, compiled now
+    fns = {
         "native copy": lambda a: jax.ffi.ffi_call("xlabind_cuda_copy", _like(a))(a),
-        "xlabind CuPy in place": xlabind.callback(cupy_in_place, lambda a: a, in_place=True,
-                                                  platforms=GPU),
-        "xlabind CuPy returned": xlabind.callback(lambda a: cp.asarray(a) * 1, lambda a: a,
-                                                  platforms=GPU),
+        "xlabind CuPy copy": xlabind.callback(cupy_copy, lambda a: a, in_place=True,
+                                              platforms=("cuda",),
+                                              command_buffer_compatible=True),
     }
-    try:
-        import torch
+    chained = {name: _chain(fn, k) for name, fn in fns.items()}
+    for name, fn in chained.items():
+        for _ in range(3):  # capture (after a warm-up run where XLA makes one)
+            got = fn(x)
+        np.testing.assert_array_equal(np.asarray(got[:1000]), np.arange(1000), err_msg=name)
+    captured = len(python_calls)
+    times = _interleaved(chained, lambda f: _isolated(f, x), rounds, 30.0)
+    replay_calls = len(python_calls) - captured
+    return [{"case": name, "n": n, "chain": k, "isolated_us": quantiles(times[name]),
+             "per_copy_us": statistics.median(times[name]) / k * 1e6,
+             "python_calls_while_timed": replay_calls if name != "native copy" else None,
+             "python_calls_at_capture": captured if name != "native copy" else None}
+            for name in chained]
 
-        copies["xlabind PyTorch returned (DLPack)"] = xlabind.callback(
-            lambda a: torch.from_dlpack(a).clone(), lambda a: a, platforms=GPU)
-    except ImportError:
-        pass
-    programs = {name: jax.jit(lambda a, c=copy: heavy(c(heavy(a)))) for name, copy in
-                copies.items()}
-    expected = np.asarray(programs["native copy"](x))
-    for name, program in programs.items():
-        np.testing.assert_allclose(np.asarray(program(x)), expected, rtol=1e-5, err_msg=name)
-    dispatch: dict[str, list] = {name: [] for name in programs}
-    total: dict[str, list] = {name: [] for name in programs}
-    names = list(programs)
-    for _ in range(max(3, rounds // 20)):
+
+# -- kernels: device time by CUDA events on XLA's stream ---------------------
+def _event_markers():
+    """(start, stop, events): in-place callbacks that record a CUDA event on
+    XLA's stream (each returns a scalar nobody reads), and the events so far."""
+    events: list = []
+
+    def record(x, *, out):
+        event = cp.cuda.Event()
+        event.record()  # on the current stream: XLA's
+        events.append(event)
+
+    token = lambda x: jax.ShapeDtypeStruct((), jnp.int32)  # noqa: E731
+    mark = xlabind.callback(record, token, in_place=True, platforms=("cuda",),
+                            name="event marker")
+    return mark, events
+
+
+def _timed_on_device(op: Callable, mark) -> Callable:
+    """jit(args -> (marker before op, marker after op)): op runs between them."""
+    def timed(*args):
+        before = mark(args[0])
+        before, *args = jax.lax.optimization_barrier((before, *args))
+        result = op(*args)
+        after = mark(jax.tree_util.tree_leaves(result)[0])  # once the result is there
+        return before + after
+
+    return jax.jit(timed)
+
+
+def _device_times(cases: dict[str, Callable], args_of: dict[str, tuple], rounds: int,
+                  events: list, cupy_cases: dict[str, Callable]) -> dict[str, list]:
+    """Seconds of device time per call of each case, interleaved."""
+    def run_xla(name):
+        def go(fn):
+            first = len(events)
+            jax.block_until_ready(fn(*args_of[name]))
+            start, stop = events[first], events[first + 1]
+            return cp.cuda.get_elapsed_time(start, stop) / 1e3
+        return go
+
+    def run_cupy(fn):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        return cp.cuda.get_elapsed_time(start, stop) / 1e3
+
+    times: dict[str, list] = {name: [] for name in [*cases, *cupy_cases]}
+    names = list(times)
+    for _ in range(rounds):
         random.shuffle(names)
         for name in names:
-            jax.block_until_ready(programs[name](x))
-            start = time.perf_counter()
-            outs = [programs[name](x) for _ in range(10)]
-            dispatched = time.perf_counter()
-            jax.block_until_ready(outs)
-            dispatch[name].append(dispatched - start)
-            total[name].append(time.perf_counter() - start)
-    native_dispatch = statistics.median(dispatch["native copy"])
-    native_total = statistics.median(total["native copy"])
-    return [{"case": name, "dispatch_ms": statistics.median(dispatch[name]) * 1e3,
-             "total_ms": statistics.median(total[name]) * 1e3,
-             "dispatch_vs_native": statistics.median(dispatch[name]) / native_dispatch,
-             "total_vs_native": statistics.median(total[name]) / native_total}
-            for name in programs]
+            if name in cases:
+                times[name].append(run_xla(name)(cases[name]))
+            else:
+                times[name].append(run_cupy(cupy_cases[name]))
+        events.clear()
+    return times
+
+
+def _coordinates(kind: str, shape: tuple, n: int, dtype, rng):
+    if kind == "random":
+        return [rng.uniform(0.0, s - 1.0, n).astype(dtype) for s in shape]
+    side = round(n ** (1 / len(shape)))  # a lattice of side^3 points, in memory order
+    axes = [np.linspace(0.0, s - 1.0, side, dtype=dtype) for s in shape]
+    return [a.ravel() for a in np.meshgrid(*axes, indexing="ij")]
+
+
+def kernels_group(quick: bool) -> list[dict]:
+    from jax.scipy.ndimage import map_coordinates as jax_map
+    import cupyx.scipy.ndimage as cupyx_ndimage
+
+    from xlabind.ops import map_coordinates as ours
+    from xlabind.ops import spline_filter as our_filter
+
+    jax.config.update("jax_enable_x64", True)
+    gpu = jax.devices("gpu")[0]
+    peak = PEAK_GBPS.get(gpu.device_kind)
+    mark, events = _event_markers()
+    rounds = 7 if quick else 25
+    rows = []
+    point_counts = (1 << 24,) if quick else (1 << 22, 1 << 24, 1 << 26)
+    for dtype in (np.float32, np.float64):
+        rng = np.random.default_rng(64)
+        tol = 2e-4 if dtype == np.float32 else 1e-9
+        # Order 1 against jax.
+        for side in (64, 384):
+            grid_np = rng.standard_normal((side,) * 3).astype(dtype)
+            grid = jax.device_put(grid_np, gpu)
+            for n in point_counts:
+                for kind in ("random", "lattice"):
+                    coords = [jax.device_put(c, gpu)
+                              for c in _coordinates(kind, grid.shape, n, dtype, rng)]
+                    n_actual = coords[0].shape[0]
+                    cotangent = jax.device_put(rng.standard_normal(n_actual).astype(dtype), gpu)
+                    cases, args_of, plain = {}, {}, {}
+                    for who, fn in (("jax", jax_map), ("xlabind", ours)):
+                        def values(g, *c, fn=fn):
+                            return fn(g, list(c), 1)
+
+                        def grid_grad(g, ct, *c, fn=fn):
+                            return jax.vjp(lambda g: fn(g, list(c), 1), g)[1](ct)[0]
+
+                        for what, f, args in (("values", values, (grid, *coords)),
+                                              ("grid gradient", grid_grad,
+                                               (grid, cotangent, *coords))):
+                            cases[f"{what} {who}"] = _timed_on_device(f, mark)
+                            args_of[f"{what} {who}"] = args
+                            plain[f"{what} {who}"] = jax.jit(f)
+                    for what in ("values", "grid gradient"):  # the same numbers first
+                        args = args_of[f"{what} jax"]
+                        np.testing.assert_allclose(
+                            np.asarray(plain[f"{what} xlabind"](*args)),
+                            np.asarray(plain[f"{what} jax"](*args)),
+                            rtol=tol * (100 if what == "grid gradient" else 1),
+                            atol=tol * (100 if what == "grid gradient" else 1),
+                            err_msg=f"{what}, {kind} coordinates, {side}^3")
+                    for name, fn in cases.items():  # compile and warm up
+                        for _ in range(2):
+                            jax.block_until_ready(fn(*args_of[name]))
+                    events.clear()
+                    times = _device_times(cases, args_of, rounds, events, {})
+                    itemsize = np.dtype(dtype).itemsize
+                    for what in ("values", "grid gradient"):
+                        theirs = statistics.median(times[f"{what} jax"])
+                        mine = statistics.median(times[f"{what} xlabind"])
+                        # Streams: coordinates in, values out (or cotangents in);
+                        # 8 grid nodes read (or atomically added) per point.
+                        moved = n_actual * itemsize * (3 + 1 + 8)
+                        rows.append({
+                            "group": "order 1", "case": what, "coordinates": kind,
+                            "grid": side, "points": n_actual, "dtype": np.dtype(dtype).name,
+                            "jax_us": quantiles(times[f"{what} jax"]),
+                            "xlabind_us": quantiles(times[f"{what} xlabind"]),
+                            "ratio": theirs / mine,
+                            "xlabind_GBps": moved / mine / 1e9,
+                            "share_of_peak": (moved / mine / 1e9 / peak) if peak else None})
+                    del coords, cotangent
+            del grid
+        # Order 3 with its prefilter, and spline_filter, against cupyx.
+        for side in (64, 256):
+            grid_np = rng.standard_normal((side,) * 3).astype(dtype)
+            grid = jax.device_put(grid_np, gpu)
+            grid_cp = cp.asarray(grid_np)
+            n = 1 << 24
+            coords_np = _coordinates("random", grid.shape, n, dtype, rng)
+            coords = [jax.device_put(c, gpu) for c in coords_np]
+            coords_cp = cp.asarray(np.stack(coords_np))
+            cases = {"order 3 xlabind": _timed_on_device(
+                lambda g, *c: ours(g, list(c), 3, mode="mirror"), mark)}
+            args_of = {"order 3 xlabind": (grid, *coords)}
+            cupy_cases = {"order 3 cupyx": lambda: cupyx_ndimage.map_coordinates(
+                grid_cp, coords_cp, order=3, mode="mirror")}
+            got = np.asarray(jax.jit(lambda g, *c: ours(g, list(c), 3, mode="mirror"))(
+                grid, *coords))
+            want = cp.asnumpy(cupy_cases["order 3 cupyx"]())
+            np.testing.assert_allclose(got, want, rtol=10 * tol, atol=10 * tol,
+                                       err_msg=f"order 3 {side}")
+            if side == 256:
+                cases["spline_filter xlabind"] = _timed_on_device(
+                    lambda g: our_filter(g, 3, mode="mirror"), mark)
+                args_of["spline_filter xlabind"] = (grid,)
+                cupy_cases["spline_filter cupyx"] = lambda: cupyx_ndimage.spline_filter(
+                    grid_cp, order=3, output=grid_cp.dtype, mode="mirror")
+                np.testing.assert_allclose(
+                    np.asarray(jax.jit(lambda g: our_filter(g, 3, mode="mirror"))(grid)),
+                    cp.asnumpy(cupy_cases["spline_filter cupyx"]()), rtol=10 * tol,
+                    atol=10 * tol, err_msg="spline_filter")
+            for name, fn in cases.items():
+                for _ in range(2):
+                    jax.block_until_ready(fn(*args_of[name]))
+            for fn in cupy_cases.values():
+                fn()
+            events.clear()
+            times = _device_times(cases, args_of, rounds, events, cupy_cases)
+            for what in ("order 3", "spline_filter"):
+                if f"{what} xlabind" not in times:
+                    continue
+                theirs = statistics.median(times[f"{what} cupyx"])
+                mine = statistics.median(times[f"{what} xlabind"])
+                rows.append({"group": "order 3", "case": what, "coordinates": "random",
+                             "grid": side, "points": n if what == "order 3" else None,
+                             "dtype": np.dtype(dtype).name,
+                             "cupyx_us": quantiles(times[f"{what} cupyx"]),
+                             "xlabind_us": quantiles(times[f"{what} xlabind"]),
+                             "ratio": theirs / mine})
+            del grid, grid_cp, coords, coords_cp
+    return rows
+
+
+def worker(group: str, quick: bool) -> dict:
+    _setup()
+    if group == "torch":
+        import torch
+
+        rows = per_call_group(quick, torch=torch)
+    elif group == "host":
+        rows = per_call_group(quick)
+    elif group == "graph":
+        rows = graph_group(quick)
+    else:
+        rows = kernels_group(quick)
+    device = jax.devices("gpu")[0]
+    return {"group": group, "flags": os.environ.get("XLA_FLAGS", ""), "rows": rows,
+            "jax": jax.__version__, "device": device.device_kind}
+
+
+# -- the parent: every group, then the tables ---------------------------------
+def run_group(group: str, quick: bool, timeout: float) -> dict:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FLAGS[group]).strip()
+    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
+    command = [sys.executable, __file__, "--group", group, *(["--quick"] if quick else [])]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"group": group, "flags": env["XLA_FLAGS"], "error": f"timed out after "
+                f"{timeout:.0f} s"}
+    if done.returncode != 0:
+        return {"group": group, "flags": env["XLA_FLAGS"],
+                "error": f"exit {done.returncode}: {done.stderr[-2000:]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _q(q: dict) -> str:
+    return f"{q['p10']:8.1f} {q['p50']:8.1f} {q['p90']:8.1f}"
+
+
+def print_report(reports: list[dict]) -> None:
+    for report in reports:
+        print(f"\n== {report['group']} (XLA_FLAGS={report['flags']!r})")
+        if "error" in report:
+            print(f"   failed: {report['error']}")
+            continue
+        rows = report["rows"]
+        if report["group"] in ("host", "torch"):
+            print(f"{'case':36} {'n':>8}  {'isolated p10/p50/p90 µs':>26}  "
+                  f"{'throughput p50':>14}  {'chained p50':>11}  {'host cost':>9}")
+            for r in rows:
+                chained = f"{r['chained_us']['p50']:11.1f}" if "chained_us" in r else " " * 11
+                cost = f"{r['host_cost_us']:9.1f}" if "host_cost_us" in r else " " * 9
+                print(f"{r['case']:36} {r['n']:>8}  {_q(r['isolated_us']):>26}  "
+                      f"{r['throughput_us']['p50']:14.1f}  {chained}  {cost}")
+        elif report["group"] == "graph":
+            for r in rows:
+                print(f"{r['case']:36} n={r['n']} x{r['chain']}  replay p10/p50/p90 µs "
+                      f"{_q(r['isolated_us'])}  per copy {r['per_copy_us']:.1f} µs  "
+                      f"Python calls: {r['python_calls_at_capture']} at capture, "
+                      f"{r['python_calls_while_timed']} while timed")
+        else:
+            print(f"{'case':16} {'coords':8} {'grid':>5} {'points':>9} {'dtype':8} "
+                  f"{'baseline p50 µs':>15} {'xlabind p10/p50/p90 µs':>26} {'ratio':>6} "
+                  f"{'GB/s':>7} {'of peak':>7}")
+            for r in rows:
+                base = r.get("jax_us") or r.get("cupyx_us")
+                who = "jax" if "jax_us" in r else "cupyx"
+                share = f"{r['share_of_peak']:7.0%}" if r.get("share_of_peak") else " " * 7
+                gbps = f"{r['xlabind_GBps']:7.0f}" if "xlabind_GBps" in r else " " * 7
+                print(f"{r['case']:16} {r['coordinates']:8} {r['grid']:>5} "
+                      f"{r['points'] or '':>9} {r['dtype']:8} {who:>5} {base['p50']:9.1f} "
+                      f"{_q(r['xlabind_us']):>26} {r['ratio']:6.2f} {gbps} {share}")
+    print_targets(reports)
+
+
+def print_targets(reports: list[dict]) -> None:
+    by_group = {r["group"]: r for r in reports if "error" not in r}
+    print("\ntargets (issue #26):")
+    host = by_group.get("host")
+    if host:
+        rows = {(r["case"], r["n"]): r for r in host["rows"]}
+        for n in SIZES:
+            for mine, theirs, target in (
+                    ("xlabind no-op", "buffer_callback no-op", 1.0),
+                    ("xlabind CuPy copy", "buffer_callback + CuPy copy", 1.05)):
+                if (mine, n) in rows and (theirs, n) in rows:
+                    a, b = rows[(mine, n)], rows[(theirs, n)]
+                    print(f"  chained per call, {mine} / {theirs}, n={n}: "
+                          f"{a['chained_us']['p50'] / b['chained_us']['p50']:.3f} "
+                          f"(≤ {target})")
+            if ("xlabind no-op", n) in rows and ("buffer_callback no-op", n) in rows:
+                a, b = rows[("xlabind no-op", n)], rows[("buffer_callback no-op", n)]
+                print(f"  isolated latency, xlabind no-op / buffer_callback no-op, n={n}: "
+                      f"{a['isolated_us']['p50'] / b['isolated_us']['p50']:.3f} (≤ 1.1)")
+    graph = by_group.get("graph")
+    if graph:
+        rows = {r["case"]: r["per_copy_us"] for r in graph["rows"]}
+        if {"xlabind CuPy copy", "native copy"} <= set(rows):
+            print(f"  captured, xlabind CuPy copy / native copy, n=10^8: "
+                  f"{rows['xlabind CuPy copy'] / rows['native copy']:.3f} (≤ 1.2)")
+    kernels = by_group.get("kernels")
+    if kernels:
+        for r in kernels["rows"]:
+            if r.get("points") not in (None, 1 << 24):
+                continue
+            target = {("order 1", "values"): 1.5 if r["grid"] == 64 else 1.0,
+                      ("order 1", "grid gradient"): 1.2 if r["grid"] == 64 else 1.0,
+                      ("order 3", "order 3"): 1.0, ("order 3", "spline_filter"): 1.0}.get(
+                (r["group"], r["case"]))
+            if target is not None:
+                print(f"  {r['case']} {r['coordinates']} {r['grid']}^3 {r['dtype']}: "
+                      f"{r['ratio']:.2f} (≥ {target})")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--quick", action="store_true", help="few rounds (a smoke test)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and sizes")
+    parser.add_argument("--group", choices=GROUPS, help="one group, in this process (JSON out)")
+    parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS),
+                        help="the groups to run")
+    parser.add_argument("--group-seconds", type=float, default=None,
+                        help="time box of each group (default: QUICK_SECONDS with --quick, "
+                             "else 300 s; the kernels twice that)")
     args = parser.parse_args()
-    rounds, budget = (20, 1.0) if args.quick else (300, 6.0)
-    gpu = jax.devices("gpu")[0]
-    rows = []
-    for n in SIZES:
-        x = jax.device_put(jnp.asarray(np.random.default_rng(n).random(n, np.float32)), gpu)
-        fns = cases(n)
-        expected = np.asarray(x)
-        for name in ("native copy", "xlabind CuPy copy", "xlabind DLPack/PyTorch copy",
-                     "buffer_callback + CuPy copy", "pure_callback identity"):
-            if name in fns:  # a broken case is not timed
-                np.testing.assert_array_equal(np.asarray(fns[name](x)), expected, err_msg=name)
-        times = time_cases(fns, x, rounds, budget)
-        floor = statistics.median(times["native no-op"])
-        for name, samples in times.items():
-            median = statistics.median(samples)
-            rows.append({"case": name, "n": n, "median_us": median * 1e6,
-                         "vs_native_noop": median / floor, "calls": len(samples)})
-        del x, fns
-    print(f"{'case':34} {'n':>10} {'median µs':>12} {'vs native no-op':>16}")
-    print("-" * 75)
-    for row in rows:
-        print(f"{row['case']:34} {row['n']:>10} {row['median_us']:>12.1f} "
-              f"{row['vs_native_noop']:>16.2f}")
-    by = {(r["case"], r["n"]): r["median_us"] for r in rows}
-    print()
-    for n in SIZES:
-        if ("buffer_callback no-op", n) in by:
-            print(f"xlabind no-op / buffer_callback no-op at n={n} (target ≤ 1): "
-                  f"{by[('xlabind no-op', n)] / by[('buffer_callback no-op', n)]:.3f}")
-    print(f"xlabind CuPy copy / native copy at n=10^8 (target ≤ 1.2): "
-          f"{by[('xlabind CuPy copy', 10**8)] / by[('native copy', 10**8)]:.3f}")
-    pipeline = pipeline_rows(rounds)
-    print(f"\n{'heavy -> copy -> heavy, 10 calls':34} {'dispatch ms':>12} {'total ms':>9} "
-          f"{'dispatch/native':>16} {'total/native':>13}")
-    for row in pipeline:
-        print(f"{row['case']:34} {row['dispatch_ms']:>12.2f} {row['total_ms']:>9.2f} "
-              f"{row['dispatch_vs_native']:>16.2f} {row['total_vs_native']:>13.2f}")
-    print("(a callback that blocks the host shows as a dispatch far slower than native's)")
-    interpolation = map_coordinates_rows(rounds, budget)
-    print(f"\n{'2^20 points, 64^3 grid, order 1':34} {'dtype':>8} {'jax µs':>10} "
-          f"{'xlabind µs':>11} {'jax / xlabind':>14}")
-    for row in interpolation:
-        print(f"{row['case']:34} {row['dtype']:>8} {row['jax_us']:>10.1f} "
-              f"{row['xlabind_us']:>11.1f} {row['jax_over_xlabind']:>14.2f}")
-    print(f"jax {jax.__version__}, {gpu.device_kind}, {rounds} rounds")
+    if args.group:
+        print(json.dumps(worker(args.group, args.quick)))
+        return 0
+    reports = []
+    for group in args.only:
+        if args.group_seconds:
+            timeout = args.group_seconds * (2 if group == "kernels" else 1)
+        else:
+            timeout = QUICK_SECONDS[group] if args.quick else 300.0 * (
+                2 if group == "kernels" else 1)
+        reports.append(run_group(group, args.quick, timeout))
+    print_report(reports)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "pipeline": pipeline, "map_coordinates": interpolation,
-                       "jax": jax.__version__, "device": gpu.device_kind}, f, indent=1)
-    return 0
+            json.dump(reports, f, indent=1)
+    return 1 if any("error" in r for r in reports) else 0
 
 
 if __name__ == "__main__":

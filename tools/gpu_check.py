@@ -4,6 +4,8 @@
     python3 tools/gpu_check.py               # build, GPU tests, CPU tests, benchmark
     python3 tools/gpu_check.py --quick       # build, GPU tests, benchmark: about 5 minutes
     python3 tools/gpu_check.py --build-only  # build the extension and import it (any machine)
+    python3 tools/gpu_check.py --quick --wheel dist/xlabind-...-cp312-...whl
+                                             # and the GPU tests again on the installed wheel
 
 1. Builds xlabind's extension modules from this repository's sources with
    this machine's compiler ($CXX, else g++; nvcc for the CUDA kernels) against
@@ -13,6 +15,11 @@
    with XLA's preallocation capped, so CuPy and PyTorch get memory too), and,
    without --quick, every other test file on the CPU (JAX_PLATFORMS=cpu),
    several at once.
+   With --wheel FILE (a wheel built with Bazel: the artifact users install),
+   also installs it (pip --no-deps, no index) into a venv that sees this
+   machine's jax, CUDA plugin, CuPy and PyTorch (--system-site-packages),
+   reports which libcudart its CUDA ops loaded (a CUDA toolkit's copy is a
+   failure: users have none), and runs the GPU test files again against it.
 3. Runs tools/gpu_benchmark.py (the timing tables of the GPU issues).
 4. Always prints one summary and the benchmark table, whatever failed or ran
    out of time; the logs (partial ones too) and gpu_check.json go to <out>
@@ -36,6 +43,7 @@ import os
 import pathlib
 import re
 import shutil
+import site
 import subprocess
 import sys
 import sysconfig
@@ -50,7 +58,8 @@ BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
               "test_bazel_files.py", "test_docs.py", "test_gpu_check_build.py",
               "test_doc_examples.py", "test_doc_sources.py", "test_readme.py"}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
-GPU_TESTS = {"test_gpu.py", "test_gpu_map_coordinates.py", "test_gpu_native_api.py"}
+GPU_TESTS = {"test_gpu.py", "test_gpu_graphs.py", "test_gpu_map_coordinates.py",
+             "test_gpu_native_api.py"}
 
 
 def native_op_modules() -> dict:
@@ -236,6 +245,76 @@ def environment(package: pathlib.Path, platforms: str | None) -> dict:
     return env
 
 
+# What the installed wheel's CUDA ops loaded, asked before jax's CUDA plugin
+# can load a libcudart of its own.
+WHEEL_PROBE = """
+import json, os, xlabind
+from xlabind import _xlabind_cuda_ops  # raises when it cannot load
+maps = open("/proc/self/maps").read().splitlines()
+cudart = sorted({line.split()[-1] for line in maps if "libcudart" in line})
+print(json.dumps({"xlabind": xlabind.__file__, "cudart": cudart,
+                  "cudart_real": [os.path.realpath(p) for p in cudart]}))
+"""
+
+
+def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path) -> dict:
+    """Installs `wheel` into a fresh venv under `out` that sees this machine's
+    packages; returns {"python", "env", facts...} for running tests on it."""
+    venv = out / "wheel-venv"
+    if venv.exists():
+        shutil.rmtree(venv)
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                   check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
+                    str(wheel)], check=True)
+    venv_site = pathlib.Path(subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        text=True).strip())
+    facts: dict = {"wheel": wheel.name, "site": str(venv_site)}
+    # `pip install xlabind[cuda13]` puts nvidia-cuda-runtime beside xlabind,
+    # where the modules' RUNPATH ($ORIGIN/../nvidia/cu13/lib) looks. In this
+    # venv the runtime is in the system's site-packages (jax's CUDA plugin
+    # brought it): link it in where the extra would have installed it.
+    runtime = venv_site / "nvidia" / "cu13" / "lib"
+    facts["cuda_runtime"] = "installed beside xlabind"
+    if not runtime.exists():
+        facts["cuda_runtime"] = "none found for the RUNPATH"
+        for base in map(pathlib.Path, {*site.getsitepackages(), sysconfig.get_paths()["purelib"]}):
+            candidate = base / "nvidia" / "cu13" / "lib"
+            if (candidate / "libcudart.so.13").exists():
+                runtime.parent.mkdir(parents=True, exist_ok=True)
+                runtime.symlink_to(candidate)
+                facts["cuda_runtime"] = f"linked from {candidate} (the extra's package)"
+                break
+    # The tests' own modules, built beside gpu_check's package, without it.
+    extras = out / "wheel-test-modules"
+    extras.mkdir(exist_ok=True)
+    for module in package.glob("*_ops*.so"):
+        link = extras / module.name
+        if not link.exists():
+            link.symlink_to(module)
+    env = dict(os.environ)
+    env.pop("JAX_PLATFORMS", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO / "tests" / "support"), str(extras), env.get("PYTHONPATH", "")])
+    env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
+    probe = subprocess.run([str(python), "-c", WHEEL_PROBE], env=env, capture_output=True,
+                           text=True, cwd=out)
+    if probe.returncode != 0:
+        raise RuntimeError("the installed wheel's CUDA ops do not load:\n" + probe.stderr[-3000:])
+    facts.update(json.loads(probe.stdout.strip().splitlines()[-1]))
+    if not pathlib.Path(facts["xlabind"]).is_relative_to(venv_site):
+        raise RuntimeError(f"the tests would import {facts['xlabind']}, not the installed wheel")
+    wheel_runtime = [p for p in facts["cudart_real"] if "/nvidia/" in p]
+    if not facts["cudart"] or len(wheel_runtime) != len(facts["cudart_real"]):
+        raise RuntimeError(f"the wheel's CUDA ops loaded libcudart from {facts['cudart_real']}, "
+                           f"not from an nvidia-cuda-runtime package (the cuda13 extra's, "
+                           f"through the RUNPATH): users without a CUDA toolkit would have "
+                           f"none")
+    return {"python": str(python), "env": env, **facts}
+
+
 def smoke_test(package: pathlib.Path) -> str:
     """Imports the built package and runs a callback and a native op on the CPU."""
     code = ("import jax, jax.numpy as jnp, numpy as np, xlabind\n"
@@ -314,8 +393,8 @@ class Deadline:
         return min(cap, self.end - time.perf_counter() - SUMMARY_RESERVE)
 
 
-def pytest_command(path: pathlib.Path) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(path)]
+def pytest_command(path: pathlib.Path, python: str = sys.executable) -> list[str]:
+    return [python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(path)]
 
 
 def dry_run_command(kind: str, seconds: float) -> list[str]:
@@ -362,12 +441,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true",
                         help="stand-ins for the build and the GPU steps (the first one hangs): "
                              "checks this script's control flow on any machine")
+    parser.add_argument("--wheel", type=pathlib.Path, default=None,
+                        help="also install this wheel in a venv and run the GPU test files "
+                             "against it (the artifact users install)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--fast-build", action="store_true",
                         help="unoptimized, PTX only: checks that everything builds (not for "
                              "measuring or a GPU run)")
     args = parser.parse_args(argv)
-    deadline = Deadline(args.deadline or (330 if args.quick else 540), args.step_seconds)
+    default_deadline = (330 if args.quick else 540) + (150 if args.wheel else 0)
+    deadline = Deadline(args.deadline or min(default_deadline, 570), args.step_seconds)
     out = pathlib.Path(args.out).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -401,6 +484,24 @@ def main(argv: list[str] | None = None) -> int:
             summary["tests"].append(result)
             print(f"[gpu] {path.name}: {result['passed']} passed, {result['failed']} failed, "
                   f"{result['skipped']} skipped {result['note']}", flush=True)
+
+        if args.wheel and not args.dry_run:
+            installed = install_wheel(args.wheel.resolve(), out, package)
+            summary["wheel"] = {k: v for k, v in installed.items() if k != "env"}
+            print(f"[wheel] {installed['wheel']}: xlabind from {installed['xlabind']}, "
+                  f"libcudart {installed['cudart_real']} ({installed['cuda_runtime']})",
+                  flush=True)
+            for path in (f for f in files if f.name in GPU_TESTS):
+                budget = deadline.left(240)
+                if budget <= 0:
+                    summary["not_run"].append(f"{path.name} (wheel)")
+                    continue
+                step = run_step(f"wheel_{path.stem}", pytest_command(path, installed["python"]),
+                                installed["env"], budget, logs)
+                result = test_result(step, path, "wheel")
+                summary["tests"].append(result)
+                print(f"[wheel] {path.name}: {result['passed']} passed, {result['failed']} "
+                      f"failed, {result['skipped']} skipped {result['note']}", flush=True)
 
         if not args.quick and not args.dry_run:
             cpu = [f for f in files if f.name not in GPU_TESTS | BAZEL_ONLY]
@@ -444,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             print_summary(summary)
             (out / "gpu_check.json").write_text(json.dumps(summary, indent=1, default=str))
     results = summary["tests"]
-    gpu = [r for r in results if r["file"] in GPU_TESTS]
+    gpu = [r for r in results if r["file"] in GPU_TESTS and r["platform"] in ("gpu", "wheel")]
     ran_on_gpu = bool(gpu) and all(r["passed"] > 0 for r in gpu)
     if not ran_on_gpu:
         print("the GPU tests did not all run on a GPU (see logs/test_gpu*.log)")

@@ -23,8 +23,10 @@ ffi::Error CopyOnStream(void* stream, ffi::AnyBuffer in, ffi::Result<ffi::AnyBuf
 
 }  // namespace
 
+// One asynchronous copy: capturable into a CUDA graph.
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaCopy, CopyOnStream,
                               ffi::Ffi::Bind()
                                   .Ctx<ffi::PlatformStream<void*>>()
                                   .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
+                                  .Ret<ffi::AnyBuffer>(),
+                              {ffi::Traits::kCmdBufferCompatible});

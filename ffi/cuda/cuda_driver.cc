@@ -33,6 +33,7 @@ struct Driver {
   Result (*ctx_push_current)(Context) = nullptr;
   Result (*ctx_pop_current)(Context*) = nullptr;
   Result (*ctx_get_current)(Context*) = nullptr;
+  Result (*stream_is_capturing)(Stream, int*) = nullptr;
 };
 
 template <typename Fn>
@@ -67,6 +68,7 @@ const Driver& GetDriver() {
     Find(library, "cuCtxPushCurrent_v2", driver.ctx_push_current, driver.missing);
     Find(library, "cuCtxPopCurrent_v2", driver.ctx_pop_current, driver.missing);
     Find(library, "cuCtxGetCurrent", driver.ctx_get_current, driver.missing);
+    Find(library, "cuStreamIsCapturing", driver.stream_is_capturing, driver.missing);
     if (driver.missing.empty() && driver.init(0) != 0) driver.missing = "cuInit failed";
   });
   return driver;
@@ -182,6 +184,17 @@ std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream) {
     error = Check(d, d.stream_wait_event(AsStream(waiter), event, 0), "cuStreamWaitEvent");
   }
   d.event_destroy(event);  // released once the wait has been satisfied
+  return error;
+}
+
+std::string StreamIsCapturing(uintptr_t stream, bool* capturing) {
+  *capturing = false;
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  int status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE; 1 active, 2 invalidated
+  std::string error =
+      Check(d, d.stream_is_capturing(AsStream(stream), &status), "cuStreamIsCapturing");
+  *capturing = status != 0;
   return error;
 }
 

@@ -35,6 +35,10 @@ std::string SynchronizeContext(uintptr_t stream);
 // enqueued on `stream` so far. A no-op when they are the same stream.
 std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream);
 
+// Whether work on `stream` is being captured into a CUDA graph (XLA's
+// command buffers capture a handler's stream). "" on success.
+std::string StreamIsCapturing(uintptr_t stream, bool* capturing);
+
 // Makes the context of `stream` (its device's) current on this thread for the
 // scope, unless it is already: what the runtime API (CuPy, PyTorch) then
 // takes as the current device. XLA's handler thread need not have it

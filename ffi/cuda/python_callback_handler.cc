@@ -24,6 +24,9 @@ using CudaCallbackState = CallbackState<Cuda>;
 struct CudaCall {
   uintptr_t stream;
   int32_t device;
+  // XLA is capturing the stream into a CUDA graph (a command buffer): the
+  // function runs now to record its work, which later replays run without it.
+  bool capturing = false;
 };
 
 // The innermost CUDA callback running on this thread (callbacks may nest).
@@ -108,6 +111,21 @@ ffi::Error ExecuteReportingStatus(void* stream, int32_t device, CudaCallbackStat
   return CallPythonReportingStatus(*state->data, args, rets, buffers);
 }
 
+// The capturable target's stage: the same call, registered with the
+// command-buffer trait, so XLA may capture it into a CUDA graph. Only in-place
+// functions are bound to it (python_functions.py): no result is copied and
+// no status written, and nothing here waits for the device.
+ffi::Error ExecuteCapturable(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
+                             ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
+  std::string error = cuda::StreamIsCapturing(call.stream, &call.capturing);
+  if (!error.empty()) return ffi::Error::Internal(error);
+  cuda::ScopedStreamContext context(call.stream);
+  CurrentCallScope scope(&call);
+  CudaBuffers buffers{call};
+  return CallPython(*state->data, args, rets, rets.size(), buffers);
+}
+
 std::string DetachCudaViews(void* platform, ViewList& views, const std::vector<size_t>& escaped) {
   return static_cast<CudaBuffers*>(platform)->Detach(views, escaped);
 }
@@ -161,6 +179,8 @@ std::optional<std::pair<uintptr_t, int32_t>> CurrentCudaCall() {
   return std::make_pair(current_call->stream, current_call->device);
 }
 
+bool CurrentCudaCallIsCapturing() { return current_call != nullptr && current_call->capturing; }
+
 }  // namespace xlabind
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackInstantiate,
@@ -189,3 +209,7 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallback, xlabind::Execute,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackReportingStatus,
                               xlabind::ExecuteReportingStatus, xlabind::ExecuteBinding());
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackCapturable, xlabind::ExecuteCapturable,
+                              xlabind::ExecuteBinding(),
+                              {xla::ffi::Traits::kCmdBufferCompatible});

@@ -10,7 +10,10 @@
 // Needs no CUDA headers or runtime: XLA's stream is an opaque pointer here.
 // xlabind registers them for platform "CUDA" like the CPU ones
 // (cpu/python_callback_handler.h): "xlabind_python_callback" and
-// "xlabind_python_callback_status", each with the instantiate stage.
+// "xlabind_python_callback_status", each with the instantiate stage; and
+// "xlabind_python_callback_graph", the same call with the command-buffer trait
+// (XLA may capture it into a CUDA graph), for in-place functions declared
+// command_buffer_compatible.
 #ifndef XLABIND_FFI_CUDA_PYTHON_CALLBACK_HANDLER_H_
 #define XLABIND_FFI_CUDA_PYTHON_CALLBACK_HANDLER_H_
 
@@ -29,6 +32,8 @@ __attribute__((visibility("default")))
 XLA_FFI_Error* XlabindCudaPythonCallback(XLA_FFI_CallFrame* call_frame);
 __attribute__((visibility("default")))
 XLA_FFI_Error* XlabindCudaPythonCallbackReportingStatus(XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default")))
+XLA_FFI_Error* XlabindCudaPythonCallbackCapturable(XLA_FFI_CallFrame* call_frame);
 }
 
 namespace xlabind {
@@ -38,6 +43,10 @@ const XLA_FFI_TypeInfo* CudaCallbackStateTypeInfo();
 
 // (stream, device ordinal) of the CUDA callback running on this thread, if any.
 std::optional<std::pair<uintptr_t, int32_t>> CurrentCudaCall();
+
+// Whether the CUDA callback running on this thread is being captured into a
+// CUDA graph (only the capturable target asks; false outside calls).
+bool CurrentCudaCallIsCapturing();
 
 // For the host-path benchmark (tools/benchmarks/cuda_host.py) and its tests:
 // `calls` calls of the callback registered under `key`, each made as the

@@ -15,7 +15,8 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
              platforms: Sequence[str] = ("cpu",),
              sharding_rule: Rule | None = None, synchronize: bool = False,
              input_output_aliases: Mapping[int, int] | None = None,
-             effect: str | None = None, name: str | None = None) -> BoundFunction:
+             effect: str | None = None, name: str | None = None,
+             command_buffer_compatible: bool = False) -> BoundFunction:
     """Binds a Python function so that JAX can call it, eagerly, under ``jax.jit``
     and ``jax.vmap``. It has no derivatives: see :func:`xlabind.linear`,
     :func:`xlabind.multilinear` and :func:`xlabind.nonlinear` for those.
@@ -55,6 +56,9 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
         (:param:`effect`).
       name: The name error messages use; ``fn.__qualname__`` by default
         (:param:`name`).
+      command_buffer_compatible: CUDA, in place: XLA may capture the call
+        into a CUDA graph and replay what it launched without calling ``fn``
+        again (:param:`command_buffer_compatible`).
 
     Returns:
       A :class:`BoundFunction`. Call it with arrays as positional arguments and
@@ -84,4 +88,5 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
     return BoundFunction(make_definition(
         fn, result_shape_dtypes, in_place=in_place, platforms=platforms, vmap_method=vmap_method,
         name=name, sharding_rule=sharding_rule, synchronize=synchronize,
-        input_output_aliases=input_output_aliases, effect=effect))
+        input_output_aliases=input_output_aliases, effect=effect,
+        command_buffer_compatible=command_buffer_compatible))

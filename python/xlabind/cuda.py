@@ -18,7 +18,7 @@ from xlabind._runtime import extension
 #: The type of the device arrays a CUDA callback receives.
 DeviceArray = extension.DeviceArray
 
-__all__ = ["DeviceArray", "current_device", "current_stream"]
+__all__ = ["DeviceArray", "current_device", "current_stream", "is_capturing"]
 
 
 def _current() -> tuple[int, int]:
@@ -62,3 +62,27 @@ def current_device() -> int:
       [0]
     """
     return _current()[1]
+
+
+def is_capturing() -> bool:
+    """Whether XLA is capturing the running callback into a CUDA graph.
+
+    Only a function bound with ``command_buffer_compatible=True`` is ever
+    captured. During a capture it runs to record the work it launches, which
+    XLA then replays without calling it, until the buffers' addresses change;
+    host work (counting, logging, reading values) happens at capture only.
+    False outside a capture and outside callbacks.
+
+    Example (the line marked GPU runs where there is one, in tools/gpu_check.py):
+      >>> import cupy  # doctest: +GPU
+      >>> import xlabind, xlabind.cuda
+      >>> captures = []
+      >>> def double(x, *, out):
+      ...     captures.append(xlabind.cuda.is_capturing())  # host work: at capture only
+      ...     cupy.multiply(cupy.asarray(x), 2, out=cupy.asarray(out))
+      >>> op = xlabind.callback(double, lambda x: x, in_place=True, platforms=("cuda",),
+      ...                       command_buffer_compatible=True)
+      >>> xlabind.cuda.is_capturing()  # outside a callback
+      False
+    """
+    return extension.cuda_call_is_capturing()

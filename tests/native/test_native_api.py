@@ -180,16 +180,20 @@ def test_scratch_memory_and_a_request_that_cannot_be_met():
         scratch(jnp.arange(5.0), extra=1 << 62).block_until_ready()
 
 
-def test_command_buffer_trait_is_set_by_the_macro_and_never_on_python_handlers():
+def test_command_buffer_trait_is_set_by_the_macro_and_on_python_handlers_only_when_asked():
     cuda = native_api_ops.registrations()["CUDA"]
     assert _extension.handler_metadata(cuda["native_api_nothing_cb"])["traits"] == 1
     assert _extension.handler_metadata(cuda["native_api_nothing"])["traits"] == 0
+    # Python callbacks: only the target of command_buffer_compatible functions.
     for platform in _xlabind.callback_registrations().values():
-        for stages in platform["targets"].values():
-            assert _extension.handler_metadata(stages["execute"])["traits"] == 0
-    for targets in _xlabind.registrations().values():
-        for capsule in targets.values():
-            assert _extension.handler_metadata(capsule)["traits"] == 0
+        for name, stages in platform["targets"].items():
+            expected = int(name == _extension.PYTHON_CALLBACK_GRAPH_TARGET)
+            assert _extension.handler_metadata(stages["execute"])["traits"] == expected, name
+    # xlabind's own: the CUDA copy (one cuMemcpyAsync) is capturable.
+    for platform, targets in _xlabind.registrations().items():
+        for name, capsule in targets.items():
+            expected = int((platform, name) == ("CUDA", "xlabind_cuda_copy"))
+            assert _extension.handler_metadata(capsule)["traits"] == expected, name
 
 
 def test_a_handler_that_refuses_the_metadata_query_is_an_error_not_a_crash():

@@ -116,3 +116,30 @@ def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
     assert done.returncode == 0, done.stderr
     # /usr/local/cuda has the same library and is in ldconfig: RUNPATH must win.
     assert done.stdout.strip() == repr({str(extra / "libcudart.so.13")}), done.stdout
+
+
+def test_gpu_checks_wheel_mode_installs_it_and_names_the_libcudart_it_loads(
+        wheel, tmp_path, monkeypatch):
+    # `tools/gpu_check.py --wheel FILE`, its install step on the CPU: a venv
+    # that sees the machine's packages, the wheel in it, the cuda13 extra's
+    # runtime found where the machine's jax plugin would have brought it.
+    gpu_check = load_tool("gpu_check")
+    monkeypatch.setenv("PYTHONPATH", str(SITES["pinned"]))  # this machine's jax
+    machine = tmp_path / "machine-site"
+    (machine / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    pinned = RUNFILES.parent / "xlabind_cuda" / "site" / "nvidia" / "cu13" / "lib"
+    shutil.copy(pinned / "libcudart.so.13", machine / "nvidia" / "cu13" / "lib")
+    monkeypatch.setattr(gpu_check.site, "getsitepackages", lambda: [str(machine)])
+    monkeypatch.setattr(gpu_check.sysconfig, "get_paths", lambda: {"purelib": str(machine)})
+    (tmp_path / "package").mkdir()
+    installed = gpu_check.install_wheel(wheel, tmp_path / "out", tmp_path / "package")
+    venv_site = pathlib.Path(installed["site"])
+    assert pathlib.Path(installed["xlabind"]).parent == venv_site / "xlabind"
+    assert installed["cudart_real"] == [str(machine / "nvidia" / "cu13" / "lib" /
+                                            "libcudart.so.13")]
+    # Without that package the RUNPATH finds nothing: a toolkit's copy (in
+    # ldconfig here) or none is refused, since users have neither.
+    shutil.rmtree(machine / "nvidia")
+    with pytest.raises(RuntimeError, match=r"CUDA ops (loaded libcudart from \['/usr/local|do "
+                                           r"not load)"):
+        gpu_check.install_wheel(wheel, tmp_path / "out", tmp_path / "package")

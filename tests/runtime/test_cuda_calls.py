@@ -123,11 +123,12 @@ class FakeTorch:
             set_stream=lambda s: set_stream(s.stream_id, s.device_index, s.device_type))
 
     def initialize(self):
-        """What torch.cuda._lazy_init does: runs the queued calls."""
-        self.initialized = True
+        """What torch.cuda._lazy_init does: runs the queued calls, and only then
+        calls itself initialized."""
         for fn in self.queued:
             fn()
         self.queued.clear()
+        self.initialized = True
 
     def stream_id(self):
         return self.current[DEVICE][0]

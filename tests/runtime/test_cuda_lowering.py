@@ -173,3 +173,71 @@ def test_packed_dtypes_are_refused_on_cuda():
 def test_unknown_platforms_are_refused():
     with pytest.raises(ValueError, match=r"unknown platform 'tpu'"):
         xlabind.callback(np.sin, lambda x: x, platforms=("tpu",))
+
+
+# -- CUDA graphs: command_buffer_compatible -------------------------------------
+def test_a_capturable_callback_lowers_to_the_graph_target_and_a_plain_one_does_not():
+    def double(x, *, out):
+        del x, out
+
+    captured = xlabind.callback(double, lambda x: x, in_place=True, platforms=BOTH,
+                                command_buffer_compatible=True, name="captured")
+    plain = xlabind.callback(double, lambda x: x, in_place=True, platforms=BOTH, name="plain")
+    lowered = jax.jit(lambda x: plain(captured(x))).trace(jnp.ones(3)).lower(
+        lowering_platforms=("cuda",))
+    targets = [target for target, *_ in CALL.findall(lowered.as_text())]
+    assert targets == [_extension.PYTHON_CALLBACK_GRAPH_TARGET, _extension.PYTHON_CALLBACK_TARGET]
+    cpu = jax.jit(captured).trace(jnp.ones(3)).lower(lowering_platforms=("cpu",)).as_text()
+    assert [target for target, *_ in CALL.findall(cpu)] == [_extension.PYTHON_CALLBACK_TARGET]
+
+
+def test_only_the_graph_target_has_the_command_buffer_trait():
+    targets = _xlabind.callback_registrations()["CUDA"]["targets"]
+    traits = {name: _extension.handler_metadata(stages["execute"])["traits"]
+              for name, stages in targets.items()}
+    assert traits == {_extension.PYTHON_CALLBACK_TARGET: 0,
+                      _extension.PYTHON_CALLBACK_STATUS_TARGET: 0,
+                      _extension.PYTHON_CALLBACK_GRAPH_TARGET: 1}
+    assert _extension.PYTHON_CALLBACK_GRAPH_TARGET not in (
+        _xlabind.callback_registrations()["cpu"]["targets"])
+
+
+@pytest.mark.parametrize("options, error", [
+    (dict(in_place=False), r"f: command_buffer_compatible=True needs in_place=True: a function "
+                           r"that returns its results allocates them"),
+    (dict(in_place=True, synchronize=True), r"cannot be combined with synchronize=True"),
+    (dict(in_place=True, platforms=("cpu",)), r"is for CUDA functions \(CUDA graphs\); this one "
+                                              r"runs on cpu only"),
+])
+def test_what_a_graph_cannot_replay_is_refused_when_binding(options, error):
+    options = {"platforms": BOTH, **options}
+    with pytest.raises(ValueError, match=error):
+        xlabind.callback(lambda x, *, out=None: None, lambda x: x, name="f",
+                         command_buffer_compatible=True, **options)
+
+
+def test_a_native_target_declares_its_trait_itself():
+    with pytest.raises(ValueError, match=r'a native handler declares it in its stages '
+                                         r'\("command_buffer": True\)'):
+        xlabind.callback(xlabind.ffi_target(_extension.NOOP_TARGET), lambda x: x,
+                         command_buffer_compatible=True)
+
+
+def test_a_failure_during_a_capture_says_what_a_capture_allows(monkeypatch):
+    from xlabind._runtime import cuda_calls
+
+    monkeypatch.setattr(cuda_calls, "_cupy_module", None)
+    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
+    monkeypatch.setattr(_extension, "cuda_current_call", lambda: (0x7000, 0))
+
+    def reads_on_the_host(x, *, out):
+        raise RuntimeError("cudaErrorStreamCaptureUnsupported")
+
+    run = cuda_calls.in_place_function(reads_on_the_host, False, capturable=True)
+    for capturing in (True, False):
+        monkeypatch.setattr(_extension, "cuda_call_is_capturing", lambda: capturing)
+        with pytest.raises(RuntimeError) as raised:
+            run(None, out=None)
+        notes = getattr(raised.value, "__notes__", [])
+        assert (cuda_calls.CAPTURE_NOTE in notes) == capturing
+    assert "write into `out` with out=" in cuda_calls.CAPTURE_NOTE

@@ -54,7 +54,8 @@ def test_handler_capsules():
     for platform, name in (("cpu", "xlabind_cpu_callback_state"),
                            ("CUDA", "xlabind_cuda_callback_state")):
         assert callbacks[platform]["state_type"]["name"] == name
+        graph = {"xlabind_python_callback_graph"} if platform == "CUDA" else set()
         assert set(callbacks[platform]["targets"]) == {"xlabind_python_callback",
-                                                       "xlabind_python_callback_status"}
+                                                       "xlabind_python_callback_status", *graph}
         for stages in callbacks[platform]["targets"].values():
             assert set(stages) == {"instantiate", "execute"}

@@ -54,7 +54,7 @@ API = {
     },
     "xlabind.ops": {"Interpolation": ["map_coordinates", "spline_filter"]},
     "xlabind.cuda": {"Inside a CUDA callback": ["DeviceArray", "current_stream",
-                                                "current_device"]},
+                                                "current_device", "is_capturing"]},
     "xlabind.jaxbind": {"jaxbind's functions": ["get_linear_call", "get_nonlinear_call",
                                                 "load_kwargs"]},
 }

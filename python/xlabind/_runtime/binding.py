@@ -9,7 +9,8 @@ from typing import Callable, Mapping, Sequence
 from xlabind._primitive.definition import Definition, derived_vmap_method
 from xlabind._runtime.native_targets import (FfiTarget, NativeImplementation, check_targets,
                                              is_native, targets_by_platform)
-from xlabind._runtime.python_functions import (PythonImplementation, function_name,
+from xlabind._runtime.python_functions import (PythonImplementation,
+                                               check_command_buffer_compatible, function_name,
                                                functions_by_platform)
 
 #: What a bound function runs: a Python function, one per platform, or a
@@ -24,18 +25,27 @@ def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
                     aligned_pairs: Sequence[tuple[int, int]] = (),
                     unwrap_one_tuple: bool = False, sharding_rule=None,
                     synchronize: bool = False, input_output_aliases=None,
-                    effect: str | None = None) -> Definition:
+                    effect: str | None = None,
+                    command_buffer_compatible: bool = False) -> Definition:
     """The Definition of a bound function that runs `fn`: Python functions (one,
     or one per platform), or native FFI targets."""
     name = name or function_name(fn)
     if is_native(fn):
+        if command_buffer_compatible:
+            raise ValueError(f"xlabind: {name}: command_buffer_compatible is for Python "
+                             f"functions; a native handler declares it in its stages "
+                             f"(\"command_buffer\": True)")
         targets = targets_by_platform(fn)
         check_targets(name, targets, vmap_method, effect)
         implementation = NativeImplementation(targets)
     else:
+        functions = functions_by_platform(name, fn, platforms)
+        if command_buffer_compatible:
+            check_command_buffer_compatible(name, functions, in_place=in_place,
+                                            synchronize=synchronize)
         implementation = PythonImplementation(
-            functions_by_platform(name, fn, platforms), in_place=in_place,
-            unwrap_one_tuple=unwrap_one_tuple, synchronize=synchronize)
+            functions, in_place=in_place, unwrap_one_tuple=unwrap_one_tuple,
+            synchronize=synchronize, command_buffer_compatible=command_buffer_compatible)
     return Definition(
         implementation, result_shape_dtypes, name=name, vmap_method=vmap_method,
         nondiff_argnums=nondiff_argnums, rules=rules, aligned_pairs=aligned_pairs,

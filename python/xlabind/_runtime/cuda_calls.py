@@ -117,10 +117,11 @@ class _TorchStreams:
 _torch_streams: _TorchStreams | None = None
 
 
-def _torch_in_use() -> _TorchStreams | None:
+def _torch_in_use(initializing: bool = False) -> _TorchStreams | None:
     """PyTorch's streams, when the program has imported PyTorch and PyTorch has
-    initialized CUDA (until then it has no current stream to set; _torch_lazy
-    sets it when the initialization happens during a call)."""
+    initialized CUDA (or is initializing it: `initializing`). Until then it
+    has no current stream to set; _torch_initializing sets it when the
+    initialization happens during a call."""
     global _torch_streams
     torch = sys.modules.get("torch")
     if torch is None:
@@ -128,11 +129,11 @@ def _torch_in_use() -> _TorchStreams | None:
     streams = _torch_streams
     if streams is not None and streams.torch is torch:
         return streams
-    cuda = getattr(torch, "cuda", None)
-    is_initialized = getattr(cuda, "is_initialized", None)
-    if is_initialized is None or not is_initialized():
-        _watch_torch_initialization(torch)
-        return None
+    if not initializing:
+        is_initialized = getattr(getattr(torch, "cuda", None), "is_initialized", None)
+        if is_initialized is None or not is_initialized():
+            _watch_torch_initialization(torch)
+            return None
     _torch_streams = streams = _TorchStreams(torch)
     return streams
 
@@ -149,7 +150,20 @@ def _watch_torch_initialization(torch) -> None:
     _watched_torch = torch
     lazy_call = getattr(torch.cuda, "_lazy_call", None)
     if lazy_call is not None:
-        lazy_call(_torch_arrived)
+        lazy_call(_torch_initializing)
+
+
+def _torch_initializing() -> None:
+    # PyTorch runs this during its CUDA initialization, before it calls itself
+    # initialized; an exception here would fail that initialization.
+    try:
+        _torch_arrived(initializing=True)
+    except Exception as error:  # noqa: BLE001
+        import warnings  # noqa: PLC0415
+
+        warnings.warn(f"xlabind could not make XLA's stream PyTorch's current stream when "
+                      f"PyTorch initialized CUDA inside a callback ({error}); PyTorch work in "
+                      f"this call is not ordered with XLA's", RuntimeWarning, stacklevel=1)
 
 
 class _ThisThread(threading.local):
@@ -283,13 +297,13 @@ class _TorchImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-def _torch_arrived() -> None:
-    """PyTorch was imported, or initialized CUDA: the calls running on this
-    thread put XLA's stream in force for it too."""
+def _torch_arrived(initializing: bool = False) -> None:
+    """PyTorch was imported, or is initializing CUDA: the calls running on
+    this thread put XLA's stream in force for it too."""
     calls = _active.calls
     if not calls:
         return
-    torch = _torch_in_use()
+    torch = _torch_in_use(initializing)
     if torch is None:
         return
     for call in calls:
@@ -418,11 +432,34 @@ def returning_adapter(fn, name, kwargs, out_tree, unwrap_one_tuple, synchronize,
     return adapter
 
 
-def in_place_function(fn, synchronize):
+def in_place_function(fn, synchronize, capturable=False):
     """The handler's callable for a CUDA function that writes into `out`; the
-    handler checks what it returns."""
+    handler checks what it returns. A capturable one (command_buffer_compatible)
+    says, when it fails during a capture, what a capture does not allow."""
 
     def run(*operands, **kwargs):
         return call_on_xla_stream(fn, operands, kwargs, synchronize)
 
-    return run
+    if not capturable:
+        return run
+
+    def run_capturable(*operands, **kwargs):
+        try:
+            return call_on_xla_stream(fn, operands, kwargs, False)
+        except Exception as error:
+            if extension.cuda_call_is_capturing():
+                if hasattr(error, "add_note"):  # Python 3.11+
+                    error.add_note(CAPTURE_NOTE)
+            raise
+
+    return run_capturable
+
+
+#: What a failure during a CUDA graph capture adds to its message.
+CAPTURE_NOTE = (
+    "xlabind: this call was being captured into a CUDA graph (command_buffer_compatible=True): "
+    "it must only launch work on the current stream. Reading results on the host, "
+    "synchronizing, allocating device memory (a new CuPy array: write into `out` with out=), "
+    "and other streams are not allowed during a capture. Call it once outside a graph first "
+    "so that CuPy compiles its kernels and fills its memory pool, or bind it without "
+    "command_buffer_compatible.")

@@ -47,6 +47,9 @@ except ImportError as error:
 PYTHON_CALLBACK_TARGET = "xlabind_python_callback"
 #: The same with one more result, the call's status (_lowering/call_status.py).
 PYTHON_CALLBACK_STATUS_TARGET = "xlabind_python_callback_status"
+#: CUDA only: the same call with the command-buffer trait (XLA may capture it
+#: into a CUDA graph), for in-place functions declared command_buffer_compatible.
+PYTHON_CALLBACK_GRAPH_TARGET = "xlabind_python_callback_graph"
 #: FFI target that fails every device when any call's status is a failure.
 CHECK_STATUS_TARGET = "xlabind_check_status"
 #: What a native target's status-reporting variant is called (+ the target's name).
@@ -71,6 +74,7 @@ collect_released_callbacks = _xlabind.collect_released_callbacks
 DeviceArray = _xlabind.DeviceArray
 DlpackSource = _xlabind.DlpackSource
 cuda_current_call = _xlabind.cuda_current_call
+cuda_call_is_capturing = _xlabind.cuda_call_is_capturing
 cuda_copy = _xlabind.cuda_copy
 cuda_set_stream_probe = _xlabind.cuda_set_stream_probe
 cuda_synchronize_stream = _xlabind.cuda_synchronize_stream

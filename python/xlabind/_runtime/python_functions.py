@@ -71,9 +71,12 @@ class PythonImplementation:
             f"a native FFI target instead.")
 
     def __init__(self, functions: dict[str, Callable], *, in_place: bool,
-                 unwrap_one_tuple: bool = False, synchronize: bool = False):
+                 unwrap_one_tuple: bool = False, synchronize: bool = False,
+                 command_buffer_compatible: bool = False):
         self.functions = functions
         self.in_place = in_place
+        #: CUDA: the call may be captured into a CUDA graph (in place only).
+        self.command_buffer_compatible = command_buffer_compatible
         #: CUDA: wait for XLA's stream before each call and for the device after it.
         self.synchronize = synchronize
         #: A derived function (transpose, VJP) with one result may return it as a
@@ -117,8 +120,14 @@ class PythonImplementation:
         _extension.register_callback_handlers(platform)
         entry = self.registry_entry(platform, op.name, call)
         attributes = {"callback_key": np.uint64(entry.key)}
-        target = (_extension.PYTHON_CALLBACK_STATUS_TARGET if call.reports_status
-                  else _extension.PYTHON_CALLBACK_TARGET)
+        if call.reports_status:
+            # A status is copied from the host when the call fails, which no
+            # graph can replay: such a call is never captured.
+            target = _extension.PYTHON_CALLBACK_STATUS_TARGET
+        elif platform == "cuda" and self.command_buffer_compatible:
+            target = _extension.PYTHON_CALLBACK_GRAPH_TARGET
+        else:
+            target = _extension.PYTHON_CALLBACK_TARGET
         options = call.custom_call_options
 
         def emit(ctx, operands, token=None):
@@ -155,7 +164,8 @@ class PythonImplementation:
             # The handler calls fn(*operands, out=..., **kwargs) itself and checks
             # that it returns None: on the CPU with no adapter frame at all.
             if platform == "cuda":
-                fn = cuda_calls.in_place_function(fn, self.synchronize)
+                fn = cuda_calls.in_place_function(fn, self.synchronize,
+                                                  self.command_buffer_compatible)
             leaf = jax.tree_util.treedef_is_leaf(out_tree)
             flat = out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)
             builder = None if leaf or flat else (lambda results: out_tree.unflatten(results))
@@ -176,6 +186,24 @@ class PythonImplementation:
 # DLPack can describe that.
 _PACKED = frozenset(d for d in _extension.SUPPORTED_DTYPES
                     if d.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"))
+
+
+def check_command_buffer_compatible(name: str, functions: Mapping[str, Callable], *,
+                                    in_place: bool, synchronize: bool) -> None:
+    """Raises unless a function declared command_buffer_compatible can be
+    captured into a CUDA graph: it writes into `out` (a returned array would be
+    allocated during capture and copied from), never waits for the host, and
+    runs on CUDA."""
+    where = f"xlabind: {name}: command_buffer_compatible=True"
+    if "cuda" not in functions:
+        raise ValueError(f"{where} is for CUDA functions (CUDA graphs); this one runs on "
+                         f"{' and '.join(functions)} only")
+    if not in_place:
+        raise ValueError(f"{where} needs in_place=True: a function that returns its results "
+                         f"allocates them, which a CUDA graph cannot replay")
+    if synchronize:
+        raise ValueError(f"{where} cannot be combined with synchronize=True: a captured call "
+                         f"cannot wait for the device")
 
 
 def _check_cuda_dtypes(name, ctx):
