@@ -192,7 +192,7 @@ struct Avx2<float> {
 
 // The weighted sum of a group's cells, axis by axis from kAxis on: for each
 // axis, weight[0] times the lower half plus weight[1] times the upper one,
-// as Cell::Sum in cpu_point_loops.h does for one point. kLerp (no axis
+// as LinearCell::Sum in points.h does for one point. kLerp (no axis
 // differentiated): lower + t * (upper - lower) instead, t being weight[1],
 // which takes one operation fewer.
 // The last axis' two nodes are adjacent in memory (its stride is 1): one pair

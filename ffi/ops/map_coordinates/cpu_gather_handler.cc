@@ -14,35 +14,11 @@
 #include "ffi/ops/map_coordinates/cpu_point_loops.h"
 #include "ffi/ops/map_coordinates/geometry.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
+#include "ffi/ops/map_coordinates/points.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::map_coordinates::cpu {
 namespace {
-
-// One value the general way: the interior fast path where it applies, else
-// every node through the boundary mode.
-template <typename T, int kOrder, int kNdim, bool kFast>
-XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordinates<T>& coords,
-                                int64_t at) {
-  if constexpr (kFast && kOrder == 0) {
-    NearestCell<T, kNdim> cell;
-    if (cell.Load(g, coords, at)) return grid[cell.first];
-  } else if constexpr (kFast && kOrder == 1) {
-    Cell<T, kNdim> cell;
-    if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
-  } else if constexpr (kFast) {
-    SplineCell<T, kOrder, kNdim> cell;
-    if (cell.Load(g, coords, at)) return cell.Sum(g, grid + cell.first);
-  }
-  if constexpr (kNdim > 0) {
-    return SumNodes<T, kOrder, kNdim>(g, coords, at, grid);
-  } else {
-    T sum = T(0);
-    ForEachNode<T, kOrder, kNdim>(g, coords, at,
-                                  [&](int64_t node, T weight) { sum += weight * grid[node]; });
-    return sum;
-  }
-}
 
 template <typename T>
 void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,

@@ -15,6 +15,7 @@
 #include "ffi/ops/map_coordinates/cpu_point_loops.h"
 #include "ffi/ops/map_coordinates/geometry.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
+#include "ffi/ops/map_coordinates/points.h"
 #include "xla/ffi/api/ffi.h"
 
 namespace xlabind::map_coordinates::cpu {
@@ -31,35 +32,6 @@ constexpr int64_t kPrivateGridBudget = int64_t{256} << 20;
 // and 533 ms). Fewer node adds than that per private element: one thread.
 constexpr int64_t kNodeAddsPerPrivateElement = 3;
 
-// Adds one value's cotangent into the grid nodes it was interpolated from.
-template <typename T, int kOrder, int kNdim, bool kFast>
-XLABIND_HOST_DEVICE void ScatterPoint(const Geometry& g, T* grid, const Coordinates<T>& coords,
-                                      int64_t at, T ct) {
-  // No shortcut for a zero cotangent: a NaN weight (a NaN coordinate) makes it
-  // NaN, as in jax.
-  if constexpr (kFast && kOrder == 0) {
-    NearestCell<T, kNdim> cell;
-    if (cell.Load(g, coords, at)) {
-      grid[cell.first] += ct;
-      return;
-    }
-  } else if constexpr (kFast && kOrder == 1) {
-    Cell<T, kNdim> cell;
-    if (cell.Load(g, coords, at)) {
-      cell.Add(g, grid + cell.first, ct);
-      return;
-    }
-  } else if constexpr (kFast) {
-    SplineCell<T, kOrder, kNdim> cell;
-    if (cell.Load(g, coords, at)) {
-      cell.Add(g, grid + cell.first, ct);
-      return;
-    }
-  }
-  ForEachNode<T, kOrder, kNdim>(g, coords, at,
-                                [&](int64_t node, T weight) { grid[node] += weight * ct; });
-}
-
 // Adds every value's cotangent in [begin, end) into the grid nodes it was
 // interpolated from.
 template <typename T>
@@ -75,7 +47,8 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
       if constexpr (kFast) {  // 1 to 3 dimensions
         if (vector) {
           auto point = [&](int64_t k) {
-            ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
+            ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
+                                                 AddTo{});
           };
           const T* run_coords[kNdim];
           for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
@@ -92,7 +65,8 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
         }
       }
       for (int64_t k = 0; k < count; ++k) {
-        ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k]);
+        ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
+                                                 AddTo{});
       }
     });
   });

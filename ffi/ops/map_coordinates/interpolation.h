@@ -270,15 +270,15 @@ struct SplineCell {
     return sum;
   }
 
-  // Adds `value` times each node's weight into the nodes (one thread: the
-  // CPU's private grids; CUDA uses ForEachNode with atomics).
-  template <int kAxis = 0>
-  void Add(const Geometry& g, T* grid, T value) const {
+  // Adds `value` times each node's weight into the nodes, each with
+  // add(address, amount) (points.h's AddTo: +=; CUDA: atomicAdd).
+  template <int kAxis = 0, typename Adder>
+  XLABIND_HOST_DEVICE void Add(const Geometry& g, T* grid, T value, Adder&& add) const {
     for (int j = 0; j <= kOrder; ++j) {
       if constexpr (kAxis == kNdim - 1) {
-        grid[j * g.grid_strides[kAxis]] += weight[kAxis][j] * value;
+        add(grid + j * g.grid_strides[kAxis], weight[kAxis][j] * value);
       } else {
-        Add<kAxis + 1>(g, grid + j * g.grid_strides[kAxis], weight[kAxis][j] * value);
+        Add<kAxis + 1>(g, grid + j * g.grid_strides[kAxis], weight[kAxis][j] * value, add);
       }
     }
   }
