@@ -435,7 +435,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="build, GPU tests and benchmark only (no CPU suite)")
     parser.add_argument("--no-benchmark", action="store_true")
     parser.add_argument("--deadline", type=float, default=None,
-                        help="seconds for the whole run (default 330 with --quick, else 540)")
+                        help="seconds for the whole run (default 450 with --quick, else 560; "
+                             "100 more with --wheel, at most 570)")
     parser.add_argument("--step-seconds", type=float, default=None,
                         help="at most this long for any one step (default: each step's own cap)")
     parser.add_argument("--dry-run", action="store_true",
@@ -449,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="unoptimized, PTX only: checks that everything builds (not for "
                              "measuring or a GPU run)")
     args = parser.parse_args(argv)
-    default_deadline = (330 if args.quick else 540) + (150 if args.wheel else 0)
+    default_deadline = (450 if args.quick else 560) + (100 if args.wheel else 0)
     deadline = Deadline(args.deadline or min(default_deadline, 570), args.step_seconds)
     out = pathlib.Path(args.out).resolve()
     logs = out / "logs"
@@ -522,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
                         summary["tests"].append(result)
 
         if not args.no_benchmark:
-            budget = deadline.left(180)
+            budget = deadline.left(270)  # gpu_benchmark.py's groups, QUICK_SECONDS
             if budget <= 0:
                 summary["not_run"].append("gpu_benchmark.py")
             else:
