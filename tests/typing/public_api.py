@@ -32,10 +32,13 @@ products: xlabind.BoundFunction = xlabind.multilinear(
 native: xlabind.FfiTarget = xlabind.ffi_target("xlabind_noop", platforms=("cpu",))
 any_case: xlabind.FfiTarget = xlabind.ffi_target("xlabind_noop", platforms="CPU")
 per_platform = xlabind.callback({"cpu": np.sin, "cuda": np.sin}, same, synchronize=True)
+captured = xlabind.callback(lambda x, *, out: None, same, in_place=True, platforms=("cuda",),
+                            command_buffer_compatible=True)
 xlabind.register_ffi_targets({})
 methods: tuple[str, ...] = tuple(xlabind.VMAP_METHODS)
 dtypes: frozenset[np.dtype] = xlabind.SUPPORTED_DTYPES
 stream: int = xlabind.cuda.current_stream()
+capturing: bool = xlabind.cuda.is_capturing()
 values: jax.Array = map_coordinates(jnp.ones((3, 3)), [jnp.ones(2), jnp.ones(2)], order=1,
                                     mode="nearest", cval=0.0)
 
