@@ -26,14 +26,14 @@ constexpr int kBlockLanes = 8;
 // one at a time.
 template <bool kTranspose>
 void FilterLines(const FilterCall& call, const AxisLines& lines, double* work, int64_t begin,
-                 int64_t end) {
+                 int64_t end, const double* weights) {
   for (int64_t k = begin; k < end;) {
     const bool rows = lines.stride == 1;
     if (k + kBlockLanes <= end && (rows || k % lines.stride + kBlockLanes <= lines.stride)) {
       const LineBlock<kBlockLanes> block{work + lines.Start(k), lines.length, lines.stride,
                                          rows ? lines.length : 1};
       if constexpr (kTranspose) {
-        FilterLineTranspose(block, call.order, call.boundary);
+        FilterLineTranspose(block, call.order, call.boundary, weights);
       } else {
         FilterLine(block, call.order, call.boundary);
       }
@@ -41,7 +41,7 @@ void FilterLines(const FilterCall& call, const AxisLines& lines, double* work, i
     } else {
       const Line line{work + lines.Start(k), lines.length, lines.stride, 0};
       if constexpr (kTranspose) {
-        FilterLineTranspose(line, call.order, call.boundary);
+        FilterLineTranspose(line, call.order, call.boundary, weights);
       } else {
         FilterLine(line, call.order, call.boundary);
       }
@@ -52,19 +52,23 @@ void FilterLines(const FilterCall& call, const AxisLines& lines, double* work, i
 
 // Filters (or transposes) every line along each axis of `work` (doubles,
 // row-major), one axis after the other, the lines of an axis in parallel.
-void FilterAxes(ffi::ThreadPool* pool, const FilterCall& call, double* work, bool transpose) {
+// The transpose's weights are made once per axis (weights: scratch for the
+// longest axis' table).
+void FilterAxes(ffi::ThreadPool* pool, const FilterCall& call, double* work, bool transpose,
+                double* weights) {
   const int count = static_cast<int>(call.axes.size());
   for (int k = 0; k < count; ++k) {
     const AxisLines& lines = call.axes[transpose ? count - 1 - k : k];
     if (lines.length < 2 || lines.count == 0) continue;
+    if (transpose) TransposeWeights(lines.length, call.order, call.boundary, weights);
     // Whole blocks per chunk where the lines allow.
     const int64_t grain = std::max<int64_t>(1, kGrainValues / lines.length / kBlockLanes) *
                           kBlockLanes;
     native::ParallelChunks(pool, lines.count, grain, grain, [&](int, int64_t begin, int64_t end) {
       if (transpose) {
-        FilterLines<true>(call, lines, work, begin, end);
+        FilterLines<true>(call, lines, work, begin, end, weights);
       } else {
-        FilterLines<false>(call, lines, work, begin, end);
+        FilterLines<false>(call, lines, work, begin, end, nullptr);
       }
     });
   }
@@ -90,7 +94,15 @@ ffi::Error Run(const char* op, ffi::ThreadPool& pool, ffi::AnyBuffer x,
     if (static_cast<const void*>(in) != static_cast<const void*>(work)) {
       std::copy(in, in + call.size, work);
     }
-    FilterAxes(&pool, call, work, transpose);
+    double* weights = nullptr;
+    if (transpose) {
+      int64_t longest = 0;
+      for (const AxisLines& lines : call.axes) longest = std::max(longest, lines.length);
+      XLABIND_ASSIGN_OR_RETURN(weights, scratch.Allocate<double>(
+                                            op, 2 * PolesOf(static_cast<int>(order)).count *
+                                                    std::max<int64_t>(longest, 1)));
+    }
+    FilterAxes(&pool, call, work, transpose, weights);
     if constexpr (!std::is_same_v<T, double>) {
       for (int64_t i = 0; i < call.size; ++i) out[i] = static_cast<T>(work[i]);
     }

@@ -164,15 +164,33 @@ XLABIND_HOST_DEVICE double AnticausalWeight(int64_t j, int64_t n, double z, int3
   return j == n - 1 ? z / (z - 1.0) : 0.0;
 }
 
-// The transpose of FilterLine, in place.
+// The starting values' weights the transpose spreads, for lines of n values:
+// per pole p, CausalWeight(j) at table[2 p n + j] and AnticausalWeight(j) at
+// table[(2 p + 1) n + j]; 2 n PolesOf(order).count doubles. They cost powers
+// of z, the same for every line of an axis: the CPU makes the table once per
+// axis (FilterLineTranspose computes them itself without one).
+inline void TransposeWeights(int64_t n, int order, int32_t boundary, double* table) {
+  const Poles poles = PolesOf(order);
+  for (int p = 0; p < poles.count; ++p) {
+    for (int64_t j = 0; j < n; ++j) {
+      table[2 * p * n + j] = CausalWeight(j, n, poles.z[p], boundary);
+      table[(2 * p + 1) * n + j] = AnticausalWeight(j, n, poles.z[p], boundary);
+    }
+  }
+}
+
+// The transpose of FilterLine, in place; `weights`: TransposeWeights' table
+// for this line length, or null.
 template <int kLanes>
 XLABIND_HOST_DEVICE void FilterLineTranspose(const LineBlock<kLanes>& c, int order,
-                                             int32_t boundary) {
+                                             int32_t boundary, const double* weights = nullptr) {
   const int64_t n = c.n;
   if (n < 2) return;
   const Poles poles = PolesOf(order);
   for (int p = poles.count - 1; p >= 0; --p) {
     const double z = poles.z[p];
+    const double* causal = weights ? weights + 2 * p * n : nullptr;
+    const double* anticausal = weights ? weights + (2 * p + 1) * n : nullptr;
     // The anticausal recursion, transposed: a causal one.
     for (int64_t i = 0; i < n - 1; ++i) {
       for (int l = 0; l < kLanes; ++l) {
@@ -185,11 +203,11 @@ XLABIND_HOST_DEVICE void FilterLineTranspose(const LineBlock<kLanes>& c, int ord
     double last[kLanes];
     for (int l = 0; l < kLanes; ++l) last[l] = c(l, n - 1);
     for (int64_t j = 0; j < n - 1; ++j) {
-      const double u = AnticausalWeight(j, n, z, boundary);
+      const double u = anticausal ? anticausal[j] : AnticausalWeight(j, n, z, boundary);
       if (u == 0.0) continue;
       for (int l = 0; l < kLanes; ++l) c(l, j) += u * last[l];
     }
-    const double u_last = AnticausalWeight(n - 1, n, z, boundary);
+    const double u_last = anticausal ? anticausal[n - 1] : AnticausalWeight(n - 1, n, z, boundary);
     for (int l = 0; l < kLanes; ++l) c(l, n - 1) = u_last * last[l];
     // The causal recursion, transposed: an anticausal one.
     for (int64_t i = n - 1; i >= 1; --i) {
@@ -199,11 +217,11 @@ XLABIND_HOST_DEVICE void FilterLineTranspose(const LineBlock<kLanes>& c, int ord
     double first[kLanes];
     for (int l = 0; l < kLanes; ++l) first[l] = c(l, 0);
     for (int64_t j = 1; j < n; ++j) {
-      const double w = CausalWeight(j, n, z, boundary);
+      const double w = causal ? causal[j] : CausalWeight(j, n, z, boundary);
       if (!(fabs(w) > kNegligible * kNegligible)) continue;
       for (int l = 0; l < kLanes; ++l) c(l, j) += w * first[l];
     }
-    const double w_first = CausalWeight(0, n, z, boundary);
+    const double w_first = causal ? causal[0] : CausalWeight(0, n, z, boundary);
     for (int l = 0; l < kLanes; ++l) c(l, 0) = w_first * first[l];
   }
   for (int64_t i = 0; i < n; ++i) {
