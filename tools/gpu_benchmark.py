@@ -281,34 +281,32 @@ def _timed_on_device(op: Callable, mark) -> Callable:
 
 def _device_times(cases: dict[str, Callable], args_of: dict[str, tuple], rounds: int,
                   events: list, cupy_cases: dict[str, Callable]) -> dict[str, list]:
-    """Seconds of device time per call of each case, interleaved."""
-    def run_xla(name):
-        def go(fn):
+    """Seconds of device time per call of each case, interleaved: the XLA
+    cases' between their two markers' events, cupyx's between events on
+    CuPy's stream."""
+    def xla(name):
+        def device_seconds():
             first = len(events)
-            jax.block_until_ready(fn(*args_of[name]))
+            jax.block_until_ready(cases[name](*args_of[name]))
             start, stop = events[first], events[first + 1]
+            seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
+            del events[first:]
+            return seconds
+        return device_seconds
+
+    def cupy(fn):
+        def device_seconds():
+            start, stop = cp.cuda.Event(), cp.cuda.Event()
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
             return cp.cuda.get_elapsed_time(start, stop) / 1e3
-        return go
+        return device_seconds
 
-    def run_cupy(fn):
-        start, stop = cp.cuda.Event(), cp.cuda.Event()
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        return cp.cuda.get_elapsed_time(start, stop) / 1e3
-
-    times: dict[str, list] = {name: [] for name in [*cases, *cupy_cases]}
-    names = list(times)
-    for _ in range(rounds):
-        random.shuffle(names)
-        for name in names:
-            if name in cases:
-                times[name].append(run_xla(name)(cases[name]))
-            else:
-                times[name].append(run_cupy(cupy_cases[name]))
-        events.clear()
-    return times
+    timed = {**{name: xla(name) for name in cases},
+             **{name: cupy(fn) for name, fn in cupy_cases.items()}}
+    return _interleaved(timed, lambda device_seconds: device_seconds(), rounds, float("inf"))
 
 
 def _coordinates(kind: str, shape: tuple, n: int, dtype, rng):
@@ -371,7 +369,7 @@ def kernels_group(quick: bool) -> list[dict]:
                     for name, fn in cases.items():  # compile and warm up
                         for _ in range(2):
                             jax.block_until_ready(fn(*args_of[name]))
-                    events.clear()
+                    events.clear()  # the warm-up calls'
                     times = _device_times(cases, args_of, rounds, events, {})
                     itemsize = np.dtype(dtype).itemsize
                     for what in ("values", "grid gradient"):
@@ -424,7 +422,7 @@ def kernels_group(quick: bool) -> list[dict]:
                     jax.block_until_ready(fn(*args_of[name]))
             for fn in cupy_cases.values():
                 fn()
-            events.clear()
+            events.clear()  # the warm-up calls'
             times = _device_times(cases, args_of, rounds, events, cupy_cases)
             for what in ("order 3", "spline_filter"):
                 if f"{what} xlabind" not in times:

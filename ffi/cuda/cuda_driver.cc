@@ -86,47 +86,13 @@ std::string Check(const Driver& driver, Result result, const char* call) {
 
 Stream AsStream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
 
-// The context of `stream` when it is not this thread's current one (then it
-// must be pushed), else null.
-Context ContextToPush(const Driver& driver, uintptr_t stream) {
-  Context context = nullptr;
-  if (stream <= kPerThreadStream || driver.stream_get_ctx(AsStream(stream), &context) != 0) {
-    return nullptr;
-  }
-  Context current = nullptr;
-  if (driver.ctx_get_current(&current) == 0 && current == context) return nullptr;
-  return context;
-}
-
-// Makes the context of XLA's `stream` current on this thread for the driver
-// calls that need one (XLA's handler thread need not have it current).
-class StreamContext {
- public:
-  StreamContext(const Driver& driver, uintptr_t stream) : driver_(driver) {
-    Context context = ContextToPush(driver, stream);
-    if (context != nullptr) pushed_ = driver.ctx_push_current(context) == 0;
-  }
-  ~StreamContext() {
-    if (pushed_) {
-      Context popped = nullptr;
-      driver_.ctx_pop_current(&popped);
-    }
-  }
-  StreamContext(const StreamContext&) = delete;
-  StreamContext& operator=(const StreamContext&) = delete;
-
- private:
-  const Driver& driver_;
-  bool pushed_ = false;
-};
-
 }  // namespace
 
 std::string CopyDeviceToDevice(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
   if (bytes == 0) return "";
-  StreamContext context(d, stream);
+  ScopedStreamContext context(stream);
   return Check(d, d.memcpy_dtod_async(dst, src, bytes, AsStream(stream)), "cuMemcpyDtoDAsync");
 }
 
@@ -134,7 +100,7 @@ std::string CopyHostToDevice(uintptr_t dst, const void* src, size_t bytes, uintp
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
   if (bytes == 0) return "";
-  StreamContext context(d, stream);
+  ScopedStreamContext context(stream);
   return Check(d, d.memcpy_htod_async(dst, src, bytes, AsStream(stream)), "cuMemcpyHtoDAsync");
 }
 
@@ -142,7 +108,7 @@ std::string CopyDeviceToHost(void* dst, uintptr_t src, size_t bytes, uintptr_t s
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
   if (bytes == 0) return "";
-  StreamContext context(d, stream);
+  ScopedStreamContext context(stream);
   std::string error =
       Check(d, d.memcpy_dtoh_async(dst, src, bytes, AsStream(stream)), "cuMemcpyDtoHAsync");
   if (!error.empty()) return error;
@@ -153,21 +119,21 @@ std::string SetBytes(uintptr_t dst, uint8_t value, size_t bytes, uintptr_t strea
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
   if (bytes == 0) return "";
-  StreamContext context(d, stream);
+  ScopedStreamContext context(stream);
   return Check(d, d.memset_d8_async(dst, value, bytes, AsStream(stream)), "cuMemsetD8Async");
 }
 
 std::string SynchronizeStream(uintptr_t stream) {
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
-  StreamContext context(d, stream);
+  ScopedStreamContext context(stream);
   return Check(d, d.stream_synchronize(AsStream(stream)), "cuStreamSynchronize");
 }
 
 std::string SynchronizeContext(uintptr_t stream) {
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
-  StreamContext context(d, stream);
+  ScopedStreamContext context(stream);
   return Check(d, d.ctx_synchronize(), "cuCtxSynchronize");
 }
 
@@ -175,7 +141,7 @@ std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream) {
   if (waiter == stream) return "";
   const Driver& d = GetDriver();
   if (!d.missing.empty()) return "xlabind: " + d.missing;
-  StreamContext context(d, stream > kPerThreadStream ? stream : waiter);
+  ScopedStreamContext context(stream > kPerThreadStream ? stream : waiter);
   Event event = nullptr;
   std::string error = Check(d, d.event_create(&event, kEventDisableTiming), "cuEventCreate");
   if (!error.empty()) return error;
@@ -200,9 +166,14 @@ std::string StreamIsCapturing(uintptr_t stream, bool* capturing) {
 
 ScopedStreamContext::ScopedStreamContext(uintptr_t stream) {
   const Driver& d = GetDriver();
-  if (!d.missing.empty()) return;
-  Context context = ContextToPush(d, stream);
-  if (context != nullptr) pushed_ = d.ctx_push_current(context) == 0;
+  Context context = nullptr;
+  if (!d.missing.empty() || stream <= kPerThreadStream ||
+      d.stream_get_ctx(AsStream(stream), &context) != 0 || context == nullptr) {
+    return;
+  }
+  Context current = nullptr;
+  if (d.ctx_get_current(&current) == 0 && current == context) return;  // current already
+  pushed_ = d.ctx_push_current(context) == 0;
 }
 
 ScopedStreamContext::~ScopedStreamContext() {

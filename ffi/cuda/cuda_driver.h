@@ -40,9 +40,10 @@ std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream);
 std::string StreamIsCapturing(uintptr_t stream, bool* capturing);
 
 // Makes the context of `stream` (its device's) current on this thread for the
-// scope, unless it is already: what the runtime API (CuPy, PyTorch) then
-// takes as the current device. XLA's handler thread need not have it
-// current. Does nothing without a driver or for a special stream.
+// scope, unless it is already: for the driver calls above, and for the
+// runtime API (CuPy, PyTorch), which then takes it as the current device.
+// XLA's handler thread need not have it current. Does nothing without a
+// driver or for a special stream.
 class ScopedStreamContext {
  public:
   explicit ScopedStreamContext(uintptr_t stream);

@@ -375,27 +375,24 @@ void DefineDeviceArray(nb::module_ module) {
 
 PyObject* NewDeviceArray(uintptr_t data, const int64_t* dims, size_t rank, int element_type,
                          bool readonly, uintptr_t stream, int32_t device) {
-  try {
-    auto& pool = Pool();
-    if (!pool.empty()) {
-      PyObject* object = pool.back();
-      pool.pop_back();
-      DeviceArray* a = nb::inst_ptr<DeviceArray>(nb::handle(object));
-      a->data = data;
-      a->shape.assign(dims, rank);
-      a->element_type = element_type;
-      a->readonly = readonly;
-      a->stream = stream;
-      a->device = device;
-      return object;
-    }
-    DeviceArray a;
+  auto fill = [&](DeviceArray& a) {
     a.data = data;
     a.shape.assign(dims, rank);
     a.element_type = element_type;
     a.readonly = readonly;
     a.stream = stream;
     a.device = device;
+  };
+  try {
+    auto& pool = Pool();
+    if (!pool.empty()) {
+      PyObject* object = pool.back();
+      pool.pop_back();
+      fill(*nb::inst_ptr<DeviceArray>(nb::handle(object)));
+      return object;
+    }
+    DeviceArray a;
+    fill(a);
     return nb::cast(std::move(a), nb::rv_policy::move).release().ptr();
   } catch (nb::python_error& e) {
     e.restore();

@@ -88,27 +88,33 @@ struct CudaBuffers {
   }
 };
 
-// The key is an attribute of every stage (XLA decodes them all each time);
-// only instantiate reads it: the state holds what it named.
-// The device of XLA's stream is made current here, once, for the whole call:
-// the runtime API that CuPy and PyTorch use then finds it (CuPy refuses a
-// stream of another device), and the Python side needs no device context.
-ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
-                   ffi::RemainingArgs args, ffi::RemainingRets rets) {
-  const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
+// What every call does around the Python call: the device of XLA's stream
+// made current, once, for the whole call (the runtime API that CuPy and
+// PyTorch use then finds it; CuPy refuses a stream of another device, and
+// the Python side needs no device context), the call readable from Python
+// (CurrentCudaCall), and the CUDA half of python_call.h. Returns run(buffers).
+template <typename Run>
+auto OnXlaStream(const CudaCall& call, Run&& run) {
   cuda::ScopedStreamContext context(call.stream);
   CurrentCallScope scope(&call);
   CudaBuffers buffers{call};
-  return CallPython(*state->data, args, rets, rets.size(), buffers);
+  return run(buffers);
+}
+
+// The key is an attribute of every stage (XLA decodes them all each time);
+// only instantiate reads it: the state holds what it named.
+ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
+                   ffi::RemainingArgs args, ffi::RemainingRets rets) {
+  return OnXlaStream({reinterpret_cast<uintptr_t>(stream), device}, [&](CudaBuffers& buffers) {
+    return CallPython(*state->data, args, rets, rets.size(), buffers);
+  });
 }
 
 ffi::Error ExecuteReportingStatus(void* stream, int32_t device, CudaCallbackState* state,
                                   uint64_t, ffi::RemainingArgs args, ffi::RemainingRets rets) {
-  const CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
-  cuda::ScopedStreamContext context(call.stream);
-  CurrentCallScope scope(&call);
-  CudaBuffers buffers{call};
-  return CallPythonReportingStatus(*state->data, args, rets, buffers);
+  return OnXlaStream({reinterpret_cast<uintptr_t>(stream), device}, [&](CudaBuffers& buffers) {
+    return CallPythonReportingStatus(*state->data, args, rets, buffers);
+  });
 }
 
 // The capturable target's stage: the same call, registered with the
@@ -120,10 +126,9 @@ ffi::Error ExecuteCapturable(void* stream, int32_t device, CudaCallbackState* st
   CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
   std::string error = cuda::StreamIsCapturing(call.stream, &call.capturing);
   if (!error.empty()) return ffi::Error::Internal(error);
-  cuda::ScopedStreamContext context(call.stream);
-  CurrentCallScope scope(&call);
-  CudaBuffers buffers{call};
-  return CallPython(*state->data, args, rets, rets.size(), buffers);
+  return OnXlaStream(call, [&](CudaBuffers& buffers) {
+    return CallPython(*state->data, args, rets, rets.size(), buffers);
+  });
 }
 
 std::string DetachCudaViews(void* platform, ViewList& views, const std::vector<size_t>& escaped) {
@@ -144,25 +149,18 @@ double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffer
     PyThreadState* saved = PyEval_SaveThread();
     const auto start = std::chrono::steady_clock::now();
     for (size_t n = 0; n < calls && error.empty(); ++n) {
-      const CudaCall call{stream, device};
-      cuda::ScopedStreamContext context(call.stream);
-      CurrentCallScope scope(&call);
-      CudaBuffers platform{call};
-      GilScope gil;
-      ViewList views(buffers.size(), num_operands, CudaBuffers::kReleaseView);
-      for (size_t i = 0; i < buffers.size() && error.empty(); ++i) {
-        const HostCallBuffer& b = buffers[i];
-        PyObject* view = NewDeviceArray(b.data, b.dims.data(), b.dims.size(), b.element_type,
-                                        i < num_operands, call.stream, call.device);
-        if (view == nullptr) {
-          error = TakePythonError();
-        } else {
+      error = OnXlaStream({stream, device}, [&](CudaBuffers& platform) {
+        GilScope gil;
+        ViewList views(buffers.size(), num_operands, CudaBuffers::kReleaseView);
+        for (size_t i = 0; i < buffers.size(); ++i) {
+          const HostCallBuffer& b = buffers[i];
+          PyObject* view = NewDeviceArray(b.data, b.dims.data(), b.dims.size(), b.element_type,
+                                          i < num_operands, stream, device);
+          if (view == nullptr) return TakePythonError();
           views.Add(view);
         }
-      }
-      if (error.empty()) {
-        error = InvokeAndCheck(*data, views, num_operands, DetachCudaViews, &platform);
-      }
+        return InvokeAndCheck(*data, views, num_operands, DetachCudaViews, &platform);
+      });
     }
     elapsed = std::chrono::steady_clock::now() - start;
     PyEval_RestoreThread(saved);

@@ -10,9 +10,9 @@ CuPy's and PyTorch's current one, array interfaces read, results stored).
 CuPy and PyTorch are stand-ins here (this module's ``StandInCupy`` and
 ``StandInTorch``): Python objects with the entry points xlabind calls and
 little work behind them, so a row shows xlabind's own host work, not CuPy's or
-PyTorch's. The floor row is what ``jax.experimental.buffer_callback`` does on
-the host: a view per buffer and one call of the user's function, nothing
-else. On the GPU (tools/gpu_benchmark.py) the driver and the real libraries
+PyTorch's. The floor row is the handler alone: a view per buffer, one call of
+a no-op, the escape check (``buffer_callback``'s host work is of that kind;
+tools/gpu_benchmark.py measures it). On the GPU (tools/gpu_benchmark.py) the driver and the real libraries
 add their own costs on top of these.
 
     tools/bazel run //tools:benchmark -- --cuda-host
@@ -48,62 +48,28 @@ class StandInStream:
     def __exit__(self, *exc):
         StandInCupy.stack.pop()
 
-    def use(self):
-        StandInCupy.stack[-1] = self
-        return self
-
 
 class StandInCupy:
-    """What xlabind asks of CuPy: streams, the current stream, a device context."""
+    """What xlabind asks of CuPy: its external streams and its current stream."""
 
     stack: list = [StandInStream(0)]
 
     def __init__(self):
         self.cuda = types.SimpleNamespace(
-            ExternalStream=StandInStream, Device=self._device,
+            ExternalStream=StandInStream,
             get_current_stream=lambda device_id=-1: StandInCupy.stack[-1])
-
-    @staticmethod
-    def _device(device):
-        return _DeviceContext()
-
-
-class _DeviceContext:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 class StandInTorch:
-    """What xlabind asks of PyTorch with CUDA initialized: its current stream,
-    by the public API and by torch._C's."""
+    """What xlabind asks of PyTorch with CUDA initialized: its current stream
+    by id (torch._C's entry points), and an external stream's id."""
 
     def __init__(self):
         current = {DEVICE: (1, DEVICE, 1)}
-        self._current = current
 
-        class Stream:
-            def __init__(self, stream_id=0, device_index=DEVICE, device_type=1, *, ptr=0):
-                self.stream_id, self.device_index, self.device_type = stream_id, device_index, \
-                    device_type
-                self.cuda_stream = ptr or stream_id
-
-        class ExternalStream(Stream):
+        class ExternalStream:
             def __init__(self, ptr, device=None):
-                super().__init__(ptr, DEVICE, 1, ptr=ptr)
-
-        class StreamContext:
-            def __init__(self, stream):
-                self.stream = stream
-
-            def __enter__(self):
-                self.previous = current[DEVICE]
-                current[DEVICE] = (self.stream.stream_id, DEVICE, 1)
-
-            def __exit__(self, *exc):
-                current[DEVICE] = self.previous
+                self.stream_id, self.device_index, self.device_type = ptr, DEVICE, 1
 
         def set_stream_by_id(stream_id, device_index, device_type):
             current[device_index] = (stream_id, device_index, device_type)
@@ -112,11 +78,8 @@ class StandInTorch:
         self._C = types.SimpleNamespace(
             _cuda_getCurrentStream=lambda device: current[device],
             _cuda_setStream=set_stream_by_id)
-        self.cuda = types.SimpleNamespace(
-            is_available=lambda: True, is_initialized=lambda: True,
-            ExternalStream=ExternalStream, Stream=Stream, stream=StreamContext,
-            current_stream=lambda device=None: Stream(*current[DEVICE]),
-            set_stream=lambda s: set_stream_by_id(s.stream_id, s.device_index, s.device_type))
+        self.cuda = types.SimpleNamespace(is_initialized=lambda: True,
+                                          ExternalStream=ExternalStream)
 
 
 class CupyLikeResult:

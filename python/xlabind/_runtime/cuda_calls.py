@@ -241,6 +241,7 @@ def consumers_use_stream(stream: int, device: int) -> bool:
             current = streams.cupy_current(device)
             if current is not cupy_stream and current.ptr != stream:
                 return False
+        # This call entered PyTorch's stream: no need to ask whether PyTorch is in use.
         torch = _torch_streams if torch_previous is not None else _torch_in_use()
         if torch is not None:
             if torch.get_by_id(device)[0] != torch.id_of(streams)[0]:
