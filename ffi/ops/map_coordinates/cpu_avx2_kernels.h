@@ -192,12 +192,13 @@ struct Avx2<float> {
 
 // The weighted sum of a group's cells, axis by axis from kAxis on: for each
 // axis, weight[0] times the lower half plus weight[1] times the upper one,
-// as LinearCell::Sum in points.h does for one point. kLerp (no axis
-// differentiated): lower + t * (upper - lower) instead, t being weight[1],
-// which takes one operation fewer.
+// as LinearCell::Sum in points.h does for one point. Not the one-operation-
+// shorter lower + t * (upper - lower): that is NaN on a node next to an
+// infinite one (inf - inf) and overflows between nodes near the largest
+// finite value, where the two-weight sum gives the scalar path's answer.
 // The last axis' two nodes are adjacent in memory (its stride is 1): one pair
 // load a lane (LoadPairs) gives both.
-template <typename T, int kNdim, bool kLerp, int kAxis = 0>
+template <typename T, int kNdim, int kAxis = 0>
 XLABIND_AVX2_INLINE typename Avx2<T>::Vec SumCells(const T* grid, typename Avx2<T>::Index offset,
                                                    const int32_t* first, const int32_t* stride,
                                                    const typename Avx2<T>::Vec (*weight)[2]) {
@@ -206,11 +207,9 @@ XLABIND_AVX2_INLINE typename Avx2<T>::Vec SumCells(const T* grid, typename Avx2<
   if constexpr (kAxis == kNdim - 1) {
     V::LoadPairs(grid, offset, first, &lower, &upper);
   } else {
-    lower = SumCells<T, kNdim, kLerp, kAxis + 1>(grid, offset, first, stride, weight);
-    upper = SumCells<T, kNdim, kLerp, kAxis + 1>(grid + stride[kAxis], offset, first, stride,
-                                                 weight);
+    lower = SumCells<T, kNdim, kAxis + 1>(grid, offset, first, stride, weight);
+    upper = SumCells<T, kNdim, kAxis + 1>(grid + stride[kAxis], offset, first, stride, weight);
   }
-  if constexpr (kLerp) return V::MulAdd(weight[kAxis][1], V::Sub(upper, lower), lower);
   return V::MulAdd(weight[kAxis][1], upper, V::Mul(weight[kAxis][0], lower));
 }
 
@@ -235,10 +234,10 @@ struct Avx2Axes {
   }
 
   // The cells of the group of points at coords[a] + p: the offset of each
-  // one's first node, and each axis' two weights (kLerp: only t, as
-  // weight[1]). Returns whether every cell lies inside the grid; when not,
+  // one's first node, and each axis' two weights (kPlain, no axis
+  // differentiated: 1 - t and t without the constants). Returns whether every cell lies inside the grid; when not,
   // the offsets are garbage and unused.
-  template <bool kLerp = false>
+  template <bool kPlain = false>
   XLABIND_AVX2_INLINE bool Load(const T* const* coords, int64_t p, typename V::Index* offset,
                                 typename V::Vec (*weight)[2]) const {
     typename V::Offset sum = V::ZeroOffset();
@@ -249,8 +248,9 @@ struct Avx2Axes {
       const typename V::Vec lower = V::Floor(c);
       inside &= V::Within(lower, highest[a]);
       sum = V::AddScaled(sum, lower, stride[a]);
-      if constexpr (kLerp) {
+      if constexpr (kPlain) {
         weight[a][1] = V::Sub(c, lower);
+        weight[a][0] = V::Sub(V::Splat(T(1)), weight[a][1]);
       } else {
         weight[a][1] = V::MulAdd(V::Sub(c, lower), scale[a], shift[a]);
         weight[a][0] = V::Sub(scale[a], weight[a][1]);
@@ -265,7 +265,7 @@ struct Avx2Axes {
 // element's grid, coords[a] + p the points' coordinate along axis a.
 // scalar(p) computes one point the general way; it gets the groups with a
 // point outside the interior, and the tail.
-template <typename T, int kNdim, bool kLerp, typename Scalar>
+template <typename T, int kNdim, bool kPlain, typename Scalar>
 XLABIND_AVX2_INLINE void GatherGroupsAvx2(const Avx2Axes<T, kNdim>& axes, const T* grid,
                                           const T* const* coords, T* values, int64_t count,
                                           Scalar& scalar) {
@@ -274,13 +274,13 @@ XLABIND_AVX2_INLINE void GatherGroupsAvx2(const Avx2Axes<T, kNdim>& axes, const 
   for (; p + V::kLanes <= count; p += V::kLanes) {
     typename V::Index offset;
     typename V::Vec weight[kNdim][2];
-    if (!axes.template Load<kLerp>(coords, p, &offset, weight)) {
+    if (!axes.template Load<kPlain>(coords, p, &offset, weight)) {
       for (int lane = 0; lane < V::kLanes; ++lane) scalar(p + lane);
       continue;
     }
     alignas(32) int32_t first[V::kLanes];
     V::StoreIndex(first, offset);
-    V::Store(values + p, SumCells<T, kNdim, kLerp>(grid, offset, first, axes.stride, weight));
+    V::Store(values + p, SumCells<T, kNdim>(grid, offset, first, axes.stride, weight));
   }
   for (; p < count; ++p) scalar(p);
 }
