@@ -177,11 +177,54 @@ def test_vmap_keeps_the_alias_where_shapes_match(method):
     # x batched: its batched shape is the result's.
     np.testing.assert_array_equal(jax.jit(jax.vmap(op, (0, None)))(xs, y), expected)
     assert "aliases={0: 0}" in _calls(jax.vmap(op, (0, None)), xs, y)
-    # x not batched: under expand_dims it has a size-1 batch axis, the result a
-    # full one, so the alias is dropped; the other methods keep it.
+    # x not batched: expand_dims broadcasts it to the result's shape too, so
+    # the alias holds under every method.
     np.testing.assert_array_equal(jax.jit(jax.vmap(op, (None, 0)))(y, xs), expected)
-    kept = "aliases={0: 0}" in _calls(jax.vmap(op, (None, 0)), y, xs)
-    assert kept == (method != "expand_dims")
+    assert "aliases={0: 0}" in _calls(jax.vmap(op, (None, 0)), y, xs)
+
+
+def _accumulate(x, y, out):
+    out += y  # out *is* x's memory: it holds x's values
+
+
+def _accumulate_native(x, y, out, batch_axes):
+    # y laid out as out (the shape function below gives the result y's axis).
+    out += np.asarray(y)
+
+
+def _like_y(x, y, batch_axes=None):
+    if not batch_axes:
+        return x
+    axis = batch_axes[1][-1] if batch_axes[1][-1] is not None else batch_axes[0][-1]
+    return xlabind.BatchedResult(y.shape if batch_axes[1][-1] is not None else x.shape,
+                                 x.dtype, axis)
+
+
+@pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all", "native"])
+@pytest.mark.parametrize("axes", [(None, 0), (0, None), (0, 0), (None, 1), (1, 0)])
+def test_an_in_place_update_reads_the_argument_under_every_vmap(method, axes):
+    # The aliased argument unbatched (or batched along another axis than the
+    # result): the function still finds its values in `out`.
+    if method == "native":
+        op = xlabind.callback(_accumulate_native, _like_y, in_place=True,
+                              vmap_method="native", input_output_aliases={0: 0})
+    else:
+        op = xlabind.callback(_accumulate, lambda x, y: x, in_place=True, vmap_method=method,
+                              input_output_aliases={0: 0})
+    rng = np.random.default_rng(1)
+    base = rng.normal(size=(4,))
+    x = base if axes[0] is None else np.stack([base * (k + 1) for k in range(3)], axes[0])
+    y = rng.normal(size=(4,)) if axes[1] is None else rng.normal(
+        size=(3, 4) if axes[1] == 0 else (4, 3))
+    want = jax.vmap(lambda a, b: a + b, axes)(x, y)
+    np.testing.assert_allclose(jax.vmap(op, axes)(x, y), want, rtol=1e-12)
+    np.testing.assert_allclose(jax.jit(jax.vmap(op, axes))(x, y), want, rtol=1e-12)
+    assert "aliases={0: 0}" in _calls(jax.vmap(op, axes), x, y)
+    # Nested: an outer vmap over a second batch of x only.
+    xs = np.stack([x, 2 * x])
+    nested = jax.jit(jax.vmap(jax.vmap(op, axes), (0, None)))(xs, y)
+    np.testing.assert_allclose(nested, np.stack([want, jax.vmap(lambda a, b: a + b, axes)(
+        2 * x, y)]), rtol=1e-12)
 
 
 def test_vmap_native_keeps_matching_aliases_only():
@@ -199,10 +242,33 @@ def test_vmap_native_keeps_matching_aliases_only():
     xs, ys = jnp.arange(6.0).reshape(3, 2), jnp.ones((3, 2))
     np.testing.assert_array_equal(jax.jit(jax.vmap(op))(xs, ys), np.asarray(xs) + 1)
     assert "aliases={0: 0}" in _calls(jax.vmap(op), xs, ys)
-    # x unbatched, y batched: the result is batched like y, x is not: dropped.
+    # x unbatched, y batched: the result is batched like y, so x is given
+    # the result's batch axis and the alias holds.
     got = jax.jit(jax.vmap(op, (None, 0)))(jnp.ones(2), ys)
     np.testing.assert_array_equal(got, np.full((3, 2), 2.0))
-    assert "aliases={" not in _calls(jax.vmap(op, (None, 0)), jnp.ones(2), ys)
+    assert "aliases={0: 0}" in _calls(jax.vmap(op, (None, 0)), jnp.ones(2), ys)
+
+
+def test_vmap_native_that_cannot_keep_an_alias_says_so():
+    def fn(x, out, batch_axes):
+        out[...] = 0
+
+    def shapes(x, batch_axes=None):
+        # Whatever axis x is batched along, the result's batch axis is another.
+        if not batch_axes:
+            return x
+        axis = 1 if batch_axes[0][-1] == 0 else 0
+        shape = list(x.shape)
+        size = shape.pop(batch_axes[0][-1])
+        shape.insert(axis, size)
+        return xlabind.BatchedResult(tuple(shape), x.dtype, axis)
+
+    op = xlabind.callback(fn, shapes, in_place=True, vmap_method="native",
+                          input_output_aliases={0: 0}, name="my_op")
+    with pytest.raises(ValueError, match=r"my_op: under jax.vmap \(vmap_method='native'\) "
+                                         r"argument 0 .*input_output_aliases=\{0: 0\} cannot "
+                                         r"hold"):
+        jax.jit(jax.vmap(op)).lower(jnp.ones((2, 3)))
 
 
 # -- derivatives ---------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The vmap rule of the `xlabind_call` primitive: one function per vmap_method.
 
-Aliases (an argument and a result sharing a buffer) stay where the batched
-argument and result still have one shape and dtype, and are dropped where
-not (an unbatched argument's size-1 axis under "expand_dims", a native
-layout that differs): an alias only saves a copy, it never changes a value.
+Aliases (an argument and a result sharing a buffer) are kept under every
+method: a function may read the aliased result as the argument's values (an
+in-place ``out += y``), so the argument is laid out as the result is — an
+unbatched one broadcast to the batch under "expand_dims", moved or given the
+result's batch axis under "native" — and a call that would still lose one is
+an error, never a result read from uninitialised memory.
 Under "sequential" each element's call is the unbatched one, aliases and all.
 An ordered effect cannot be batched, as jax's ordered io_callback cannot.
 
@@ -65,10 +67,11 @@ def _leading_batch(size, args, dims, op, call, broadcast):
     # An argument the function is linear in is broadcast even under expand_dims:
     # transposing gives its cotangent the batch size, and jax sums it back.
     linear = {i for group in op.rules.groups(len(args)) for i in group} if op.rules else set()
+    aliased = {i for i, _ in call.aliases}
     for i, (a, d) in enumerate(zip(args, dims)):
         leading = batch
         if d is None:
-            if broadcast or i in linear:
+            if broadcast or i in linear or i in aliased:
                 a = jnp.broadcast_to(a, (size, *a.shape))
             else:
                 a = a[None]
@@ -79,7 +82,7 @@ def _leading_batch(size, args, dims, op, call, broadcast):
         if call.factors is not None:
             factors.append((leading,) + call.factors[i])
     avals = tuple(jax.core.ShapedArray((size, *av.shape), av.dtype) for av in call.result_avals)
-    changes = {"result_avals": avals, "aliases": call.matching_aliases(operands, avals)}
+    changes = {"result_avals": avals, "aliases": _kept_aliases(op, call, operands, avals)}
     if call.factors is not None:
         changes.update(factors=tuple(factors),
                        out_factors=tuple((batch,) + f for f in call.out_factors))
@@ -117,21 +120,26 @@ def _native(size, args, dims, op, call):
     _align_pairs(size, args, dims, op, call)
     n_levels = len(call.batch_axes[0]) if call.batch_axes else 0
     old = call.batch_axes if call.batch_axes is not None else ((),) * len(args)
-    new = tuple(_with_level(entry, d) for entry, d in zip(old, dims))
-    avals, _, out_axes = op.result_avals(args, call.kwargs, batch_axes=new)
-    if len(avals) != len(call.result_avals):
-        raise TypeError(f"{op.name}: under vmap the result shape function returned "
-                        f"{len(avals)} results, expected {len(call.result_avals)}")
-    out_axes = [_checked_batched_result(op, j, aval, axis, before, size, new)
-                for j, (aval, axis, before) in enumerate(zip(avals, out_axes, call.result_avals))]
-    old_out = call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(avals)
-    new_out = tuple(_with_level(entry, axis) for entry, axis in zip(old_out, out_axes))
+    old_out = call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(
+        call.result_avals)
+    new, avals, out_axes, new_out = _native_layout(size, args, dims, old, old_out, op, call)
+    # An aliased argument laid out otherwise than its result takes the
+    # result's batch axis (the shape function is asked again: it may answer
+    # differently for the new layout).
+    moved = False
+    for i, j in call.aliases:
+        if new[i] != new_out[j] and old[i] == old_out[j]:
+            args[i] = (_insert_axis(args[i], out_axes[j], size) if dims[i] is None
+                       else jnp.moveaxis(args[i], dims[i], out_axes[j]))
+            dims[i], moved = out_axes[j], True
+    if moved:
+        new, avals, out_axes, new_out = _native_layout(size, args, dims, old, old_out, op, call)
     assert all(len(e) == n_levels + 1 for e in new + new_out)
-    # A native layout keeps an alias only where the argument and the result
-    # have their batch axes in the same places: in one buffer, a handler that
-    # writes element by element would otherwise overwrite what it has yet to read.
-    aliases = tuple((i, j) for i, j in call.matching_aliases(args, avals)
-                    if new[i] == new_out[j])
+    # An alias needs the argument and the result to have their batch axes in
+    # the same places: in one buffer, a handler that writes element by
+    # element would otherwise overwrite what it has yet to read.
+    aliases = _kept_aliases(op, call, args, avals,
+                            lambda i, j: new[i] == new_out[j])
     changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out,
                    aliases=aliases)
     if call.factors is not None:  # the vmap axis is independent: it may be split too
@@ -142,6 +150,38 @@ def _native(size, args, dims, op, call):
                               for f, a in zip(call.out_factors, out_axes)))
     outs = bind(call.replace(**changes), args)
     return outs, out_axes
+
+
+def _native_layout(size, args, dims, old, old_out, op, call):
+    """Operands' and results' batch axes with this level's `dims`, the results'
+    avals and this level's result axes, as the shape function answers them."""
+    new = tuple(_with_level(entry, d) for entry, d in zip(old, dims))
+    avals, _, out_axes = op.result_avals(args, call.kwargs, batch_axes=new)
+    if len(avals) != len(call.result_avals):
+        raise TypeError(f"{op.name}: under vmap the result shape function returned "
+                        f"{len(avals)} results, expected {len(call.result_avals)}")
+    out_axes = [_checked_batched_result(op, j, aval, axis, before, size, new)
+                for j, (aval, axis, before) in enumerate(zip(avals, out_axes, call.result_avals))]
+    new_out = tuple(_with_level(entry, axis) for entry, axis in zip(old_out, out_axes))
+    return new, avals, out_axes, new_out
+
+
+def _kept_aliases(op, call, operands, avals, same_layout=lambda i, j: True):
+    """The call's aliases, all of them: the function may read an aliased
+    result as its argument, so losing one (a shape the batching rule could
+    not make agree) is an error, not a silently uninitialised result."""
+    kept = tuple((i, j) for i, j in call.matching_aliases(operands, avals)
+                 if same_layout(i, j))
+    lost = [(i, j) for i, j in call.aliases if (i, j) not in kept]
+    if lost:
+        i, j = lost[0]
+        raise ValueError(
+            f"{op.name}: under jax.vmap (vmap_method={op.vmap_method!r}) argument {i} "
+            f"(shape {tuple(operands[i].shape)}) and result {j} (shape "
+            f"{tuple(avals[j].shape)}) no longer have one shape and batch layout, so "
+            f"input_output_aliases={{{i}: {j}}} cannot hold. Return result {j} with the "
+            f"argument's batch axis from the shape function, or drop the alias.")
+    return kept
 
 
 def _checked_batched_result(op, j, aval, axis, before, size, batch_axes) -> int:

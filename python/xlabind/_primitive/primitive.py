@@ -95,9 +95,12 @@ class Call:
     def matching_aliases(self, operand_avals, result_avals) -> tuple[tuple[int, int], ...]:
         """The aliases whose operand and result still have one shape and dtype in
         a call on `operand_avals` with `result_avals` (after a rule reshaped them)."""
+        # Under vmap an operand may still be the user's NumPy array, whose
+        # float64 jax (without x64) reads as float32.
+        canonical = jax.dtypes.canonicalize_dtype
         return tuple((i, j) for i, j in self.aliases
                      if tuple(operand_avals[i].shape) == tuple(result_avals[j].shape)
-                     and operand_avals[i].dtype == result_avals[j].dtype)
+                     and canonical(operand_avals[i].dtype) == canonical(result_avals[j].dtype))
 
     @property
     def fn(self) -> Any:
