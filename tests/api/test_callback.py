@@ -152,3 +152,21 @@ def test_lowering_for_gpu_says_cpu_only():
     traced = jax.jit(op).trace(jnp.ones(2))
     with pytest.raises(NotImplementedError, match=r"'cpu_fn' has no CUDA implementation"):
         traced.lower(lowering_platforms=("cuda",))
+
+
+def test_a_bound_function_deep_copies_before_and_after_its_first_call():
+    # As a jitted function does: a model config or dict holding one copies.
+    import copy
+
+    op = xlabind.linear(lambda x: 2 * np.asarray(x), lambda ct: 2 * np.asarray(ct),
+                        lambda x: x, name="twice")
+    config = {"op": op, "scale": [1.0]}
+    before = copy.deepcopy(config)
+    assert before["op"] is op and before["scale"] is not config["scale"]
+    np.testing.assert_array_equal(jax.jit(op)(jnp.arange(3.0)), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(op(jnp.arange(3.0)), [0.0, 2.0, 4.0])  # eager executable
+    after = copy.deepcopy(config)
+    assert after["op"] is op and copy.copy(op) is op
+    assert copy.deepcopy(op.definition) is op.definition
+    np.testing.assert_array_equal(jax.jit(jax.grad(lambda x: after["op"](x).sum()))(
+        jnp.arange(3.0)), [2.0, 2.0, 2.0])

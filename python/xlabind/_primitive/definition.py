@@ -136,6 +136,15 @@ class Definition:
     def __repr__(self) -> str:
         return self.name
 
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        # Immutable to its users, and holding what cannot be copied (locks,
+        # compiled executables): a copy is the same object, as for a jitted
+        # function's compiled programs.
+        return self
+
     def get(self) -> "Definition":
         """Itself: a Call names its function by the definition or by a WeakDefinition."""
         return self
@@ -356,6 +365,15 @@ class WeakDefinition:
     def __repr__(self) -> str:
         return self.name
 
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        # Immutable to its users, and holding what cannot be copied (locks,
+        # compiled executables): a copy is the same object, as for a jitted
+        # function's compiled programs.
+        return self
+
 
 class BoundFunction:
     """A function bound as a JAX operation. Create one with :func:`xlabind.callback`
@@ -388,6 +406,15 @@ class BoundFunction:
 
     def __repr__(self) -> str:
         return f"xlabind.BoundFunction({self.definition.name})"
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        # Immutable to its users, and holding what cannot be copied (locks,
+        # compiled executables): a copy is the same object, as for a jitted
+        # function's compiled programs.
+        return self
 
     @property
     def name(self) -> str:
