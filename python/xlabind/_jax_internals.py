@@ -10,6 +10,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from jax._src import callback as _callback
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
+from jax._src import effects as _effects
 from jax._src import sharding_impls as _sharding_impls
 from jax._src import util as _util
 from jax._src.custom_partitioning import custom_partitioning
@@ -22,7 +23,7 @@ _ManualAxisType = getattr(_core, "ManualAxisType", None)
 
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
            "abstract_token", "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
-           "effects_of", "mark_last_partitioning_side_effecting", "ordered_token",
+           "detached_ordered_token", "effects_of", "adjust_last_partitioning", "ordered_token", "IOEffect", "OrderedIOEffect",
            "InconclusiveDimensionOperation", "is_symbolic_dim", "set_ordered_token",
            "gspmd_aborts_in_partly_manual", "manual_axes",
            "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]
@@ -143,9 +144,37 @@ def backends_are_initialized() -> bool:
 # other branch or had left the loop; remat), and the ordered one shares its
 # token with io_callback(ordered=True), so the two kinds of call keep one
 # program order, also across consecutive jitted calls and over several devices.
-_IO_EFFECT = _callback._IOEffect
-_ORDERED_IO_EFFECT = _callback._OrderedIOEffect
 abstract_token = _core.abstract_token
+
+
+class IOEffect(_callback.IOEffect):
+    """io_callback's unordered effect, as one jax.export can serialize: every
+    instance (deserializing makes a new one) equals jax's own, so jax's rules
+    and token threading treat xlabind's calls and io_callbacks alike."""
+
+    def __eq__(self, other):
+        return other is _callback._IOEffect or type(other) is type(self)
+
+    def __hash__(self):
+        return hash(_callback._IOEffect)
+
+
+class OrderedIOEffect(_callback.OrderedIOEffect):
+    """io_callback's ordered effect (one token for both), serializable."""
+
+    def __eq__(self, other):
+        return other is _callback._OrderedIOEffect or type(other) is type(self)
+
+    def __hash__(self):
+        return hash(_callback._OrderedIOEffect)
+
+
+# Deserializing finds an effect's class among the lowerable ones, by name; the
+# other effect sets (control flow, ordered, shardable) test isinstance.
+_effects.lowerable_effects.add_type(IOEffect)
+_effects.lowerable_effects.add_type(OrderedIOEffect)
+_IO_EFFECT = IOEffect()
+_ORDERED_IO_EFFECT = OrderedIOEffect()
 
 
 def effects_of(effect: "str | None") -> set:
@@ -160,6 +189,32 @@ def ordered_token(ctx):
     return ctx.tokens_in.get(_ORDERED_IO_EFFECT)
 
 
+def detached_ordered_token(ctx):
+    """`ctx` with its incoming ordered token passed through an optimization
+    barrier placed on the program's first device, as io_callback places its
+    own token: the computation xlabind lowers the call into would otherwise
+    make XLA's partitioners give a preceding io_callback's token a replicated
+    sharding, which XLA refuses for a side-effecting call (jax >= 0.11 with
+    results, and jax 0.9)."""
+    import inspect
+
+    from jax._src.interpreters import mlir
+    from jax._src.lib.mlir.dialects import hlo
+
+    token = ctx.tokens_in.get(_ORDERED_IO_EFFECT)
+    sharding = _callback._callback_op_sharding(ctx.module_context.axis_context, None,
+                                               [abstract_token])
+    if token is None or sharding is None:
+        return ctx
+    barrier = hlo.OptimizationBarrierOp([token])
+    if "ctx" in inspect.signature(mlir.set_sharding).parameters:  # jax >= 0.10
+        mlir.set_sharding(ctx.module_context, barrier, sharding)
+    else:
+        mlir.set_sharding(barrier, sharding)
+    tokens = ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_IO_EFFECT: barrier.result}))
+    return ctx.replace(tokens_in=tokens)
+
+
 def set_ordered_token(ctx, token) -> None:
     """Hands on the token the call being lowered returned, to the next ordered call."""
     from jax.interpreters import mlir
@@ -167,16 +222,30 @@ def set_ordered_token(ctx, token) -> None:
     ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_IO_EFFECT: token})))
 
 
-def mark_last_partitioning_side_effecting() -> None:
-    """Marks the custom partitioning call just emitted (jax's lowering makes it
-    with has_side_effect=False, whatever the function it partitions does) as
-    side-effecting, so that XLA keeps it when its results are unused."""
+def adjust_last_partitioning(ctx, side_effect: bool, key: "str | None") -> None:
+    """Adjusts the custom partitioning call just emitted: `side_effect` marks it
+    side-effecting (jax's lowering makes it pure, whatever the function it
+    partitions does), so that XLA keeps it when its results are unused; `key`
+    names its partitioning callbacks instead of jax's object id (new in every
+    process, so every process's program would be a new persistent cache
+    entry). Calls with one key must partition alike; where one is registered
+    and alive, it serves this program too, and lives as long as it does."""
+    from jax._src import custom_partitioning as _partitioning
     from jax._src.lib.mlir import ir
 
     for op in reversed(list(ir.InsertionPoint.current.block.operations)):
         if (op.operation.name == "stablehlo.custom_call"
                 and ir.StringAttr(op.attributes["call_target_name"]).value
                 == "CustomSPMDPartitioning"):
-            op.attributes["has_side_effect"] = ir.BoolAttr.get(True)
-            return
-    raise AssertionError("xlabind: no custom partitioning call to mark")  # pragma: no cover
+            break
+    else:  # pragma: no cover
+        raise AssertionError("xlabind: no custom partitioning call to adjust")
+    if side_effect:
+        op.attributes["has_side_effect"] = ir.BoolAttr.get(True)
+    if key is None:
+        return
+    callbacks = _partitioning._sharding_callbacks
+    own = callbacks[ir.StringAttr(op.attributes["backend_config"]).value.encode()]
+    registered = callbacks.setdefault(key.encode(), own)
+    ctx.module_context.add_keepalive(registered)
+    op.attributes["backend_config"] = ir.StringAttr.get(key)

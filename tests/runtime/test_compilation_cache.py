@@ -46,3 +46,44 @@ def test_python_programs_are_not_written_native_ones_hit(tmp_path):
     for _ in range(2):
         assert run(tmp_path) == first
         assert entries(tmp_path) == written  # hit, not rewritten; still no Python entry
+
+
+SHARDED = textwrap.dedent("""
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from xlabind.ops import map_coordinates
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    grid = jnp.sin(jnp.arange(20.0))
+    x = jax.device_put(jnp.linspace(0.0, 18.0, 64), NamedSharding(mesh, P("d")))
+    ours = sys.argv[2] == "xlabind"
+    interpolate = map_coordinates if ours else jax.scipy.ndimage.map_coordinates
+    sharded_lambda = jax.jit(lambda x: interpolate(grid, [x], 1, "mirror") * 2)
+    print(sharded_lambda(x)[:4].tolist())
+    """)
+
+
+def test_sharded_native_programs_hit_from_other_processes(tmp_path):
+    # Over 8 devices the points are split by a custom partitioning, named
+    # alike in every process: the second and third processes find the first's
+    # entries, as for jax's own map_coordinates in the same program.
+    counts = {}
+    for kind in ("jax", "xlabind"):
+        cache = tmp_path / kind
+        cache.mkdir()
+        outputs, sizes = [], []
+        for _ in range(3):
+            done = subprocess.run([sys.executable, "-c", SHARDED, str(cache), kind],
+                                  capture_output=True, text=True, timeout=300,
+                                  env={**os.environ, "JAX_PLATFORMS": "cpu"})
+            assert done.returncode == 0, done.stderr[-3000:]
+            outputs.append(done.stdout)
+            sizes.append(len(os.listdir(cache)))
+        assert outputs[0] == outputs[1] == outputs[2]
+        counts[kind] = sizes
+    assert counts["jax"][0] == counts["jax"][2], counts  # the anchor: jax's own hits
+    assert counts["xlabind"] == [counts["xlabind"][0]] * 3, counts

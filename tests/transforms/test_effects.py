@@ -15,6 +15,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from jax import export  # noqa: E402
 from jax.experimental import io_callback  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
@@ -409,3 +410,70 @@ def test_unordered_without_a_rule_in_a_sharded_program(mesh):
     y = jax.jit(lambda x: log(x) * 2)(x)
     np.testing.assert_array_equal(y, 2 * np.arange(8.0))
     assert seen == ["a"]
+
+
+# -- jax.export ----------------------------------------------------------------
+
+_NATIVE_CHECKS = [export.DisabledSafetyCheck.custom_call(name)
+                  for name in ("xlabind_noop", "native_api_ticket")]
+
+
+def _exported_effectful(effect, mesh=None):
+    if effect == "ordered":
+        op = xlabind.callback(xlabind.ffi_target("native_api_ticket", takes_token=True),
+                              lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
+                              effect="ordered")
+        program = jax.jit(lambda x: op(op(x)[0] * 2)[0])
+    else:
+        op = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x,
+                              input_output_aliases={0: 0}, effect="unordered")
+        program = jax.jit(lambda x: op(x) * 2)
+    x = jnp.arange(8.0)
+    if mesh is not None:
+        x = jax.device_put(x, NamedSharding(mesh, P("d")))
+    return export.export(program, disabled_checks=_NATIVE_CHECKS)(x), x
+
+
+@pytest.mark.parametrize("devices", [1, 4])
+@pytest.mark.parametrize("effect", ["unordered", "ordered"])
+def test_a_native_target_with_an_effect_serializes_and_runs(effect, devices, mesh):
+    # jax serializes an effect by its class: xlabind's are jax's io_callback
+    # effects in a class of their own whose every instance equals them.
+    exported, x = _exported_effectful(effect, mesh if devices > 1 else None)
+    back = export.deserialize(exported.serialize())
+    assert back.ordered_effects == exported.ordered_effects
+    assert back.unordered_effects == exported.unordered_effects
+    assert len(back.ordered_effects if effect == "ordered" else back.unordered_effects) == 1
+    np.testing.assert_array_equal(back.call(x), 2 * np.arange(8.0))
+    np.testing.assert_array_equal(jax.jit(back.call)(x), 2 * np.arange(8.0))
+
+
+def test_an_ordered_call_after_an_io_callback_with_results_over_several_devices(mesh):
+    # Wherever jax compiles two ordered io_callbacks with results over the
+    # devices, an ordered xlabind call after one compiles too (jax 0.12 gave
+    # the io_callback's token a replicated sharding, which XLA refuses).
+    def bump(x):
+        return np.asarray(x) + 1
+
+    def io(x):
+        return io_callback(bump, jax.ShapeDtypeStruct(x.shape, x.dtype), x, ordered=True)
+
+    x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("d")))
+    try:
+        jax.jit(lambda x: io(io(x) * 2))(x)
+    except jax.errors.JaxRuntimeError as error:  # jax 0.9 fails on its own program
+        assert "side-effect HLO cannot have a replicated sharding" in str(error)
+        pytest.skip(f"jax {jax.__version__} cannot compile two ordered io_callbacks with "
+                    f"results over several devices itself")
+    seen = []
+    note = xlabind.callback(lambda x: (seen.append("xlabind"), 2 * np.asarray(x))[1],
+                            lambda x: x, effect="ordered")
+
+    def program(x):
+        y = io(x)
+        z = note(y)
+        return note(io(z))
+
+    np.testing.assert_array_equal(jax.jit(program)(x), 2 * (2 * (np.arange(8.0) + 1) + 1))
+    jax.effects_barrier()
+    assert seen == ["xlabind", "xlabind"]

@@ -82,12 +82,15 @@ _EXCHANGE_STATUS = True
 
 
 def call_on_every_device(call: Call, operands: Sequence, axes: tuple,
-                         processes: tuple[int, ...] = ()) -> list:
+                         processes: tuple[int, ...] = (), exchange: bool = True) -> list:
     """The call on each device's operands (inside a computation that is manual
     over `axes`, the program's mesh axes): if it fails on any device, every
     device fails at this point with its message (naming the device's process
     from `processes`, see row_processes). What travels when all went well is
-    one byte per device; the messages only when one failed."""
+    one byte per device; the messages only when one failed. Without
+    `exchange` (an exported program) a plain call, failing its own device."""
+    if not exchange:
+        return list(bind(call, operands))
     *results, status = bind(call.replace(reports_status=True), operands)
     if not _EXCHANGE_STATUS:
         return results
@@ -113,19 +116,22 @@ def _axes_size(axes: tuple) -> int:
 
 
 def call_on_first_device(call: Call, operands: Sequence, axes: tuple,
-                         processes: tuple[int, ...] = ()) -> list:
+                         processes: tuple[int, ...] = (), exchange: bool = True) -> list:
     """The call on the first device only (inside a computation that is manual
     over `axes`), its results and status broadcast to every device in one
-    collective; if it fails, every device fails at this point with its message."""
+    collective; if it fails, every device fails at this point with its message.
+    Without `exchange` (an exported program) a plain call, results only."""
+    made = call.replace(reports_status=True) if exchange else call
+    exchange = exchange and _EXCHANGE_STATUS
     first = jax.lax.axis_index(axes) == 0
     avals = (*call.result_avals, status_aval())
-    if not _EXCHANGE_STATUS:
+    if not exchange:
         avals = avals[:-1]
     outs = jax.lax.cond(
-        first, lambda: tuple(bind(call.replace(reports_status=True), operands))[:len(avals)],
+        first, lambda: tuple(bind(made, operands))[:len(avals)],
         lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals))
     outs = _from_first(outs, axes)
-    return checked(outs[-1], outs[:-1], processes[:1]) if _EXCHANGE_STATUS else outs
+    return checked(outs[-1], outs[:-1], processes[:1]) if exchange else outs
 
 
 def _from_first(xs: Sequence, axes) -> list:

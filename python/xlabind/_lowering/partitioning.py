@@ -8,11 +8,15 @@ once per device on that device's shard instead, through jax's custom
 partitioning (a Shardy sharding rule, or GSPMD propagation callbacks without
 Shardy); an ordered one runs once, on the first device, inside a shard_map
 that carries jax's ordering token. Whichever way it runs, a call that fails
-on one device stops every device at that call (call_status.py).
+on one device stops every device at that call (call_status.py), but in an
+exported program (jax.export), whose calls are plain: there the split is
+decided at lowering and made by a shard_map, since jax cannot serialize a
+custom partitioning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from typing import Any, Callable, Sequence
 
@@ -34,6 +38,7 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     if call.reports_status:
         # One of the per-device calls below: their caller checks the status.
         return emit(ctx, *operands)
+    exporting = ctx.module_context.lowering_parameters.for_export
     axis_context = ctx.module_context.axis_context
     if isinstance(axis_context, internals.ShardingContext) and axis_context.num_devices > 1:
         return _lower_partitioned(ctx, call, operands)
@@ -44,6 +49,9 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
             f"some mesh axes only under GSPMD (jax_use_shardy_partitioner=False) with jax "
             f"{jax.__version__}: XLA's partitioner aborts the process on its custom call. Use "
             f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis.")
+    if axes and exporting:
+        # Per device in an exported program: a plain call (_lower_for_export).
+        return emit(ctx, *operands)
     if axes:
         # Inside shard_map (per-device semantics): once per device.
         processes = call_status.row_processes(axis_context.mesh, axes)
@@ -71,8 +79,10 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
     axes = tuple(mesh.axis_names)
     processes = call_status.row_processes(mesh, axes)
     whole = PartitionSpec()
+    exchange = not ctx.module_context.lowering_parameters.for_export
     once = jax.shard_map(
-        lambda *xs: tuple(call_status.call_on_first_device(call, xs, axes, processes)),
+        lambda *xs: tuple(call_status.call_on_first_device(call, xs, axes, processes,
+                                                           exchange=exchange)),
         mesh=mesh, in_specs=(whole,) * len(operands),
         out_specs=(whole,) * len(call.result_avals), check_vma=False)
 
@@ -83,7 +93,11 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
               else x for x in xs]
         return list(once(*xs))
 
-    return mlir.lower_fun(gathered, multiple_results=True)(ctx, *operands)
+    detached = internals.detached_ordered_token(ctx)
+    results = mlir.lower_fun(gathered, multiple_results=True)(detached, *operands)
+    if detached is not ctx:
+        ctx.set_tokens_out(detached.tokens_out)
+    return results
 
 
 def _program_mesh(axis_context) -> jax.sharding.Mesh:
@@ -103,77 +117,111 @@ def _explicitly_sharded(x) -> bool:
     return bool(spec) and any(s is not None for s in spec)
 
 
-def _lower_partitioned(ctx, call, operands):
-    """Custom partitioning: XLA asks, once it knows how the operands are
-    sharded, for the per-device computation."""
-    factors, out_factors = call.factors, call.out_factors
-    if factors is None:  # undeclared: every dimension stays whole
-        factors = tuple(tuple(f"w{i}_{d}" for d in range(len(x.shape)))
-                        for i, x in enumerate(ctx.avals_in))
-        out_factors = tuple(tuple(f"r{j}_{d}" for d in range(len(a.shape)))
-                            for j, a in enumerate(call.result_avals))
-    free = split(call)
-    # In order of first appearance: Shardy wants special factors sorted by index.
-    whole = tuple(dict.fromkeys(f for array in factors + out_factors for f in array
-                                if f not in free))
-    in_results = {f for array in out_factors for f in array}
-    # Shardy's reduction factors appear in no result; one that is summed into
-    # some results only (a VJP's) is the others' independent factor to it.
-    reductions = tuple(dict.fromkeys(f for array in factors for f in array
-                                     if f in call.summed and f not in in_results))
+class _Plan:
+    """A call's factors, as its partitioning needs them: each operand's and
+    result's factor per dimension (a call without a sharding rule keeps every
+    dimension whole), which may be split, and which are summed."""
 
-    def assignment(mesh, arg_shapes) -> dict[str, tuple[str, ...]]:
+    def __init__(self, ctx, call):
+        factors, out_factors = call.factors, call.out_factors
+        if factors is None:  # undeclared: every dimension stays whole
+            factors = tuple(tuple(f"w{i}_{d}" for d in range(len(x.shape)))
+                            for i, x in enumerate(ctx.avals_in))
+            out_factors = tuple(tuple(f"r{j}_{d}" for d in range(len(a.shape)))
+                                for j, a in enumerate(call.result_avals))
+        self.factors, self.out_factors = factors, out_factors
+        self.free = split(call)
+        # In order of first appearance: Shardy wants special factors sorted by index.
+        self.whole = tuple(dict.fromkeys(f for array in factors + out_factors for f in array
+                                         if f not in self.free))
+        in_results = {f for array in out_factors for f in array}
+        # Shardy's reduction factors appear in no result; one that is summed into
+        # some results only (a VJP's) is the others' independent factor to it.
+        self.reductions = tuple(dict.fromkeys(f for array in factors for f in array
+                                              if f in call.summed and f not in in_results))
+
+    def assignment(self, mesh, shapes, specs) -> dict[str, tuple[str, ...]]:
         """Mesh axes for each independent factor, taken from how the operands are
-        sharded (the first operand that shards a factor decides)."""
+        sharded (`specs`, a PartitionSpec or None per operand; the first operand
+        that shards a factor decides)."""
         chosen: dict[str, tuple[str, ...]] = {}
         used: set[str] = set()
-        for shape, array_factors in zip(arg_shapes, factors):
-            # Without Shardy an operand XLA has no sharding for yet comes as None.
-            spec = tuple(getattr(shape.sharding, "spec", None) or ())
-            spec += (None,) * (len(array_factors) - len(spec))
-            for size, factor, axes in zip(shape.shape, array_factors, spec):
+        for shape, spec, array_factors in zip(shapes, specs, self.factors):
+            spec = tuple(spec or ()) + (None,) * (len(array_factors) - len(tuple(spec or ())))
+            for size, factor, axes in zip(shape, array_factors, spec):
                 axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
-                if (factor in free and factor not in chosen and axes and not used & set(axes)
-                        and size % math.prod(mesh.shape[a] for a in axes) == 0):
+                if (factor in self.free and factor not in chosen and axes
+                        and not used & set(axes) and _divides(mesh, axes, size)):
                     chosen[factor] = axes
                     used.update(axes)
         return chosen
 
-    def shardings(mesh, chosen, factor_lists):
-        return tuple(NamedSharding(mesh, PartitionSpec(*[_spec(chosen.get(f)) for f in array]))
+    def specs(self, chosen, factor_lists) -> tuple[PartitionSpec, ...]:
+        return tuple(PartitionSpec(*[_spec(chosen.get(f)) for f in array])
                      for array in factor_lists)
 
-    def partition(mesh, arg_shapes, result_shape):
-        chosen = assignment(mesh, arg_shapes)
+    def per_device_body(self, call, mesh, chosen, exchange: bool = True) -> Callable:
+        """The computation each device runs on its shards (inside a computation
+        manual over every mesh axis): the call on its block, its results
+        summed over the mesh axes of summed factors they lack; with nothing
+        split, the call once on the first device, broadcast to the others.
+        `exchange`: whether a failure stops every device (call_status.py)."""
         axes = tuple(mesh.axis_names)
         processes = call_status.row_processes(mesh, axes)
         if not chosen:
-            # Nothing to split: one call, on the first device, broadcast to the others.
-            lower_fn = _per_device(mesh, lambda xs: call_status.call_on_first_device(
-                call, xs, axes, processes))
-        else:
-            local = tuple(
-                jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
-                                           for d, f in zip(aval.shape, array)), aval.dtype)
-                for aval, array in zip(call.result_avals, out_factors))
-            # An alias holds where its argument and result are split alike.
-            local_call = call.replace(result_avals=local, aliases=tuple(
-                (i, j) for i, j in call.aliases if factors[i] == out_factors[j]))
-            # Each result is summed over the mesh axes of the summed factors it lacks.
-            sums = [tuple(a for f in call.summed if f not in array for a in chosen.get(f, ()))
-                    for array in out_factors]
+            return lambda xs: call_status.call_on_first_device(call, xs, axes, processes,
+                                                               exchange=exchange)
+        local = tuple(
+            jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
+                                       for d, f in zip(aval.shape, array)), aval.dtype)
+            for aval, array in zip(call.result_avals, self.out_factors))
+        # An alias holds where its argument and result are split alike.
+        local_call = call.replace(result_avals=local, aliases=tuple(
+            (i, j) for i, j in call.aliases if self.factors[i] == self.out_factors[j]))
+        # Each result is summed over the mesh axes of the summed factors it lacks.
+        sums = [tuple(a for f in call.summed if f not in array for a in chosen.get(f, ()))
+                for array in self.out_factors]
 
-            def per_device(xs):
-                results = call_status.call_on_every_device(local_call, xs, axes, processes)
-                return [jax.lax.psum(internals.vary_over(r, over), over) if over else r
-                        for r, over in zip(results, sums)]
+        def per_device(xs):
+            results = call_status.call_on_every_device(local_call, xs, axes, processes,
+                                                       exchange=exchange)
+            return [jax.lax.psum(internals.vary_over(r, over), over) if over else r
+                    for r, over in zip(results, sums)]
 
-            lower_fn = _per_device(mesh, per_device)
-        return (mesh, lower_fn, shardings(mesh, chosen, out_factors),
-                shardings(mesh, chosen, factors))
+        return per_device
+
+
+def _divides(mesh, axes, size) -> bool:
+    """Whether `size` splits evenly over the mesh `axes` (a symbolic size does not)."""
+    return isinstance(size, (int, np.integer)) and size % math.prod(
+        mesh.shape[a] for a in axes) == 0
+
+
+def _lower_partitioned(ctx, call, operands):
+    """Custom partitioning: XLA asks, once it knows how the operands are
+    sharded, for the per-device computation. Exported, the split is decided
+    here instead (_lower_for_export): jax cannot serialize the callback that
+    custom partitioning is."""
+    plan = _Plan(ctx, call)
+    if ctx.module_context.lowering_parameters.for_export:
+        return _lower_for_export(ctx, call, operands, plan)
+
+    def assignment(mesh, arg_shapes):
+        # Without Shardy an operand XLA has no sharding for yet comes as None.
+        return plan.assignment(mesh, [s.shape for s in arg_shapes],
+                               [getattr(s.sharding, "spec", None) for s in arg_shapes])
+
+    def shardings(mesh, chosen, factor_lists):
+        return tuple(NamedSharding(mesh, spec) for spec in plan.specs(chosen, factor_lists))
+
+    def partition(mesh, arg_shapes, result_shape):
+        chosen = assignment(mesh, arg_shapes)
+        lower_fn = _per_device(mesh, plan.per_device_body(call, mesh, chosen))
+        return (mesh, lower_fn, shardings(mesh, chosen, plan.out_factors),
+                shardings(mesh, chosen, plan.factors))
 
     def infer_sharding_from_operands(mesh, arg_shapes, result_shape):
-        return shardings(mesh, assignment(mesh, arg_shapes), out_factors)
+        return shardings(mesh, assignment(mesh, arg_shapes), plan.out_factors)
 
     partitioned = internals.custom_partitioning(lambda *xs: tuple(bind(call, xs)))
     partitioned.def_partition(
@@ -181,16 +229,85 @@ def _lower_partitioned(ctx, call, operands):
         propagate_user_sharding=lambda mesh, user_shape: jax.tree.map(lambda s: s.sharding,
                                                                       user_shape),
         sharding_rule=internals.SdyShardingRule(
-            tuple(internals.ArrayMapping(*f) for f in factors),
-            tuple(internals.ArrayMapping(*f) for f in out_factors),
-            reduction_factors=reductions, need_replication_factors=whole))
+            tuple(internals.ArrayMapping(*f) for f in plan.factors),
+            tuple(internals.ArrayMapping(*f) for f in plan.out_factors),
+            reduction_factors=plan.reductions, need_replication_factors=plan.whole))
     results = mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(
         ctx, *operands)
-    if call.fn.effect is not None:
-        # jax's custom partitioning call is pure to XLA, which would remove it
-        # (and the per-device calls it becomes) when its results are unused.
-        internals.mark_last_partitioning_side_effecting()
+    # jax's custom partitioning call is pure to XLA, which would remove it (and
+    # the per-device calls it becomes) when its results are unused; and it is
+    # named by an object id, new in every process, which would make every
+    # process's program a new persistent cache entry. A native call is named
+    # by what it does instead (Python functions' programs are never cached).
+    key = (_partitioning_key(ctx, call, plan) if call.fn.implementation.exportable
+           else None)
+    internals.adjust_last_partitioning(ctx, side_effect=call.fn.effect is not None, key=key)
     return results
+
+
+def _partitioning_key(ctx, call, plan) -> str:
+    """A name for the call's partitioning that is the same in every process for
+    the same call in the same program placement: what the partitioning
+    callbacks depend on (the call, its targets, its operands, the devices)."""
+    from xlabind import __version__
+
+    op = call.fn
+    targets = sorted((platform, t.name, repr(t.attributes), t.takes_token)
+                     for platform, t in getattr(op.implementation, "targets", {}).items())
+    axis_context = ctx.module_context.axis_context
+    mesh = _program_mesh(axis_context)
+    description = repr((
+        __version__, repr(call), op.effect, op.vmap_method, targets,
+        [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
+        plan.factors, plan.out_factors, call.summed, call.whole,
+        [(d.platform, d.id) for d in np.asarray(axis_context.device_assignment).flat],
+        tuple(mesh.axis_names), tuple(mesh.shape.values()),
+        tuple(str(t) for t in getattr(mesh, "axis_types", ())),
+        tuple(ctx.module_context.platforms)))
+    return "xlabind-" + hashlib.sha256(description.encode()).hexdigest()
+
+
+def _lower_for_export(ctx, call, operands, plan):
+    """A call in an exported program over several devices: jax.shard_map with
+    the split decided now, from the operands' Explicit shardings, else over
+    every device along the first independent dimension they divide (else
+    once, on the first device). Its per-device calls are plain calls: the
+    status exchange's check is a custom call the artifact would depend on."""
+    mesh = _program_mesh(ctx.module_context.axis_context)
+    shapes = [tuple(a.shape) for a in ctx.avals_in]
+    explicit = [_explicit_spec(a) for a in ctx.avals_in]
+    chosen = plan.assignment(mesh, shapes, explicit)
+    every = tuple(a for a in mesh.axis_names if mesh.shape[a] > 1)
+    if not chosen and every:
+        for shape, array in zip(shapes, plan.factors):
+            factor = next((f for size, f in zip(shape, array)
+                           if f in plan.free and _divides(mesh, every, size)), None)
+            if factor is not None:
+                chosen = {factor: every}
+                break
+    in_specs = plan.specs(chosen, plan.factors)
+    body = plan.per_device_body(call, mesh, chosen, exchange=False)
+    per_device = jax.shard_map(lambda *xs: tuple(body(xs)), mesh=mesh, in_specs=in_specs,
+                               out_specs=plan.specs(chosen, plan.out_factors), check_vma=False)
+
+    def placed(*xs):
+        # Arrays sharded over Explicit axes otherwise than the split are resharded
+        # (shard_map takes them only as they are); XLA moves the others itself.
+        xs = [jax.sharding.reshard(x, NamedSharding(mesh, spec))
+              if _explicitly_sharded(x) and _explicit_spec(jax.typeof(x)) != spec else x
+              for x, spec in zip(xs, in_specs)]
+        return list(per_device(*xs))
+
+    return mlir.lower_fun(placed, multiple_results=True)(ctx, *operands)
+
+
+def _explicit_spec(aval):
+    """The PartitionSpec of an aval sharded over Explicit mesh axes, else None."""
+    sharding = getattr(aval, "sharding", None)
+    spec = getattr(sharding, "spec", None)
+    if not spec or all(s is None for s in spec):
+        return None
+    return PartitionSpec(*spec, *([None] * (len(aval.shape) - len(spec))))
 
 
 def _per_device(mesh, body):

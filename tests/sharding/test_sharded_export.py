@@ -1,0 +1,130 @@
+"""jax.export of programs over 8 devices that call xlabind.ops and native
+targets: exported, serialized, and called in a fresh process, beside jax's
+own map_coordinates in the same program, with and without shard_map, the
+points split or the call made once, forward and differentiated. jax cannot
+serialize custom partitioning (a Python callback), so an exported program's
+split is decided at lowering (partitioning.py's _lower_for_export)."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + " --xla_force_host_platform_device_count=8")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax import export  # noqa: E402
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+
+import xlabind  # noqa: E402
+from xlabind.ops import map_coordinates  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+CHECKS = [export.DisabledSafetyCheck.custom_call(name) for name in (
+    "xlabind_map_coordinates", "xlabind_map_coordinates_transpose", "xlabind_spline_filter")]
+GRID = np.sin(np.arange(20.0))
+
+
+def _programs():
+    """name -> (function of x, the same in jax)."""
+    ours = lambda x: map_coordinates(jnp.asarray(GRID), [x], 1, "mirror")  # noqa: E731
+    theirs = lambda x: jax.scipy.ndimage.map_coordinates(  # noqa: E731
+        jnp.asarray(GRID), [x], 1, "mirror")
+    cubic = lambda x: map_coordinates(jnp.asarray(GRID), [x], 3, "mirror")  # noqa: E731
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    blocks = lambda f: jax.shard_map(f, mesh=mesh, in_specs=P("d"),  # noqa: E731
+                                     out_specs=P("d"))
+    return {
+        "order 1": (lambda x: ours(x) + theirs(x), lambda x: 2 * theirs(x)),
+        "order 3, odd size": (cubic, None),
+        "grad": (jax.grad(lambda x: jnp.sum(ours(x) ** 2)),
+                 jax.grad(lambda x: jnp.sum(theirs(x) ** 2))),
+        "grid grad": (lambda x: jax.grad(lambda g: jnp.sum(map_coordinates(g, [x], 1, "mirror")
+                                                           ** 2))(jnp.asarray(GRID)),
+                      lambda x: jax.grad(lambda g: jnp.sum(jax.scipy.ndimage.map_coordinates(
+                          g, [x], 1, "mirror") ** 2))(jnp.asarray(GRID))),
+        "shard_map": (blocks(ours), blocks(theirs)),
+        "vmap": (jax.vmap(ours), jax.vmap(theirs)),
+    }
+
+
+def _input(name, mesh):
+    if name == "order 3, odd size":
+        # 37 points divide over no device count: one call, on the first device.
+        return jax.device_put(jnp.linspace(0.0, 18.0, 37), NamedSharding(mesh, P()))
+    if name == "vmap":
+        return jax.device_put(jnp.linspace(0.0, 18.0, 64).reshape(8, 8),
+                              NamedSharding(mesh, P("d", None)))
+    return jax.device_put(jnp.linspace(0.0, 18.0, 64), NamedSharding(mesh, P("d")))
+
+
+@pytest.fixture(scope="module")
+def mesh():
+    assert len(jax.devices()) == 8
+    return Mesh(np.array(jax.devices()), ("d",))
+
+
+@pytest.mark.parametrize("name", list(_programs()))
+def test_exported_sharded_program_round_trips_in_this_process(name, mesh):
+    f, reference = _programs()[name]
+    x = _input(name, mesh)
+    exported = export.export(jax.jit(f), disabled_checks=CHECKS)(x)
+    assert exported.nr_devices == 8
+    back = export.deserialize(exported.serialize())
+    got = back.call(x)
+    if reference is None:  # order 3: against the program run without export
+        want = jax.jit(f)(x)
+    else:
+        want = reference(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
+def test_an_exported_program_splits_the_points_over_the_devices(mesh):
+    # Each device interpolates its own 8 points: the module's calls are on
+    # blocks of 8, not on the 64.
+    f, _ = _programs()["order 1"]
+    text = export.export(jax.jit(f), disabled_checks=CHECKS)(_input("order 1", mesh)).mlir_module()
+    assert "CustomSPMDPartitioning" not in text
+    calls = [line for line in text.splitlines() if "xlabind_map_coordinates" in line]
+    assert calls and all("tensor<8xf64>" in line for line in calls), calls
+
+
+FRESH = textwrap.dedent("""
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_enable_x64", True)
+    import xlabind  # registers the targets the artifact calls
+    from jax import export
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    back = export.deserialize(bytearray(open(sys.argv[1], "rb").read()))
+    x = jax.device_put(jnp.linspace(0.0, 18.0, 64), NamedSharding(mesh, P("d")))
+    grid = jnp.sin(jnp.arange(20.0))
+    want = 2 * jax.scipy.ndimage.map_coordinates(grid, [x], 1, "mirror")
+    got = back.call(x)
+    print("max error", float(jnp.max(jnp.abs(got - want))), len(got.sharding.device_set))
+    """)
+
+
+def test_exported_in_one_process_runs_in_a_fresh_one(mesh, tmp_path):
+    f, _ = _programs()["order 1"]
+    exported = export.export(jax.jit(f), disabled_checks=CHECKS)(_input("order 1", mesh))
+    artifact = tmp_path / "program.bin"
+    artifact.write_bytes(exported.serialize())
+    done = subprocess.run([sys.executable, "-c", FRESH, str(artifact)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    error, devices = done.stdout.split()[-2:]
+    assert float(error) < 1e-12 and devices == "8", done.stdout
+
+
+def test_a_python_function_in_an_exported_sharded_program_is_named(mesh):
+    op = xlabind.callback(np.sin, lambda x: x, sharding_rule="n -> n", name="my_sine")
+    with pytest.raises(NotImplementedError, match="my_sine"):
+        export.export(jax.jit(op))(_input("order 1", mesh))
