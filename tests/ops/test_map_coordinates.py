@@ -361,3 +361,80 @@ def test_lowers_for_cuda_to_the_cuda_kernels():
     f = jax.jit(jax.grad(lambda g, c: map_coordinates(g, c, 1).sum()))
     text = f.trace(grid, coords).lower(lowering_platforms=("cuda",)).as_text()
     assert "@xlabind_map_coordinates_transpose(" in text
+
+
+# -- a NaN or infinite cval marks the outside -----------------------------------
+
+_MARKS = [np.nan, np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("cval", _MARKS)
+@pytest.mark.parametrize("order", [0, 1])
+def test_a_non_finite_cval_marks_only_the_outside_as_jax_does(order, cval):
+    # Inside: the values; outside: cval, as jax; at the last node (where jax's
+    # outside node has weight 0 and jax gives NaN) the node's value.
+    grid = jnp.asarray(np.random.default_rng(3).normal(size=(6, 7)))
+    rows = jnp.asarray([-1.0, -0.5, -0.25, 0.0, 0.3, 2.5, 4.9, 5.0, 5.2, 7.0, 2.0])
+    cols = jnp.asarray([3.0, 3.0, 3.0, 3.0, 6.0, 1.25, 6.0, 6.0, 2.0, 2.0, -0.7])
+    got = np.asarray(map_coordinates(grid, [rows, cols], order, "constant", cval=cval))
+    want = np.asarray(jax.scipy.ndimage.map_coordinates(grid, [rows, cols], order, "constant",
+                                                        cval=cval))
+    finite_cval = np.asarray(map_coordinates(grid, [rows, cols], order, "constant", cval=0.0))
+    if order == 0:
+        outside = (rows <= -0.5) | (rows >= 5.5) | (cols <= -0.5) | (cols >= 6.5)
+    else:
+        outside = (rows < 0) | (rows > 5) | (cols < 0) | (cols > 6)
+    outside = np.asarray(outside)
+    assert outside.any() and (~outside).any()
+    np.testing.assert_array_equal(got[outside] if not np.isnan(cval) else
+                                  np.isnan(got[outside]),
+                                  np.full(outside.sum(), cval) if not np.isnan(cval) else True)
+    np.testing.assert_allclose(got[~outside], finite_cval[~outside], rtol=1e-12)
+    both = ~outside & np.isfinite(want)
+    np.testing.assert_allclose(got[both], want[both], rtol=1e-12)
+
+
+@pytest.mark.parametrize("cval", _MARKS)
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+def test_a_non_finite_cval_at_spline_orders_is_scipys_constant_mode(order, cval):
+    scipy_ndimage = pytest.importorskip("scipy.ndimage")
+    grid = np.random.default_rng(4).normal(size=(7, 6))
+    rows = np.linspace(-1.0, 7.0, 23)
+    cols = np.linspace(5.5, -0.5, 23)
+    got = np.asarray(map_coordinates(jnp.asarray(grid), [jnp.asarray(rows), jnp.asarray(cols)],
+                                     order, "constant", cval=cval))
+    want = scipy_ndimage.map_coordinates(grid, [rows, cols], order=order, mode="constant",
+                                         cval=cval)
+    outside = (rows < 0) | (rows > 6) | (cols < 0) | (cols > 5)
+    assert outside.any() and (~outside).any()
+    np.testing.assert_allclose(got[~outside], want[~outside], rtol=1e-9, atol=1e-12)
+    if np.isnan(cval):
+        assert np.isnan(got[outside]).all()
+    else:
+        np.testing.assert_array_equal(got[outside], cval)
+
+
+@pytest.mark.parametrize("order", [1, 3])
+def test_a_non_finite_cval_under_jit_vmap_and_grad(order):
+    grid = jnp.asarray(np.random.default_rng(5).normal(size=(9,)))
+    coords = jnp.asarray([[-0.5, 1.25, 3.5], [7.75, 8.5, 2.0]])
+
+    def f(g, c, cval):
+        return map_coordinates(g, [c], order, "constant", cval=cval)
+
+    # A traced cval: NaN, then finite, with one executable.
+    batched = jax.jit(jax.vmap(f, (None, 0, None)))
+    marked = np.asarray(batched(grid, coords, jnp.nan))
+    plain = np.asarray(batched(grid, coords, 0.0))
+    inside = np.asarray((coords >= 0) & (coords <= 8))
+    assert np.isnan(marked[~inside]).all()
+    if order == 1:
+        np.testing.assert_allclose(marked[inside], plain[inside], rtol=1e-12)
+    np.testing.assert_allclose(plain, np.asarray(jax.vmap(
+        lambda c: f(grid, c, 0.0))(coords)), rtol=1e-12)
+    # Gradients inside stay finite (no NaN through the unselected branch).
+    for cval in (np.nan, jnp.asarray(np.nan), np.inf):
+        g = jax.grad(lambda c: jnp.sum(f(grid, c, cval)))(jnp.asarray([1.25, 3.5, 6.0]))
+        assert np.isfinite(np.asarray(g)).all(), (cval, g)
+        gg = jax.grad(lambda g: jnp.sum(f(g, jnp.asarray([1.25, 3.5, 6.0]), cval)))(grid)
+        assert np.isfinite(np.asarray(gg)).all(), (cval, gg)

@@ -22,6 +22,7 @@ prefilter (spline_filter.py, after SciPy's padding for "nearest" and
 from __future__ import annotations
 
 import functools
+import math
 import operator
 from typing import Sequence
 
@@ -125,7 +126,11 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
         (accepted too, as is ``"grid-mirror"`` for ``"reflect"``). SciPy's
         own ``"constant"`` (cval at once past the edge) and ``"wrap"``
         (period n - 1) are not offered.
-      cval: the value outside the grid in ``"constant"`` mode.
+      cval: the value outside the grid in ``"constant"`` mode. A NaN or
+        infinite cval marks the outside: points inside keep their values
+        (orders 0 and 1 as jax, with a node's zero weight adding nothing;
+        orders 2 to 5 as SciPy's ``mode="constant"``, the spline of the
+        mirrored grid inside ``[0, n - 1]``), points outside get cval.
       prefilter: for orders 2 to 5, whether ``input`` holds samples, which
         are first turned into spline coefficients (:func:`spline_filter`, as
         SciPy does: after padding 12 samples for "nearest" and "constant"),
@@ -208,18 +213,62 @@ def _map_coordinates(grid, coordinates, traced_cval, *, order, mode, prefilter, 
     dtype = jnp.result_type(grid.dtype, *(c.dtype for c in coordinates
                                           if jnp.issubdtype(c.dtype, jnp.floating)))
     coords = [c.astype(dtype).reshape(-1) for c in coordinates]
-    coefficients = grid.astype(dtype)
+    interpolate = functools.partial(_interpolate, grid.astype(dtype), coords, order,
+                                    prefilter=prefilter, sharded=sharded)
+    if _MODES[mode] != _MODES["constant"] or order < 2:
+        values = interpolate(mode, cval)
+    elif static_cval is not None:
+        values = (interpolate(mode, cval) if math.isfinite(cval)
+                  else _marked_outside(interpolate, coords, grid.shape, cval))
+    else:
+        # A traced cval: its finite and non-finite meanings, selected (the
+        # unselected branch gets a finite cval, so that no NaN reaches a gradient).
+        cval = jnp.asarray(cval, dtype)
+        finite = jnp.isfinite(cval)
+        values = jnp.where(finite, interpolate(mode, jnp.where(finite, cval, 0)),
+                           _marked_outside(interpolate, coords, grid.shape, cval))
+    return values.astype(grid.dtype).reshape(shape)
+
+
+def _interpolate(coefficients, coords, order, mode, cval, *, prefilter, sharded):
+    """The values at `coords` (flat, one per axis) in `mode` (jax's meaning)."""
+    ndim, dtype = coefficients.ndim, coefficients.dtype
     if order > 1 and prefilter:
         coefficients, coords = _spline_coefficients(coefficients, coords, order, mode, cval)
-    interpolated = _bound(grid.ndim, sharded)
-    flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * grid.ndim)
+    interpolated = _bound(ndim, sharded)
+    flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * ndim)
     values = interpolated(coefficients, *coords, **flat)
-    if _MODES[mode] == _MODES["constant"] and not (static_cval is not None and cval == 0):
-        # Nodes outside the grid read cval: their weights are what the
-        # grid's inside leaves of 1.
+    if _MODES[mode] == _MODES["constant"] and not (isinstance(cval, (int, float, np.number))
+                                                   and cval == 0):
+        # Nodes outside the grid read cval: their weights are what the grid's
+        # inside leaves of 1. Only where a node outside has a weight: a NaN or
+        # infinite cval times a zero weight (or rounding's tiny one) is NaN
+        # (selected before the product, so that no NaN reaches a gradient).
         outside = 1 - interpolated(jnp.ones(coefficients.shape, dtype), *coords, **flat)
-        values = values + jnp.asarray(cval, dtype) * outside
-    return values.astype(grid.dtype).reshape(shape)
+        cval = jnp.asarray(cval, dtype)
+        if order < 2:
+            cval = jnp.where(_reads_outside(coords, coefficients.shape, order), cval, 0)
+        values = values + cval * outside
+    return values
+
+
+def _reads_outside(coords, shape, order):
+    """Whether each point gives weight to a node outside the grid: order 0's
+    node (lax.round, half away from zero) or order 1's two, on some axis."""
+    if order == 0:
+        marks = [(c <= -0.5) | (c >= n - 0.5) for c, n in zip(coords, shape)]
+    else:
+        marks = [(c < 0) | (c > n - 1) for c, n in zip(coords, shape)]
+    return functools.reduce(operator.or_, marks)
+
+
+def _marked_outside(interpolate, coords, shape, cval):
+    """Orders 2 to 5 with a NaN or infinite cval ("NaN marks the outside"):
+    SciPy's mode="constant", the spline of the mirrored grid inside [0, n - 1]
+    and cval past it, since the grid-constant spline would spread cval
+    through every coefficient."""
+    outside = _reads_outside(coords, shape, 1)
+    return jnp.where(outside, jnp.asarray(cval, coords[0].dtype), interpolate("mirror", 0.0))
 
 
 def _spline_coefficients(grid, coords, order, mode, cval):
