@@ -11,6 +11,7 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                            + " --xla_force_host_platform_device_count=8")
 
+import copy  # noqa: E402
 import gc  # noqa: E402
 
 import jax  # noqa: E402
@@ -119,24 +120,55 @@ MAKERS.update({
         lambda x: jnp.sin(x) * x),
 })
 
-DIFFERENTIABLE = set(MAKERS) - {"callback", "in_place", "unordered", "ordered"}
+
+
+def _double_in_place(x, out):
+    out *= 2.0  # out *is* x's memory (input_output_aliases): it holds x
+
+
+MAKERS.update({
+    # In place through the alias: the function reads the argument from `out`.
+    "in_place_alias": lambda rule: (
+        xlabind.callback(_double_in_place, lambda x: x, in_place=True,
+                         input_output_aliases={0: 0}, sharding_rule=rule),
+        lambda x: 2.0 * x),
+    "ffi_target_unordered": lambda rule: (
+        (lambda op: lambda x: op(x, jnp.asarray(_COORDS), order=1, mode=1, derivative=(0,)))(
+            xlabind.linear(xlabind.ffi_target("xlabind_map_coordinates"),
+                           xlabind.ffi_target("xlabind_map_coordinates_transpose"),
+                           lambda g, c, **_: c, nondiff_argnums=(1,), effect="unordered",
+                           sharding_rule=None if rule is None else "g, p -> p")),
+        lambda x: jax.scipy.ndimage.map_coordinates(x, [jnp.asarray(_COORDS)], 1, "nearest")),
+    # NaN marks the outside; every point here is inside.
+    "map_coordinates_nan_cval": lambda rule: (
+        lambda x: map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1, "constant", cval=np.nan),
+        lambda x: jax.scipy.ndimage.map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1,
+                                                    "constant", cval=np.nan)),
+})
+
+DIFFERENTIABLE = set(MAKERS) - {"callback", "in_place", "in_place_alias", "unordered",
+                                "ordered", "ffi_target_unordered"}
 # What only native code can be: jax.export serializes it.
-EXPORTABLE = {"ffi_target", "map_coordinates"}
+EXPORTABLE = {"ffi_target", "ffi_target_unordered", "map_coordinates",
+              "map_coordinates_nan_cval"}
 
 MODES = ["eager", "jit", "grad", "vmap", "shard_map", "shard_map_grad", "jit8", "jit8_rule",
-         "export"]
+         "export", "export8", "deepcopy"]
 
 # (kind, mode) -> (exception, message): what is refused, and how it says so.
 REFUSED = {
     **{(kind, mode): (TypeError, r"has no derivative rules")
        for kind in ("callback", "in_place") for mode in ("grad", "shard_map_grad")},
+    **{(kind, mode): (TypeError, r"has no derivative rules")
+       for kind in ("in_place_alias",) for mode in ("grad", "shard_map_grad")},
     **{(kind, mode): (TypeError, r"has effect='(un)?ordered', so it cannot be differentiated")
-       for kind in ("unordered", "ordered") for mode in ("grad", "shard_map_grad")},
+       for kind in ("unordered", "ordered", "ffi_target_unordered")
+       for mode in ("grad", "shard_map_grad")},
     ("ordered", "vmap"): (ValueError, r"has effect='ordered', so it cannot be batched"),
     ("ordered", "jit8_rule"): (ValueError, r"effect='ordered' cannot have a sharding_rule"),
-    **{(kind, "export"): (NotImplementedError, r"jax.export cannot serialize .*: it calls a "
-                                               r"Python function")
-       for kind in set(MAKERS) - EXPORTABLE},
+    **{(kind, mode): (NotImplementedError, r"jax.export cannot serialize .*: it calls a "
+                                           r"Python function")
+       for kind in set(MAKERS) - EXPORTABLE for mode in ("export", "export8")},
 }
 _CHECKS = [export.DisabledSafetyCheck.custom_call(name) for name in (
     "xlabind_map_coordinates", "xlabind_map_coordinates_transpose")]
@@ -185,13 +217,24 @@ def _program(mode, make, inside, mesh):
     if mode == "vmap":
         xs = jnp.stack([x, 2 * x])
         return jax.jit(jax.vmap(body)), xs, jax.vmap(reference)
+    if mode == "deepcopy":
+        # A copy of the op (as a model config holding it is copied), before
+        # and after its first call.
+        copied = copy.deepcopy(op())
+        jax.jit(copied[0])(x)
+        again = copy.deepcopy(copied)
+        return jax.jit(lambda x: again[0](x)), x, reference
     if mode == "export":
-        # Exported for every size n, then called at this one.
+        # Exported for every size n, serialized, then called at this one.
         n, = export.symbolic_shape("n")
         exported = export.export(jax.jit(body), disabled_checks=_CHECKS)(
             jax.ShapeDtypeStruct((n,), x.dtype))
-        return _Called(exported), x, reference
+        return _Called(export.deserialize(exported.serialize())), x, reference
     sharded = jax.device_put(x, NamedSharding(mesh, P("d")))
+    if mode == "export8":
+        # Exported over the 8 devices with x split across them.
+        exported = export.export(jax.jit(body), disabled_checks=_CHECKS)(sharded)
+        return _Called(export.deserialize(exported.serialize())), sharded, reference
 
     def blockwise(x):  # shard_map's meaning: the function on each device's block
         return jnp.concatenate([reference(block) for block in jnp.split(x, 8)])
