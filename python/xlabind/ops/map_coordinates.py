@@ -128,7 +128,7 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
         (period n - 1) are not offered.
       cval: the value outside the grid in ``"constant"`` mode. A NaN or
         infinite cval marks the outside: points inside keep their values
-        (orders 0 and 1 as jax, with a node's zero weight adding nothing;
+        (orders 0 and 1 as jax: cval where a point reads a node outside;
         orders 2 to 5 as SciPy's ``mode="constant"``, the spline of the
         mirrored grid inside ``[0, n - 1]``), points outside get cval.
       prefilter: for orders 2 to 5, whether ``input`` holds samples, which
@@ -241,9 +241,9 @@ def _interpolate(coefficients, coords, order, mode, cval, *, prefilter, sharded)
     if _MODES[mode] == _MODES["constant"] and not (isinstance(cval, (int, float, np.number))
                                                    and cval == 0):
         # Nodes outside the grid read cval: their weights are what the grid's
-        # inside leaves of 1. Only where a node outside has a weight: a NaN or
-        # infinite cval times a zero weight (or rounding's tiny one) is NaN
-        # (selected before the product, so that no NaN reaches a gradient).
+        # inside leaves of 1. Only where a point reads a node outside: a NaN
+        # or infinite cval times rounding's tiny weight is NaN (selected
+        # before the product, so that no NaN reaches a gradient).
         outside = 1 - interpolated(jnp.ones(coefficients.shape, dtype), *coords, **flat)
         cval = jnp.asarray(cval, dtype)
         if order < 2:
@@ -253,13 +253,19 @@ def _interpolate(coefficients, coords, order, mode, cval, *, prefilter, sharded)
 
 
 def _reads_outside(coords, shape, order):
-    """Whether each point gives weight to a node outside the grid: order 0's
-    node (lax.round, half away from zero) or order 1's two, on some axis."""
+    """Whether each point reads a node outside the grid, on some axis: order
+    0's node (lax.round, half away from zero), order 1's two (at n - 1 the
+    upper one, with weight 0 but a slope, as in jax)."""
     if order == 0:
         marks = [(c <= -0.5) | (c >= n - 0.5) for c, n in zip(coords, shape)]
     else:
-        marks = [(c < 0) | (c > n - 1) for c, n in zip(coords, shape)]
+        marks = [(c < 0) | (c >= n - 1) for c, n in zip(coords, shape)]
     return functools.reduce(operator.or_, marks)
+
+
+def _past_the_edges(coords, shape):
+    """Whether each point lies outside [0, n - 1] on some axis (SciPy's outside)."""
+    return functools.reduce(operator.or_, [(c < 0) | (c > n - 1) for c, n in zip(coords, shape)])
 
 
 def _marked_outside(interpolate, coords, shape, cval):
@@ -267,7 +273,7 @@ def _marked_outside(interpolate, coords, shape, cval):
     SciPy's mode="constant", the spline of the mirrored grid inside [0, n - 1]
     and cval past it, since the grid-constant spline would spread cval
     through every coefficient."""
-    outside = _reads_outside(coords, shape, 1)
+    outside = _past_the_edges(coords, shape)
     return jnp.where(outside, jnp.asarray(cval, coords[0].dtype), interpolate("mirror", 0.0))
 
 
