@@ -188,3 +188,118 @@ def test_the_same_values_without_the_vector_kernels():
                                       capture_output=True, text=True,
                                       env={**os.environ, "XLABIND_NO_SIMD": flag}).stdout)
     assert outputs[0] == outputs[1] and "nan" in outputs[0]
+
+
+# For every vector kernel (orders 0 to 5, float32 and float64) the scalar
+# path's answer on special grids and coordinates: "agree to rounding" as a
+# tested property. Groups of interior points (what the vector kernels take)
+# surround every special value.
+
+
+def _special_grids(dtype) -> dict:
+    info = np.finfo(dtype)
+    tiny = float(info.smallest_subnormal)
+    return {
+        "-inf node": [0.5, -np.inf, 2.0, 3.0, 1.0, 0.25, 2.0, -1.0, 0.5, 1.5, 2.5, 3.5],
+        "+inf node": [0.5, 1.0, np.inf, 3.0, 1.0, 0.25, 2.0, -1.0, 0.5, 1.5, 2.5, 3.5],
+        "nan node": [0.5, 1.0, 2.0, np.nan, 1.0, 0.25, 2.0, -1.0, 0.5, 1.5, 2.5, 3.5],
+        "+-max": [float(info.max), -float(info.max)] * 6,
+        "near max": [0.75 * float(info.max), 0.5 * float(info.max)] * 6,
+        "denormal": [tiny, -tiny, 2 * tiny, 0.0] * 3,
+    }
+
+
+def _special_coords(dtype) -> np.ndarray:
+    info = np.finfo(dtype)
+    tiny = float(info.smallest_subnormal)
+    coords = np.concatenate([np.linspace(0.0, 11.0, 45),
+                             [np.inf, -np.inf, np.nan, float(info.max), -float(info.max),
+                              tiny, -tiny, 1.0 + tiny, 5.0, 5.0]])
+    return np.stack([coords, np.roll(coords, 7), np.roll(coords, 19)], 0).astype(dtype)
+
+
+_SPECIAL_SCRIPT = r"""
+import json, sys
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+from xlabind.ops import map_coordinates
+
+out = {}
+for case in json.load(sys.stdin):
+    dtype = np.dtype(case["dtype"])
+    grid = jnp.asarray(np.asarray([float.fromhex(x) for x in case["grid"]], dtype))
+    coords = jnp.asarray(np.asarray([float.fromhex(x) for x in case["coords"]], dtype))
+    v = map_coordinates(grid, [coords], case["order"], case["mode"])
+    out[case["key"]] = [float(x).hex() for x in np.asarray(v, np.float64).ravel()]
+json.dump(out, sys.stdout)
+"""
+
+
+def _special_cases() -> list[dict]:
+    cases = []
+    for dtype in ("float32", "float64"):
+        coords = [float(x).hex() for x in _special_coords(dtype).ravel()]
+        for name, grid in _special_grids(dtype).items():
+            grid = [float(x).hex() for x in np.asarray(grid, dtype)]
+            for order in range(6):
+                for mode in MODES:
+                    cases.append(dict(key=f"{dtype} {name} order {order} {mode}", dtype=dtype,
+                                      grid=grid, coords=coords, order=order, mode=mode))
+    return cases
+
+
+def _special_values(simd: bool) -> dict:
+    import json
+    done = subprocess.run([sys.executable, "-c", _SPECIAL_SCRIPT], capture_output=True,
+                          text=True, input=json.dumps(_special_cases()),
+                          env={**os.environ, "XLABIND_NO_SIMD": "0" if simd else "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {k: np.asarray([float.fromhex(x) for x in v])
+            for k, v in json.loads(done.stdout).items()}
+
+
+@pytest.fixture(scope="module")
+def special_values():
+    return _special_values(True), _special_values(False)
+
+
+def _agree_to_rounding(vector, scalar, scale, eps):
+    """Equal where either is not finite (NaN with NaN, an infinity with the same
+    one), else within a few roundings of the sum's terms (scale: the largest
+    finite grid value; spline coefficients are at most a few times that)."""
+    special = ~np.isfinite(vector) | ~np.isfinite(scalar)
+    same_special = (np.isnan(vector) & np.isnan(scalar)) | (vector == scalar)
+    with np.errstate(invalid="ignore", over="ignore"):
+        close = np.abs(vector - scalar) <= 64 * eps * max(scale, np.finfo(np.float64).tiny)
+    return np.where(special, same_special, close)
+
+
+def test_every_vector_kernel_gives_the_scalar_answer_on_special_values(special_values):
+    vector, scalar = special_values
+    assert len(vector) == len(_special_cases()) == 2 * 6 * 6 * len(MODES)
+    wrong = []
+    for key in vector:
+        dtype, name = key.split()[0], key.split(" order")[0].split(" ", 1)[1]
+        grid = np.asarray(_special_grids(dtype)[name], np.float64)
+        scale = np.max(np.abs(np.where(np.isfinite(grid), grid, 0.0)))
+        ok = _agree_to_rounding(vector[key], scalar[key], scale, np.finfo(dtype).eps)
+        if not ok.all():
+            at = np.flatnonzero(~ok)[:3]
+            wrong.append(f"{key}: vector {vector[key][at]} scalar {scalar[key][at]} at {at}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_order_1_on_an_infinite_node_and_near_the_largest_float_is_jaxs(special_values, dtype):
+    # A log-density table's -inf node: -inf on the node and between it and a
+    # neighbour, as jax (the neighbour's own node, where the -inf node has
+    # weight 0, is NaN in jax too); grids near the largest float: finite.
+    coords = _special_coords(dtype)[0, :45]
+    for name in ("-inf node", "+inf node", "near max"):
+        grid = jnp.asarray(np.asarray(_special_grids(dtype)[name], dtype))
+        want = np.asarray(reference(grid, [jnp.asarray(coords)], 1, "nearest"), np.float64)
+        for values in special_values:
+            got = values[f"{dtype} {name} order 1 nearest"][:45]
+            np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=name)
+    on_node = special_values[0][f"{dtype} -inf node order 1 nearest"][:45]
+    assert np.all(on_node[(coords >= 1.0) & (coords < 2.0)] == -np.inf)

@@ -131,12 +131,13 @@ XLABIND_HOST_DEVICE void SplineWeights(T x, int32_t derivative, T* weight) {
     weight[1] = T(1) - weight[0] - weight[2];
     return;
   }
-  T sum = T(0);
+  // Every weight from its own piece, the last one too (not 1 minus the
+  // others): a weight that is 0 (the last node's at a node, odd degrees) is
+  // then exactly 0 here and in the vector kernels (cpu_avx2_spline_kernels.h)
+  // alike, whose rounding of the others differs.
   for (int j = 0; j <= kOrder; ++j) {
     weight[j] = BSplineDerivative<T>(kOrder, derivative, x + T(kOrder / 2) - T(j));
-    if (j < kOrder) sum += weight[j];
   }
-  if (derivative == 0) weight[kOrder] = T(1) - sum;
 }
 
 // The filter's poles for a degree (SciPy's decimal values: computing the

@@ -192,7 +192,8 @@ XLABIND_AVX2_INLINE void CubicWeightsQuad(typename Quad<T>::Vec x, int32_t deriv
 }
 
 // Piece `piece` (1 nearest the centre) of the centred B-spline of degree
-// kOrder (2, 4 or 5) at u = |t|, as interpolation.h's BSpline writes it.
+// kOrder (2, 4 or 5) at u = |t|, as ffi/ops/bspline/bspline.h's BSpline
+// writes it.
 template <typename T, int kOrder>
 XLABIND_AVX2_INLINE typename Quad<T>::Vec BSplinePieceQuad(int piece, typename Quad<T>::Vec u) {
   using Q = Quad<T>;
@@ -237,14 +238,13 @@ XLABIND_AVX2_INLINE typename Quad<T>::Vec BSplinePieceQuad(int piece, typename Q
 // The values (not derivatives) of a degree-kOrder spline's weights at
 // offsets x (a point per lane), as SplineWeights places them: node j sits
 // |x + k/2 - j| away, always on the same piece of the B-spline, so no lane
-// needs a branch; the last weight is 1 minus the others, as there.
+// needs a branch; the last weight from its piece too, as there.
 template <typename T, int kOrder>
 XLABIND_AVX2_INLINE void SplineValueWeightsQuad(typename Quad<T>::Vec x,
                                                 typename Quad<T>::Vec* w) {
   using Q = Quad<T>;
   constexpr int kHalf = kOrder / 2;
-  typename Q::Vec sum = Q::Zero();
-  for (int j = 0; j < kOrder; ++j) {
+  for (int j = 0; j <= kOrder; ++j) {
     const typename Q::Vec t = Q::Sub(Q::Add(x, Q::Splat(T(kHalf))), Q::Splat(T(j)));
     const typename Q::Vec u = Q::Abs(t);
     // Odd degrees: x in [0, 1), u in [d, d + 1) or (d - 1, d]; even: x in
@@ -252,9 +252,7 @@ XLABIND_AVX2_INLINE void SplineValueWeightsQuad(typename Quad<T>::Vec x,
     const int piece = (kOrder & 1) ? (j <= kHalf ? kHalf - j + 1 : j - kHalf)
                                    : (j < kHalf ? kHalf - j : j - kHalf) + 1;
     w[j] = BSplinePieceQuad<T, kOrder>(piece, u);
-    sum = Q::Add(sum, w[j]);
   }
-  w[kOrder] = Q::Sub(Q::Splat(T(1)), sum);
 }
 
 // Below this magnitude a coordinate's nodes go through the boundary mode
