@@ -262,13 +262,17 @@ constexpr double kSplineModerate = 1 << 22;
 // The vectors of 4 that hold a row's k + 1 nodes along the last axis.
 constexpr int ChunksOf(int nodes) { return (nodes + 3) / 4; }
 
-// One point's nodes: per axis, the offsets of its k + 1 nodes (index *
-// stride), through the boundary mode; and whether the last axis' are
-// consecutive (vector loads) or not (near an edge: one load each).
+// One point's nodes. Interior (every node inside the grid, most points):
+// the offset of its first node, the others a stride apart along each axis.
+// Otherwise per axis the offsets of its k + 1 nodes (index * stride),
+// through the boundary mode, and whether the last axis' are consecutive
+// (vector loads) or not (near an edge: one load each).
 template <int kNodes, int kNdim>
 struct SplineNodes {
-  int64_t offset[kNdim][kNodes];
+  bool interior;
   bool consecutive;
+  int64_t first;
+  int64_t offset[kNdim][kNodes];
 };
 
 // A group of 4 points of a degree-kOrder spline: each point's nodes, and per
@@ -280,6 +284,7 @@ struct SplineGroup {
   static constexpr int kNodes = kOrder + 1;
   static constexpr int kChunks = ChunksOf(kNodes);
   SplineNodes<kNodes, kNdim> nodes[4];
+  int64_t stride[kNdim];                    // the grid's, in elements
   alignas(32) T weight[kNdim][kNodes][4];   // [axis][node][point]
   typename Q::Vec last[kChunks * 4];        // the last axis' weights per node; 0 past kNodes
 
@@ -330,9 +335,24 @@ struct SplineGroup {
     for (int j = 0; j < kChunks * 4; ++j) {
       last[j] = j < kNodes ? Q::Load(weight[kNdim - 1][j]) : Q::Zero();
     }
+    int interior = 0xF;
+    for (int a = 0; a < kNdim; ++a) {
+      stride[a] = g.grid_strides[a];
+      interior &= inside[a];
+    }
     int placed = 0xF;
     for (int lane = 0; lane < 4; ++lane) {
       SplineNodes<kNodes, kNdim>& point = nodes[lane];
+      point.interior = interior >> lane & 1;
+      if (point.interior) {  // no per-node offsets to write or read back
+        int64_t first = 0;
+        for (int a = 0; a < kNdim; ++a) {
+          first += static_cast<int64_t>(start[a][lane]) * stride[a];
+        }
+        point.first = first;
+        point.consecutive = true;
+        continue;
+      }
       for (int a = 0; a < kNdim; ++a) {
         const int64_t stride = g.grid_strides[a];
         if (inside[a] >> lane & 1) {
@@ -363,6 +383,19 @@ struct Row {
   typename Quad<T>::Vec chunk[ChunksOf(kNodes)];
 };
 
+// kNodes consecutive last-axis nodes from `first`.
+template <typename T, int kNodes>
+XLABIND_AVX2_INLINE Row<T, kNodes> LoadConsecutive(const T* first) {
+  using Q = Quad<T>;
+  Row<T, kNodes> out;
+#pragma GCC unroll 2
+  for (int c = 0; c < ChunksOf(kNodes); ++c) {
+    const int lanes = kNodes - 4 * c;
+    out.chunk[c] = lanes >= 4 ? Q::Load(first + 4 * c) : Q::LoadFirst(first + 4 * c, lanes);
+  }
+  return out;
+}
+
 // The last-axis nodes of a row of `point`, from `row`.
 template <typename T, int kNodes, int kNdim>
 XLABIND_AVX2_INLINE Row<T, kNodes> LoadRow(const SplineNodes<kNodes, kNdim>& point,
@@ -370,20 +403,37 @@ XLABIND_AVX2_INLINE Row<T, kNodes> LoadRow(const SplineNodes<kNodes, kNdim>& poi
   using Q = Quad<T>;
   constexpr int kChunks = ChunksOf(kNodes);
   const int64_t* at = point.offset[kNdim - 1];
+  if (point.consecutive) return LoadConsecutive<T, kNodes>(row + at[0]);
   Row<T, kNodes> out;
-  if (point.consecutive) {
-#pragma GCC unroll 2
-    for (int c = 0; c < kChunks; ++c) {
-      const int lanes = kNodes - 4 * c;
-      out.chunk[c] = lanes >= 4 ? Q::Load(row + at[0] + 4 * c)
-                                : Q::LoadFirst(row + at[0] + 4 * c, lanes);
-    }
-    return out;
-  }
   alignas(32) T values[kChunks * 4] = {};
   for (int j = 0; j < kNodes; ++j) values[j] = row[at[j]];
   for (int c = 0; c < kChunks; ++c) out.chunk[c] = Q::Load(values + 4 * c);
   return out;
+}
+
+// An interior point's weighted sum of its rows along the last axis, axis by
+// axis from kAxis on, its first node of them at `first`.
+template <typename T, int kOrder, int kNdim, int kAxis = 0>
+XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumInteriorRows(
+    const SplineGroup<T, kOrder, kNdim>& group, int lane, const T* first) {
+  using Q = Quad<T>;
+  constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
+  if constexpr (kAxis == kNdim - 1) {
+    return LoadConsecutive<T, kNodes>(first);
+  } else {
+    Row<T, kNodes> sum;
+#pragma GCC unroll 2
+    for (int c = 0; c < kChunks; ++c) sum.chunk[c] = Q::Zero();
+#pragma GCC unroll 6
+    for (int j = 0; j < kNodes; ++j) {
+      const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
+      const Row<T, kNodes> rows = SumInteriorRows<T, kOrder, kNdim, kAxis + 1>(
+          group, lane, first + j * group.stride[kAxis]);
+#pragma GCC unroll 2
+      for (int c = 0; c < kChunks; ++c) sum.chunk[c] = Q::MulAdd(w, rows.chunk[c], sum.chunk[c]);
+    }
+    return sum;
+  }
 }
 
 // Point `lane`'s weighted sum of its rows along the last axis, axis by axis
@@ -394,6 +444,9 @@ XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRows(const SplineGroup<T, kOrder, kNdi
   using Q = Quad<T>;
   constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
   const SplineNodes<kNodes, kNdim>& point = group.nodes[lane];
+  if constexpr (kAxis == 0) {
+    if (point.interior) return SumInteriorRows<T, kOrder, kNdim>(group, lane, grid + point.first);
+  }
   if constexpr (kAxis == kNdim - 1) {
     return LoadRow<T, kNodes, kNdim>(point, grid);
   } else {
@@ -415,6 +468,22 @@ XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRows(const SplineGroup<T, kOrder, kNdi
 // Adds w times `add`, a row's terms, into the row's last-axis nodes of
 // `point` (w: the row's weight along the axis before the last, broadcast;
 // multiplied in with the add).
+template <typename T, int kNodes>
+XLABIND_AVX2_INLINE void AddConsecutive(T* first, typename Quad<T>::Vec w,
+                                        const Row<T, kNodes>& add) {
+  using Q = Quad<T>;
+#pragma GCC unroll 2
+  for (int c = 0; c < ChunksOf(kNodes); ++c) {
+    T* to = first + 4 * c;
+    const int lanes = kNodes - 4 * c;
+    if (lanes >= 4) {
+      Q::Store(to, Q::MulAdd(w, add.chunk[c], Q::Load(to)));
+    } else {
+      Q::StoreFirst(to, lanes, Q::MulAdd(w, add.chunk[c], Q::LoadFirst(to, lanes)));
+    }
+  }
+}
+
 template <typename T, int kNodes, int kNdim>
 XLABIND_AVX2_INLINE void AddRow(const SplineNodes<kNodes, kNdim>& point, T* row,
                                 typename Quad<T>::Vec w, const Row<T, kNodes>& add) {
@@ -422,22 +491,38 @@ XLABIND_AVX2_INLINE void AddRow(const SplineNodes<kNodes, kNdim>& point, T* row,
   constexpr int kChunks = ChunksOf(kNodes);
   const int64_t* at = point.offset[kNdim - 1];
   if (point.consecutive) {
-#pragma GCC unroll 2
-    for (int c = 0; c < kChunks; ++c) {
-      T* to = row + at[0] + 4 * c;
-      const int lanes = kNodes - 4 * c;
-      if (lanes >= 4) {
-        Q::Store(to, Q::MulAdd(w, add.chunk[c], Q::Load(to)));
-      } else {
-        Q::StoreFirst(to, lanes, Q::MulAdd(w, add.chunk[c], Q::LoadFirst(to, lanes)));
-      }
-    }
+    AddConsecutive<T, kNodes>(row + at[0], w, add);
     return;
   }
   // One by one: near an edge two nodes may be one (mirrored, say).
   alignas(32) T terms[kChunks * 4];
   for (int c = 0; c < kChunks; ++c) Q::Store(terms + 4 * c, Q::Mul(w, add.chunk[c]));
   for (int j = 0; j < kNodes; ++j) row[at[j]] += terms[j];
+}
+
+// AddRows for an interior point whose first node of the rows is at `first`.
+template <typename T, int kOrder, int kNdim, int kAxis = 0>
+XLABIND_AVX2_INLINE void AddInteriorRows(const SplineGroup<T, kOrder, kNdim>& group, int lane,
+                                         T* first, const Row<T, kOrder + 1>& add) {
+  using Q = Quad<T>;
+  constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
+  if constexpr (kAxis == kNdim - 1) {  // 1-D
+    AddConsecutive<T, kNodes>(first, Q::Splat(T(1)), add);
+  } else {
+#pragma GCC unroll 6
+    for (int j = 0; j < kNodes; ++j) {
+      const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
+      T* next = first + j * group.stride[kAxis];
+      if constexpr (kAxis == kNdim - 2) {
+        AddConsecutive<T, kNodes>(next, w, add);
+      } else {
+        Row<T, kNodes> scaled;
+#pragma GCC unroll 2
+        for (int c = 0; c < kChunks; ++c) scaled.chunk[c] = Q::Mul(w, add.chunk[c]);
+        AddInteriorRows<T, kOrder, kNdim, kAxis + 1>(group, lane, next, scaled);
+      }
+    }
+  }
 }
 
 // Adds `add` (a row's terms, already weighted along the last axis) times
@@ -448,6 +533,12 @@ XLABIND_AVX2_INLINE void AddRows(const SplineGroup<T, kOrder, kNdim>& group, int
   using Q = Quad<T>;
   constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
   const SplineNodes<kNodes, kNdim>& point = group.nodes[lane];
+  if constexpr (kAxis == 0) {
+    if (point.interior) {
+      AddInteriorRows<T, kOrder, kNdim>(group, lane, grid + point.first, add);
+      return;
+    }
+  }
   if constexpr (kAxis == kNdim - 1) {  // 1-D
     AddRow<T, kNodes, kNdim>(point, grid, Q::Splat(T(1)), add);
   } else {
