@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import pathlib
 from typing import Any, Callable, Sequence
 
 import jax
@@ -27,6 +28,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from xlabind import _jax_internals as internals
 from xlabind._lowering import call_status
+from xlabind._primitive import factors as factors_module
 from xlabind._primitive.factors import split
 from xlabind._primitive.primitive import bind
 
@@ -245,19 +247,32 @@ def _lower_partitioned(ctx, call, operands):
     return results
 
 
+def _source_digest() -> str:
+    """What the partitioning code is: a cached program must not outlive a
+    change to how xlabind splits a call (the per-device computation is made
+    when XLA compiles, and is not in the program's text)."""
+    digest = hashlib.sha256()
+    for module in (call_status, factors_module, internals):
+        digest.update(pathlib.Path(module.__file__).read_bytes())
+    digest.update(pathlib.Path(__file__).read_bytes())
+    return digest.hexdigest()
+
+
+_SOURCE_DIGEST = _source_digest()
+
+
 def _partitioning_key(ctx, call, plan) -> str:
     """A name for the call's partitioning that is the same in every process for
     the same call in the same program placement: what the partitioning
-    callbacks depend on (the call, its targets, its operands, the devices)."""
-    from xlabind import __version__
-
+    callbacks depend on (the call, its targets, its operands, the devices,
+    the partitioner jax uses, xlabind's partitioning code)."""
     op = call.fn
     targets = sorted((platform, t.name, repr(t.attributes), t.takes_token)
                      for platform, t in getattr(op.implementation, "targets", {}).items())
     axis_context = ctx.module_context.axis_context
     mesh = _program_mesh(axis_context)
     description = repr((
-        __version__, repr(call), op.effect, op.vmap_method, targets,
+        _SOURCE_DIGEST, jax.config.jax_use_shardy_partitioner, repr(call), op.effect, op.vmap_method, targets,
         [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
         plan.factors, plan.out_factors, call.summed, call.whole,
         [(d.platform, d.id) for d in np.asarray(axis_context.device_assignment).flat],
