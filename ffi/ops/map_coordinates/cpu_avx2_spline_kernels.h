@@ -411,15 +411,19 @@ XLABIND_AVX2_INLINE Row<T, kNodes> LoadRow(const SplineNodes<kNodes, kNdim>& poi
   return out;
 }
 
-// An interior point's weighted sum of its rows along the last axis, axis by
-// axis from kAxis on, its first node of them at `first`.
-template <typename T, int kOrder, int kNdim, int kAxis = 0>
-XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumInteriorRows(
-    const SplineGroup<T, kOrder, kNdim>& group, int lane, const T* first) {
+// Point `lane`'s weighted sum of its rows along the last axis, axis by axis
+// from kAxis on: per last-axis node, a partial sum. `at` is where the rows
+// start: an interior point's first node (kInterior: rows a grid stride
+// apart), else the grid (rows at the point's offsets).
+template <typename T, int kOrder, int kNdim, bool kInterior, int kAxis = 0>
+XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRowsFrom(const SplineGroup<T, kOrder, kNdim>& group,
+                                                   int lane, const T* at) {
   using Q = Quad<T>;
   constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
+  const SplineNodes<kNodes, kNdim>& point = group.nodes[lane];
   if constexpr (kAxis == kNdim - 1) {
-    return LoadConsecutive<T, kNodes>(first);
+    if constexpr (kInterior) return LoadConsecutive<T, kNodes>(at);
+    return LoadRow<T, kNodes, kNdim>(point, at);
   } else {
     Row<T, kNodes> sum;
 #pragma GCC unroll 2
@@ -427,8 +431,9 @@ XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumInteriorRows(
 #pragma GCC unroll 6
     for (int j = 0; j < kNodes; ++j) {
       const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
-      const Row<T, kNodes> rows = SumInteriorRows<T, kOrder, kNdim, kAxis + 1>(
-          group, lane, first + j * group.stride[kAxis]);
+      const T* next = kInterior ? at + j * group.stride[kAxis] : at + point.offset[kAxis][j];
+      const Row<T, kNodes> rows = SumRowsFrom<T, kOrder, kNdim, kInterior, kAxis + 1>(
+          group, lane, next);
 #pragma GCC unroll 2
       for (int c = 0; c < kChunks; ++c) sum.chunk[c] = Q::MulAdd(w, rows.chunk[c], sum.chunk[c]);
     }
@@ -436,33 +441,13 @@ XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumInteriorRows(
   }
 }
 
-// Point `lane`'s weighted sum of its rows along the last axis, axis by axis
-// from kAxis on: per last-axis node, a partial sum.
-template <typename T, int kOrder, int kNdim, int kAxis = 0>
+// Point `lane`'s weighted sum of its rows along the last axis.
+template <typename T, int kOrder, int kNdim>
 XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRows(const SplineGroup<T, kOrder, kNdim>& group,
                                                int lane, const T* grid) {
-  using Q = Quad<T>;
-  constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
-  const SplineNodes<kNodes, kNdim>& point = group.nodes[lane];
-  if constexpr (kAxis == 0) {
-    if (point.interior) return SumInteriorRows<T, kOrder, kNdim>(group, lane, grid + point.first);
-  }
-  if constexpr (kAxis == kNdim - 1) {
-    return LoadRow<T, kNodes, kNdim>(point, grid);
-  } else {
-    Row<T, kNodes> sum;
-#pragma GCC unroll 2
-    for (int c = 0; c < kChunks; ++c) sum.chunk[c] = Q::Zero();
-#pragma GCC unroll 6
-    for (int j = 0; j < kNodes; ++j) {
-      const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
-      const Row<T, kNodes> rows =
-          SumRows<T, kOrder, kNdim, kAxis + 1>(group, lane, grid + point.offset[kAxis][j]);
-#pragma GCC unroll 2
-      for (int c = 0; c < kChunks; ++c) sum.chunk[c] = Q::MulAdd(w, rows.chunk[c], sum.chunk[c]);
-    }
-    return sum;
-  }
+  const auto& point = group.nodes[lane];
+  if (point.interior) return SumRowsFrom<T, kOrder, kNdim, true>(group, lane, grid + point.first);
+  return SumRowsFrom<T, kOrder, kNdim, false>(group, lane, grid);
 }
 
 // Adds w times `add`, a row's terms, into the row's last-axis nodes of
@@ -500,61 +485,54 @@ XLABIND_AVX2_INLINE void AddRow(const SplineNodes<kNodes, kNdim>& point, T* row,
   for (int j = 0; j < kNodes; ++j) row[at[j]] += terms[j];
 }
 
-// AddRows for an interior point whose first node of the rows is at `first`.
-template <typename T, int kOrder, int kNdim, int kAxis = 0>
-XLABIND_AVX2_INLINE void AddInteriorRows(const SplineGroup<T, kOrder, kNdim>& group, int lane,
-                                         T* first, const Row<T, kOrder + 1>& add) {
+// AddRow, or for an interior point (rows start at `row`) AddConsecutive.
+template <typename T, int kNodes, int kNdim, bool kInterior>
+XLABIND_AVX2_INLINE void AddRowOf(const SplineNodes<kNodes, kNdim>& point, T* row,
+                                  typename Quad<T>::Vec w, const Row<T, kNodes>& add) {
+  if constexpr (kInterior) {
+    AddConsecutive<T, kNodes>(row, w, add);
+  } else {
+    AddRow<T, kNodes, kNdim>(point, row, w, add);
+  }
+}
+
+// Adds `add` (a row's terms, already weighted along the last axis) times
+// point `lane`'s weights along the leading axes from kAxis on, into its rows
+// from `at` (as SumRowsFrom reads them).
+template <typename T, int kOrder, int kNdim, bool kInterior, int kAxis = 0>
+XLABIND_AVX2_INLINE void AddRowsFrom(const SplineGroup<T, kOrder, kNdim>& group, int lane, T* at,
+                                     const Row<T, kOrder + 1>& add) {
   using Q = Quad<T>;
   constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
+  const SplineNodes<kNodes, kNdim>& point = group.nodes[lane];
   if constexpr (kAxis == kNdim - 1) {  // 1-D
-    AddConsecutive<T, kNodes>(first, Q::Splat(T(1)), add);
+    AddRowOf<T, kNodes, kNdim, kInterior>(point, at, Q::Splat(T(1)), add);
   } else {
 #pragma GCC unroll 6
     for (int j = 0; j < kNodes; ++j) {
       const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
-      T* next = first + j * group.stride[kAxis];
+      T* next = kInterior ? at + j * group.stride[kAxis] : at + point.offset[kAxis][j];
       if constexpr (kAxis == kNdim - 2) {
-        AddConsecutive<T, kNodes>(next, w, add);
+        AddRowOf<T, kNodes, kNdim, kInterior>(point, next, w, add);
       } else {
         Row<T, kNodes> scaled;
 #pragma GCC unroll 2
         for (int c = 0; c < kChunks; ++c) scaled.chunk[c] = Q::Mul(w, add.chunk[c]);
-        AddInteriorRows<T, kOrder, kNdim, kAxis + 1>(group, lane, next, scaled);
+        AddRowsFrom<T, kOrder, kNdim, kInterior, kAxis + 1>(group, lane, next, scaled);
       }
     }
   }
 }
 
-// Adds `add` (a row's terms, already weighted along the last axis) times
-// point `lane`'s weights along the leading axes from kAxis on, into its rows.
-template <typename T, int kOrder, int kNdim, int kAxis = 0>
+// Adds `add` times point `lane`'s weights along the leading axes into its rows.
+template <typename T, int kOrder, int kNdim>
 XLABIND_AVX2_INLINE void AddRows(const SplineGroup<T, kOrder, kNdim>& group, int lane, T* grid,
                                  const Row<T, kOrder + 1>& add) {
-  using Q = Quad<T>;
-  constexpr int kNodes = kOrder + 1, kChunks = ChunksOf(kNodes);
-  const SplineNodes<kNodes, kNdim>& point = group.nodes[lane];
-  if constexpr (kAxis == 0) {
-    if (point.interior) {
-      AddInteriorRows<T, kOrder, kNdim>(group, lane, grid + point.first, add);
-      return;
-    }
-  }
-  if constexpr (kAxis == kNdim - 1) {  // 1-D
-    AddRow<T, kNodes, kNdim>(point, grid, Q::Splat(T(1)), add);
+  const auto& point = group.nodes[lane];
+  if (point.interior) {
+    AddRowsFrom<T, kOrder, kNdim, true>(group, lane, grid + point.first, add);
   } else {
-#pragma GCC unroll 6
-    for (int j = 0; j < kNodes; ++j) {
-      const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
-      T* next = grid + point.offset[kAxis][j];
-      if constexpr (kAxis == kNdim - 2) {
-        AddRow<T, kNodes, kNdim>(point, next, w, add);
-      } else {
-        Row<T, kNodes> scaled;
-#pragma GCC unroll 2
-        for (int c = 0; c < kChunks; ++c) scaled.chunk[c] = Q::Mul(w, add.chunk[c]);
-        AddRows<T, kOrder, kNdim, kAxis + 1>(group, lane, next, scaled);
-      }
-    }
+    AddRowsFrom<T, kOrder, kNdim, false>(group, lane, grid, add);
   }
 }
 
