@@ -46,6 +46,14 @@ def xlabind_dependencies(register_python_toolchain = True):
     for shim in _BAZEL_SHIMS:
         if shim not in existing:
             shim_repository(name = shim, shim = shim)
+    define_repositories(existing)
+    if register_python_toolchain:
+        native.register_toolchains("@xlabind_python//:toolchain")
+
+def define_repositories(existing = {}):
+    """Defines the xlabind_* repositories not in `existing` (names): what
+    WORKSPACE's xlabind_dependencies() and MODULE.bazel's extension (which
+    has no existing rules to ask) both call."""
     if "xlabind_python" not in existing:
         local_python(name = "xlabind_python")
     if "xlabind_pypi" not in existing:
@@ -58,8 +66,26 @@ def xlabind_dependencies(register_python_toolchain = True):
         zig_toolchain(name = "xlabind_zig")
     if "xlabind_cuda" not in existing:
         cuda_repository(name = "xlabind_cuda")
-    if register_python_toolchain:
-        native.register_toolchains("@xlabind_python//:toolchain")
+
+def define_dev_repositories(local_repository):
+    """The repositories only xlabind's own tests and documentation use (the
+    oldest supported jax, the site's Sphinx, the example workspace), for
+    WORKSPACE and MODULE.bazel's dev extension alike; `local_repository` is
+    the native rule in WORKSPACE, @bazel_tools' in a module extension."""
+    pip_repository(
+        name = "xlabind_pypi_lower_bound",
+        build_file = Label("//third_party/python:lower_bound.BUILD"),
+        lock = Label("//third_party/python:lower_bound.lock"),
+    )
+    pip_repository(
+        name = "xlabind_docs_pypi",
+        build_file = Label("//tools/docs:docs_site.BUILD"),
+        lock = Label("//tools/docs:requirements.lock"),
+    )
+    local_repository(
+        name = "xlabind_example",
+        path = "examples/native_op",
+    )
 
 def xlabind_register_zig_toolchain():
     """Makes xlabind's zig the C/C++ toolchain of the whole workspace, under

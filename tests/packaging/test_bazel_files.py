@@ -99,3 +99,48 @@ def test_forward_compatibility_flags_are_on_and_each_says_its_release():
         index = lines.index(f"build {flag}")
         comment = " ".join(line for line in lines[max(0, index - 3):index] if line.startswith("#"))
         assert re.search(r"\((\d+\.\d+|announced[^)]*)\)", comment), flag
+
+
+# -- MODULE.bazel and WORKSPACE --------------------------------------------------
+
+def _defined_by(function: str) -> set[str]:
+    """The repository names a function of repositories.bzl defines."""
+    text = code(RUNFILES / "repositories.bzl")
+    body = re.search(rf"def {function}\(.*?(?=\ndef |\Z)", text, flags=re.S).group(0)
+    return set(re.findall(r'name = "(xlabind_\w+)"', body))
+
+
+def test_module_and_workspace_define_the_same_repositories_one_way():
+    """Both define xlabind's repositories through repositories.bzl (the pinned
+    wheels' versions and sha256 live in the lock files those rules read), so
+    they cannot pin differently: neither pins anything itself, and each makes
+    exactly the repositories the other does."""
+    module, extensions = code(RUNFILES / "MODULE.bazel"), code(RUNFILES / "extensions.bzl")
+    workspace = code(RUNFILES / "WORKSPACE")
+    for name, text in (("MODULE.bazel", module), ("extensions.bzl", extensions),
+                       ("WORKSPACE", workspace)):
+        for pin in ("sha256", "urls", "url =", "http_archive", "strip_prefix", "integrity"):
+            assert pin not in text, f"{name} pins ({pin!r}) outside the lock files"
+    main, dev = _defined_by("define_repositories"), _defined_by("define_dev_repositories")
+    assert main and dev
+    used = set(re.findall(r'"(xlabind_\w+)"', " ".join(re.findall(r"use_repo\((.*?)\)", module,
+                                                                 flags=re.S))))
+    assert used == main | dev, (used, main, dev)
+    assert "define_repositories(" in extensions and "define_dev_repositories(" in extensions
+    assert "xlabind_dependencies()" in workspace and "define_dev_repositories(" in workspace
+    assert "define_repositories(existing)" in code(RUNFILES / "repositories.bzl")
+
+
+def test_module_dependencies_are_served_offline():
+    """Every bazel_dep is a version tools/bazel7's local registry serves."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "registry", RUNFILES / "third_party" / "bzlmod" / "registry.py")
+    registry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(registry)
+    deps = re.findall(r'bazel_dep\(name = "(\w+)", version = "([\w.]+)"',
+                      code(RUNFILES / "MODULE.bazel"))
+    assert deps
+    for name, version in deps:
+        assert version in registry.DEBIAN.get(name, ((), ""))[0], (name, version)

@@ -21,6 +21,12 @@ if not ((3, 11) <= sys.version_info[:2] <= (3, 13)):
 print(sys.executable)
 print(sysconfig.get_paths()["include"])
 print("%d.%d" % sys.version_info[:2])
+# Debian's pyconfig.h includes <MULTIARCH/pythonX.Y/pyconfig.h> from
+# /usr/include, which a hermetic compiler (zig) does not search.
+multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+platform = "/usr/include/%s/python%d.%d" % ((multiarch,) + sys.version_info[:2])
+import os
+print(multiarch if multiarch and os.path.isdir(platform) else "")
 """
 
 def _local_python_impl(rctx):
@@ -28,8 +34,15 @@ def _local_python_impl(rctx):
     result = rctx.execute([python, "-c", _PROBE])
     if result.return_code != 0:
         fail("probing %s failed:\n%s" % (python, result.stderr))
-    executable, include, version = result.stdout.strip().split("\n")
+    lines = result.stdout.strip().split("\n") + [""]
+    executable, include, version, multiarch = lines[:4]
     rctx.symlink(include, "include")
+    if multiarch:
+        python = "python" + version
+        rctx.symlink("/usr/include/%s/%s" % (multiarch, python),
+                     "platform/%s/%s" % (multiarch, python))
+    else:
+        rctx.file("platform/README", "No multiarch headers: pyconfig.h is in include/.\n")
     rctx.template("BUILD.bazel", rctx.attr.build_template, {
         "{INTERPRETER}": executable,
         "{VERSION}": version,

@@ -7,8 +7,12 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "headers",
-    hdrs = glob(["include/**/*.h"]),
-    includes = ["include"],
+    # platform/: Debian's multiarch pyconfig.h, which include/'s includes.
+    hdrs = glob(["include/**/*.h"]) + glob(["platform/**/*.h"], allow_empty = True),
+    includes = [
+        "include",
+        "platform",
+    ],
 )
 
 py_runtime(
