@@ -23,7 +23,8 @@ _ManualAxisType = getattr(_core, "ManualAxisType", None)
 
 __all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
            "abstract_token", "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
-           "detached_ordered_token", "effects_of", "adjust_last_partitioning", "ordered_token", "IOEffect", "OrderedIOEffect",
+           "adjust_last_partitioning", "detached_ordered_token", "effects_of",
+           "IOEffect", "OrderedIOEffect", "ordered_token",
            "InconclusiveDimensionOperation", "is_symbolic_dim", "set_ordered_token",
            "gspmd_aborts_in_partly_manual", "manual_axes",
            "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]

@@ -91,8 +91,8 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
     def gathered(*xs):
         # Arrays sharded over Explicit mesh axes are gathered first (shard_map
         # takes them only as they are); others XLA gathers by itself.
-        xs = [jax.sharding.reshard(x, NamedSharding(mesh, whole)) if _explicitly_sharded(x)
-              else x for x in xs]
+        xs = [jax.sharding.reshard(x, NamedSharding(mesh, whole))
+              if _explicit_spec(jax.typeof(x)) is not None else x for x in xs]
         return list(once(*xs))
 
     detached = internals.detached_ordered_token(ctx)
@@ -111,12 +111,6 @@ def _program_mesh(axis_context) -> jax.sharding.Mesh:
         return jax.sharding.Mesh(devices.reshape(abstract.axis_sizes), abstract.axis_names,
                                  axis_types=abstract.axis_types)
     return jax.sharding.Mesh(devices, ("xlabind_devices",))
-
-
-def _explicitly_sharded(x) -> bool:
-    sharding = getattr(jax.typeof(x), "sharding", None)
-    spec = getattr(sharding, "spec", None)
-    return bool(spec) and any(s is not None for s in spec)
 
 
 class _Plan:
@@ -149,7 +143,8 @@ class _Plan:
         chosen: dict[str, tuple[str, ...]] = {}
         used: set[str] = set()
         for shape, spec, array_factors in zip(shapes, specs, self.factors):
-            spec = tuple(spec or ()) + (None,) * (len(array_factors) - len(tuple(spec or ())))
+            spec = tuple(spec or ())
+            spec += (None,) * (len(array_factors) - len(spec))
             for size, factor, axes in zip(shape, array_factors, spec):
                 axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
                 if (factor in self.free and factor not in chosen and axes
@@ -272,7 +267,8 @@ def _partitioning_key(ctx, call, plan) -> str:
     axis_context = ctx.module_context.axis_context
     mesh = _program_mesh(axis_context)
     description = repr((
-        _SOURCE_DIGEST, jax.config.jax_use_shardy_partitioner, repr(call), op.effect, op.vmap_method, targets,
+        _SOURCE_DIGEST, jax.config.jax_use_shardy_partitioner, repr(call), op.effect,
+        op.vmap_method, targets,
         [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
         plan.factors, plan.out_factors, call.summed, call.whole,
         [(d.platform, d.id) for d in np.asarray(axis_context.device_assignment).flat],
@@ -308,9 +304,10 @@ def _lower_for_export(ctx, call, operands, plan):
     def placed(*xs):
         # Arrays sharded over Explicit axes otherwise than the split are resharded
         # (shard_map takes them only as they are); XLA moves the others itself.
+        current = [_explicit_spec(jax.typeof(x)) for x in xs]
         xs = [jax.sharding.reshard(x, NamedSharding(mesh, spec))
-              if _explicitly_sharded(x) and _explicit_spec(jax.typeof(x)) != spec else x
-              for x, spec in zip(xs, in_specs)]
+              if now is not None and now != spec else x
+              for x, now, spec in zip(xs, current, in_specs)]
         return list(per_device(*xs))
 
     return mlir.lower_fun(placed, multiple_results=True)(ctx, *operands)

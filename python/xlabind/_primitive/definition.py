@@ -86,7 +86,21 @@ class BatchedResult(NamedTuple):
     batch_axis: int | None = None
 
 
-class Definition:
+class _SameWhenCopied:
+    """copy.copy and copy.deepcopy give the object itself: immutable to its
+    users, and holding what cannot be copied (locks, compiled executables), as
+    a jitted function's compiled programs are shared by its copies."""
+
+    __slots__ = ()
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class Definition(_SameWhenCopied):
     """What a bound function is: everything the `xlabind_call` primitive's rules
     need. Every traced program that calls the function holds its definition
     (strongly), so a program can be lowered, transformed and compiled after the
@@ -135,15 +149,6 @@ class Definition:
 
     def __repr__(self) -> str:
         return self.name
-
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        # Immutable to its users, and holding what cannot be copied (locks,
-        # compiled executables): a copy is the same object, as for a jitted
-        # function's compiled programs.
-        return self
 
     def get(self) -> "Definition":
         """Itself: a Call names its function by the definition or by a WeakDefinition."""
@@ -347,7 +352,7 @@ def _checked_aliases(name: str, aliases) -> tuple[tuple[int, int], ...]:
     return tuple(sorted(pairs))
 
 
-class WeakDefinition:
+class WeakDefinition(_SameWhenCopied):
     """Names a Definition without keeping it alive (for eager calls' programs)."""
 
     __slots__ = ("_ref", "name", "__weakref__")
@@ -365,17 +370,8 @@ class WeakDefinition:
     def __repr__(self) -> str:
         return self.name
 
-    def __copy__(self):
-        return self
 
-    def __deepcopy__(self, memo):
-        # Immutable to its users, and holding what cannot be copied (locks,
-        # compiled executables): a copy is the same object, as for a jitted
-        # function's compiled programs.
-        return self
-
-
-class BoundFunction:
+class BoundFunction(_SameWhenCopied):
     """A function bound as a JAX operation. Create one with :func:`xlabind.callback`
     (no derivatives), :func:`xlabind.linear`, :func:`xlabind.multilinear` or
     :func:`xlabind.nonlinear`; call it with arrays as positional arguments and
@@ -406,15 +402,6 @@ class BoundFunction:
 
     def __repr__(self) -> str:
         return f"xlabind.BoundFunction({self.definition.name})"
-
-    def __copy__(self):
-        return self
-
-    def __deepcopy__(self, memo):
-        # Immutable to its users, and holding what cannot be copied (locks,
-        # compiled executables): a copy is the same object, as for a jitted
-        # function's compiled programs.
-        return self
 
     @property
     def name(self) -> str:
