@@ -38,6 +38,10 @@ load("//third_party/cuda:nvcc.bzl", "nvcc_objects")
 # so `copts = ["-std=c++20"]` picks a newer standard.
 XLABIND_COPTS = ["-std=c++17", "-fvisibility=hidden"]
 
+# @xlabind_cuda's folder in a runfiles tree: its canonical name, which bzlmod
+# prefixes with the module and extension that define it.
+_CUDA_RUNFILES = Label("@xlabind_cuda//:BUILD.bazel").workspace_name
+
 
 def _with(deps, extra):
     """`deps` plus the labels in `extra` it does not name already."""
@@ -68,7 +72,7 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
         cc_library(
             name = name + "_cuda",
             srcs = [":" + name + "_cuda_objects"],
-            deps = ["@xlabind_cuda//:cudart"],
+            deps = [Label("@xlabind_cuda//:cudart")],
             linkstatic = True,
         )
         cuda_deps = [":" + name + "_cuda"]
@@ -80,7 +84,7 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
         linkstatic = True,
         deps = _with(deps + cuda_deps, [
             Label("//ffi/native:helpers"),
-            "@xlabind_pypi//:xla_ffi_headers",
+            Label("@xlabind_pypi//:xla_ffi_headers"),
         ]),
         **kwargs
     )
@@ -146,12 +150,12 @@ def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = N
     )
     folder = native.package_name() if load_from == None else load_from
     depth = len([part for part in folder.split("/") if part]) + 1  # up to the runfiles root
-    runpaths = ["$$ORIGIN/" + "../" * depth + "xlabind_cuda/site/nvidia/cu13/lib"] + extra_runpaths
+    runpaths = ["$$ORIGIN/" + "../" * depth + _CUDA_RUNFILES + "/site/nvidia/cu13/lib"] + extra_runpaths
     cc_binary(
         name = name + ".so",
         copts = XLABIND_COPTS + kwargs.pop("copts", []),
         srcs = [name + "_module.cc"],
-        deps = _with(deps, [Label("//ffi/native:helpers")]) + ["@xlabind_python//:headers"],
+        deps = _with(deps, [Label("//ffi/native:helpers")]) + [Label("@xlabind_python//:headers")],
         linkshared = True,
         additional_linker_inputs = [Label("//ffi:module_exports.lds")],
         linkopts = ["-Wl,--version-script=$(location %s)" % Label("//ffi:module_exports.lds")] +

@@ -11,15 +11,25 @@ two ways:
         auto-configured C++ toolchain, legacy __init__.py creation in
         runfiles, no zig registered.
 
-    tools/check_example.py [docs] [own]
+and two ways with Bazel 7.7.1 (tools/bazel7), bzlmod only, in a copy outside
+this checkout with only the MODULE.bazel (no WORKSPACE), whose
+archive_override pins the tarball by its sha256:
+
+  module      with the example's .bazelrc and xlabind's zig toolchain, as its
+              MODULE.bazel registers it;
+  module-own  with no .bazelrc and nothing of xlabind's toolchain registered:
+              the consumer's own (Bazel's auto-configured gcc).
+
+    tools/check_example.py [docs] [own] [module] [module-own]
 
 Each checks which compiler built the example's module (zig links libc++ in;
-the host gcc needs libstdc++.so). CI runs both.
+the host gcc needs libstdc++.so). CI runs all four.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import pathlib
 import re
@@ -30,6 +40,7 @@ import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 BAZEL = REPO / "tools" / "bazel"
+BAZEL7 = REPO / "tools" / "bazel7"
 EXAMPLE = REPO / "examples" / "native_op"
 MODULE = "example_ops.so"
 
@@ -71,6 +82,48 @@ def own_workspace(root: pathlib.Path) -> pathlib.Path:
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns("bazel-*", ".bazelrc"))
     (example / "WORKSPACE").write_text(workspace)
     return example
+
+
+def module_workspace(root: pathlib.Path, zig: bool) -> pathlib.Path:
+    """The example with only its MODULE.bazel, its archive_override pinning a
+    tarball of this checkout; `zig`: with its .bazelrc and the registration
+    of xlabind's zig, else neither."""
+    module = (EXAMPLE / "MODULE.bazel").read_text()
+    prefix = re.search(r'strip_prefix = "([^"]+)"', module).group(1)
+    tarball = root / f"{prefix}.tar.gz"
+    digest = bytes.fromhex(make_tarball(prefix, tarball))
+    integrity = "sha256-" + base64.b64encode(digest).decode()
+    module, urls = re.subn(r"urls = \[[^\]]*\]", f'urls = ["file://{tarball}"]', module)
+    module, sums = re.subn(r'integrity = "[^"]*"', f'integrity = "{integrity}"', module)
+    if urls != 1 or sums != 1:
+        raise SystemExit("check_example: the example's MODULE.bazel lacks one urls and one "
+                         "integrity")
+    if not zig:
+        module = module[:module.index("# [zig]")]
+    example = root / "example"
+    ignored = ["bazel-*", "WORKSPACE"] + ([] if zig else [".bazelrc"])
+    shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns(*ignored))
+    (example / "MODULE.bazel").write_text(module)
+    return example
+
+
+def check_module(zig: bool) -> None:
+    variant = "module" if zig else "module-own"
+    compiler = "zig" if zig else "the workspace's own toolchain"
+    # A fixed folder outside the checkout, emptied first: Bazel keys its
+    # output base by the workspace's path, so a rerun reuses the last one's.
+    root = pathlib.Path.home() / ".cache" / "xlabind-bazel7" / "consumers" / variant
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    example = module_workspace(root, zig)
+    try:
+        run([str(BAZEL7), "test", "//...", "--test_output=errors"], example)
+        if needs_libstdcxx(example / "bazel-bin" / MODULE) == zig:
+            raise SystemExit(f"check_example: {variant}: {MODULE} was not built by {compiler}")
+        print(f"check_example: {variant}: passed under Bazel 7.7.1, bzlmod only, built by "
+              f"{compiler}")
+    finally:
+        subprocess.run([str(BAZEL7), "shutdown"], cwd=example)
 
 
 def check_docs() -> None:
@@ -127,10 +180,11 @@ def check_own() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("variants", nargs="*", choices=("docs", "own"),
-                        default=["docs", "own"])
+    checks = {"docs": check_docs, "own": check_own, "module": lambda: check_module(zig=True),
+              "module-own": lambda: check_module(zig=False)}
+    parser.add_argument("variants", nargs="*", choices=tuple(checks), default=list(checks))
     for variant in parser.parse_args().variants:
-        {"docs": check_docs, "own": check_own}[variant]()
+        checks[variant]()
     return 0
 
 

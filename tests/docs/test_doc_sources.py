@@ -6,15 +6,14 @@ import pathlib
 import re
 
 import native_headers
+import runfiles_repos
 
 DOCS = pathlib.Path("docs")  # in the runfiles
 PAGES = sorted(DOCS.rglob("*.md"))
 # What the pages could have copied from: the package, the native sources, the
 # tools, the tests and the example workspace (@xlabind_example in the
 # runfiles, examples/native_op in a checkout).
-EXAMPLE = next(p for p in (pathlib.Path("../xlabind_example"),
-                           pathlib.Path("external/xlabind_example"),
-                           pathlib.Path("examples/native_op")) if (p / "WORKSPACE").exists())
+EXAMPLE = runfiles_repos.repository("xlabind_example") or pathlib.Path("examples/native_op")
 SOURCES = ["python", "ffi", "tools", "tests", str(EXAMPLE)]
 SOURCE_SUFFIXES = {".py", ".cc", ".h", ".cu", ".bzl", ".bazel", ""}
 WINDOW = 5  # consecutive non-blank lines that make a copy

@@ -5,11 +5,11 @@ leads to a file of the repository."""
 import pathlib
 import re
 
+import runfiles_repos
+
 README = pathlib.Path("README.md")  # in the runfiles
 # The example workspace: @xlabind_example in the runfiles.
-EXAMPLE = next((p for p in (pathlib.Path("../xlabind_example"),
-                            pathlib.Path("external/xlabind_example"))
-                if (p / "WORKSPACE").exists()), pathlib.Path("examples/native_op"))
+EXAMPLE = runfiles_repos.repository("xlabind_example") or pathlib.Path("examples/native_op")
 
 
 def exists(link: str) -> bool:

@@ -144,3 +144,35 @@ def test_module_dependencies_are_served_offline():
     assert deps
     for name, version in deps:
         assert version in registry.DEBIAN.get(name, ((), ""))[0], (name, version)
+
+
+def _example(name: str) -> str:
+    import runfiles_repos
+
+    example = runfiles_repos.repository("xlabind_example")
+    assert example is not None, "no @xlabind_example in the runfiles"
+    return code(example / name)
+
+
+def test_the_example_pins_this_release_both_ways():
+    """examples/native_op's MODULE.bazel (bzlmod) and WORKSPACE pin the same
+    release, the version xlabind's MODULE.bazel declares, and its bazel_deps
+    are ones tools/bazel7's registry serves."""
+    version = re.search(r'module\(name = "xlabind", version = "([\w.]+)"',
+                        code(RUNFILES / "MODULE.bazel")).group(1)
+    module, workspace = _example("MODULE.bazel"), _example("WORKSPACE")
+    assert f'bazel_dep(name = "xlabind", version = "{version}")' in module
+    for text in (module, workspace):
+        assert f'strip_prefix = "xlabind-{version}"' in text
+        assert f'/xlabind-{version}.tar.gz"' in text
+    assert re.search(r'archive_override\(\s*module_name = "xlabind"', module)
+
+
+def test_labels_a_consumer_evaluates_name_their_repository():
+    """Under bzlmod a label string in a macro is read in the calling BUILD
+    file's repository, which has no @xlabind_cuda, @xlabind_pypi or
+    @xlabind_python: the macros' own labels go through Label()."""
+    for name in ("ffi/defs.bzl", "ffi/extension_module.bzl", "third_party/cuda/nvcc.bzl"):
+        text = code(RUNFILES / name)
+        bare = [m.group(0) for m in re.finditer(r'(?<!Label\()"@xlabind_\w+//[^"]*"', text)]
+        assert not bare, (name, bare)

@@ -13,6 +13,7 @@ import zipfile
 
 import pytest
 
+import runfiles_repos
 from wheel_tools import RUNFILES, SITES, build_wheel, load_tool
 from xlabind import _compatibility
 
@@ -100,7 +101,7 @@ def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
                     "--target", str(target), str(wheel)], check=True, env=clean_environment())
     # What `pip install xlabind[cuda13]` adds: nvidia-cuda-runtime's library,
     # here copied from the pinned package the build links against.
-    pinned = RUNFILES.parent / "xlabind_cuda" / "site" / "nvidia" / "cu13" / "lib"
+    pinned = runfiles_repos.repository("xlabind_cuda") / "site" / "nvidia" / "cu13" / "lib"
     extra = target / "nvidia" / "cu13" / "lib"
     extra.mkdir(parents=True)
     shutil.copy(pinned / "libcudart.so.13", extra / "libcudart.so.13")
@@ -127,7 +128,7 @@ def test_gpu_checks_wheel_mode_installs_it_and_names_the_libcudart_it_loads(
     monkeypatch.setenv("PYTHONPATH", str(SITES["pinned"]))  # this machine's jax
     machine = tmp_path / "machine-site"
     (machine / "nvidia" / "cu13" / "lib").mkdir(parents=True)
-    pinned = RUNFILES.parent / "xlabind_cuda" / "site" / "nvidia" / "cu13" / "lib"
+    pinned = runfiles_repos.repository("xlabind_cuda") / "site" / "nvidia" / "cu13" / "lib"
     shutil.copy(pinned / "libcudart.so.13", machine / "nvidia" / "cu13" / "lib")
     monkeypatch.setattr(gpu_check.site, "getsitepackages", lambda: [str(machine)])
     monkeypatch.setattr(gpu_check.sysconfig, "get_paths", lambda: {"purelib": str(machine)})

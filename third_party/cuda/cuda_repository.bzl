@@ -15,11 +15,46 @@ _NVCC_WRAPPER = """#!/bin/sh
 exec "{nvcc}" "$@"
 """
 
+# glibc 2.42 (Debian sid, Fedora 43) declares rsqrt and rsqrtf, C23's, in
+# <math.h> as `noexcept`, where CUDA 13.0's crt/math_functions.h declares them
+# first without: every .cu that includes <cmath> then fails ("exception
+# specification is incompatible"). CUDA 13.0 already does this for sinpi and
+# cospi (glibc 2.41); later CUDA releases for rsqrt too. The pin stays 13.0
+# (the driver of the GPU machines); the two declarations get glibc's
+# specifier where glibc declares them.
+_RSQRT_HEADER = "site/nvidia/cu13/include/crt/math_functions.h"
+_RSQRT_SPECIFIER = """
+#if defined(__GLIBC_PREREQ) && defined(__THROW)
+#  if __GLIBC_PREREQ(2, 42) && __NV_GLIBC_PROVIDES_IEC_60559_FUNCS
+#    define XLABIND_GLIBC_RSQRT_SPECIFIER __THROW
+#  endif
+#endif
+#ifndef XLABIND_GLIBC_RSQRT_SPECIFIER
+#  define XLABIND_GLIBC_RSQRT_SPECIFIER
+#endif
+"""
+
+def _accept_glibc_rsqrt(rctx):
+    text = rctx.read(_RSQRT_HEADER)
+    if "rsqrt(double x) __" in text:  # a CUDA that declares it with a specifier already
+        return
+    anchor = "#  define __NV_GLIBC_PROVIDES_IEC_60559_FUNCS 0\n#endif\n"
+    declarations = ["rsqrt(double x);", "rsqrtf(float x);"]
+    for needed in [anchor] + declarations:
+        if text.count(needed) != 1:
+            fail("%s: expected %r once; the CUDA pin changed, see cuda_repository.bzl" %
+                 (_RSQRT_HEADER, needed))
+    text = text.replace(anchor, anchor + _RSQRT_SPECIFIER)
+    for declaration in declarations:
+        text = text.replace(declaration, declaration[:-1] + " XLABIND_GLIBC_RSQRT_SPECIFIER;")
+    rctx.file(_RSQRT_HEADER, text, executable = False)
+
 def _cuda_repository_impl(rctx):
     pip_install(rctx, rctx.attr.lock, "site")
     for needed in ["bin/nvcc", "lib/libcudart.so.13", "include/cuda_runtime.h", "nvvm/bin"]:
         if not rctx.path("site/nvidia/cu13/" + needed).exists:
             fail("the pinned CUDA wheels did not provide site/nvidia/cu13/" + needed)
+    _accept_glibc_rsqrt(rctx)
     nvcc = rctx.path("site/nvidia/cu13/bin/nvcc")
     rctx.file("nvcc", _NVCC_WRAPPER.format(nvcc = nvcc), executable = True)
     # An unversioned name to link against (zig's lld refuses -l:libcudart.so.13);

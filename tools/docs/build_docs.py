@@ -233,8 +233,13 @@ def macros_page() -> str:
 
 def example_folder() -> pathlib.Path:
     """examples/native_op: @xlabind_example in the runfiles, or the checkout's."""
-    for candidate in (REPO.parent / "xlabind_example", REPO / "external" / "xlabind_example",
-                      REPO / "examples" / "native_op"):
+    # In the runfiles the repository's folder is its canonical name: the name
+    # itself under WORKSPACE, ending in ~name (Bazel 7) or +name under bzlmod.
+    candidates = [folder for folder in sorted(REPO.parent.iterdir())
+                  if folder.name == "xlabind_example"
+                  or folder.name.endswith(("~xlabind_example", "+xlabind_example"))]
+    for candidate in candidates + [REPO / "external" / "xlabind_example",
+                                   REPO / "examples" / "native_op"]:
         if (candidate / "WORKSPACE").exists():
             return candidate
     raise SystemExit("build_docs: no examples/native_op (@xlabind_example) to include")
