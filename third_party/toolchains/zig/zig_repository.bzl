@@ -19,7 +19,11 @@ exec "{zig}" {subcommand} "$@"
 """
 
 def _absolute(label):
-    """`label` as a string that means the same from inside another repository."""
+    """`label` as a string that means the same from inside another repository:
+    under bzlmod its canonical form (@@...), which any repository can name;
+    under WORKSPACE the repository's one global name."""
+    if str(label).startswith("@@"):
+        return str(label)
     return "@%s//%s:%s" % (label.workspace_name, label.package, label.name)
 
 def _zig_toolchain_impl(rctx):
