@@ -61,6 +61,7 @@ def define_repositories(existing = {}):
             name = "xlabind_pypi",
             build_file = Label("//third_party/python:site_packages.BUILD"),
             lock = Label("//third_party/python:requirements.lock"),
+            newest_lock = Label("//third_party/python:newest.lock"),
         )
     if "xlabind_zig" not in existing:
         zig_toolchain(name = "xlabind_zig")

@@ -269,30 +269,33 @@ NB_MODULE(_xlabind, m) {
           "__init__",
           [](xlabind::CallbackEntry* self, nb::callable callable, std::string name,
              bool in_place, bool single_result, nb::object kwargs, nb::object out_builder,
-             nb::object jaxbind_kwargs_dump) {
+             nb::object jaxbind_kwargs_dump, uint64_t preferred_key) {
             if (!kwargs.is_none() && !nb::isinstance<nb::dict>(kwargs)) {
               throw nb::type_error("CallbackEntry: kwargs must be a dict or None");
             }
             if (!jaxbind_kwargs_dump.is_none()) {
               new (self) xlabind::CallbackEntry(callable.ptr(), std::move(name),
                                                 xlabind::CallStyle::kJaxbind, false, nullptr,
-                                                jaxbind_kwargs_dump.ptr());
+                                                jaxbind_kwargs_dump.ptr(), preferred_key);
               return;
             }
             new (self) xlabind::CallbackEntry(
                 callable.ptr(), std::move(name),
                 in_place ? xlabind::CallStyle::kInPlace : xlabind::CallStyle::kAdapter,
-                single_result, kwargs.is_none() ? nullptr : kwargs.ptr(), out_builder.ptr());
+                single_result, kwargs.is_none() ? nullptr : kwargs.ptr(), out_builder.ptr(),
+                preferred_key);
           },
           nb::arg("callable"), nb::arg("name"), nb::kw_only(), nb::arg("in_place") = false,
           nb::arg("single_result") = false, nb::arg("kwargs") = nb::none(),
           nb::arg("out_builder") = nb::none(), nb::arg("jaxbind_kwargs_dump") = nb::none(),
+          nb::arg("preferred_key") = 0,
           "in_place=False: callable(operands, results). in_place=True: "
           "callable(*operands, out=..., **kwargs) returning None, where `out` is the one "
           "result array when single_result, else out_builder(results) when given, else "
           "the tuple of results. jaxbind_kwargs_dump given: callable(out list, operands "
           "tuple, jaxbind_kwargs_dump), jaxbind's convention, returning None, every result "
-          "written.")
+          "written. preferred_key (0: none): the key to take if it is free, else the "
+          "first free one after it.")
       .def_prop_ro("key", &xlabind::CallbackEntry::key)
       .def_prop_ro("name", [](const xlabind::CallbackEntry& e) { return e.name(); })
       .def("__reduce__",

@@ -54,16 +54,26 @@ void Release(const CallbackData* data) {
   }
 }
 
+// Keys stay below 2^62: MLIR builds u64 attributes from signed 64-bit
+// integers. 0 is never a key.
+constexpr uint64_t kKeyMask = (uint64_t{1} << 62) - 1;
+
 struct Registry {
   std::mutex mutex;
   std::unordered_map<uint64_t, CallbackRef> entries;
-  // A random start makes keys from another process (e.g. an executable loaded
-  // from a persistent compilation cache) miss instead of alias. Kept below
-  // 2^62: MLIR builds u64 attributes from signed 64-bit integers.
+  // Fresh keys (no preferred one) start at random, so that they rarely meet
+  // the preferred keys of another process's programs.
   uint64_t next_key = [] {
     std::random_device device;
-    return ((uint64_t{device()} << 32) ^ uint64_t{device()}) >> 2;
+    return ((uint64_t{device()} << 32) ^ uint64_t{device()}) & kKeyMask;
   }();
+
+  // The first free key at or after `key`. Requires the mutex.
+  uint64_t FreeKeyFrom(uint64_t key) const {
+    key &= kKeyMask;
+    while (key == 0 || entries.count(key) != 0) key = (key + 1) & kKeyMask;
+    return key;
+  }
 };
 
 Registry& TheRegistry() {
@@ -120,14 +130,20 @@ CallbackData::~CallbackData() {
 }
 
 CallbackEntry::CallbackEntry(PyObject* callable, std::string name, CallStyle style,
-                             bool single_result, PyObject* kwargs, PyObject* out_builder)
+                             bool single_result, PyObject* kwargs, PyObject* out_builder,
+                             uint64_t preferred_key)
     : data_(new CallbackData(callable, std::move(name), style, single_result, kwargs,
                              out_builder),
             Release) {
   CollectReleasedCallbacks();
   Registry& registry = TheRegistry();
   std::lock_guard<std::mutex> lock(registry.mutex);
-  key_ = registry.next_key++;
+  if (preferred_key != 0) {
+    key_ = registry.FreeKeyFrom(preferred_key);
+  } else {
+    key_ = registry.FreeKeyFrom(registry.next_key);
+    registry.next_key = (key_ + 1) & kKeyMask;
+  }
   registry.entries.emplace(key_, data_);
 }
 

@@ -85,12 +85,19 @@ using CallbackRef = std::shared_ptr<const CallbackData>;
 
 class CallbackEntry {
  public:
-  // Registers `callable` (new references are taken) under a fresh key.
+  // Registers `callable` (new references are taken) under a key: with
+  // `preferred_key` 0 a fresh one; else `preferred_key` if it is free, or the
+  // first free one after it. xlabind derives a preferred key from what the
+  // function is and how it is called, so that every process lowering the
+  // same program names it alike, and jax's persistent compilation cache
+  // (keyed by the program's text, keys included) can serve one process's
+  // executable to another: the executable then calls what the loading
+  // process registered under that key, which is what it compiled.
   // `kwargs` (a dict, or nullptr) is passed as keyword arguments in kInPlace;
   // `out_builder` (or nullptr) builds `out` there; in kJaxbind, `out_builder`
   // is the kwargs_dump. Requires the GIL.
   CallbackEntry(PyObject* callable, std::string name, CallStyle style, bool single_result,
-                PyObject* kwargs, PyObject* out_builder);
+                PyObject* kwargs, PyObject* out_builder, uint64_t preferred_key = 0);
   // Unregisters the key; executables built from it keep their reference.
   ~CallbackEntry();
   CallbackEntry(const CallbackEntry&) = delete;

@@ -33,16 +33,16 @@ struct CallbackState : native::State<CallbackState<Platform>> {
   CallbackRef data;
 };
 
-// The error for a key that names no live callback: an executable compiled in
-// another process (a persistent compilation cache), or a program lowered
-// from a registry entry that has been dropped.
+// The error for a key that names no live callback: a program lowered from a
+// registry entry that has been dropped, or an executable whose program this
+// process never lowered.
 inline xla::ffi::Error MissingCallbackError(uint64_t key) {
   return xla::ffi::Error(
       xla::ffi::ErrorCode::kNotFound,
       "xlabind: no live Python callback with key " + std::to_string(key) +
-          ": the program was lowered in another process (a persistent compilation cache) "
-          "or from a registry entry that no longer exists. Programs that call Python "
-          "functions must be lowered and compiled in the process that runs them.");
+          ": the program was lowered from a registry entry that no longer exists, or "
+          "in another process only. Programs that call Python functions must be lowered "
+          "in the process that runs them, while their functions live.");
 }
 
 // The instantiate stage of every platform's callback handler.

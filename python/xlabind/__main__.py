@@ -50,8 +50,8 @@ def report() -> tuple[list[str], bool]:
     cache = jax.config.jax_compilation_cache_dir
     if cache:
         lines.append(f"persistent compilation cache at {cache}: programs that call Python "
-                     "functions are compiled afresh in each process (their functions live "
-                     "in the process); native targets are cached as usual")
+                     "functions are written once and found by other processes, as native "
+                     "ones (a function is named by a key derived from what it is)")
     return lines, message is None
 
 

@@ -125,12 +125,6 @@ def vary_over(x, axes: tuple):
     return jax.lax.pcast(x, missing, to="varying") if missing else x
 
 
-def persistent_cache_enabled() -> bool:
-    """Whether jax writes compiled programs to a persistent compilation cache."""
-    from jax._src import compilation_cache
-    return compilation_cache.is_persistent_cache_enabled()
-
-
 def backends_are_initialized() -> bool:
     """Whether jax has started its backends (then an FFI type registered for
     a plugin platform such as CUDA reaches XLA at once)."""

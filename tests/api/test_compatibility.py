@@ -30,6 +30,15 @@ def test_the_lower_bounds_are_the_lower_bound_lock():
             (_compatibility.version_tuple(lowest[name]) + (0, 0))[:3], name
 
 
+def test_the_upper_bounds_follow_the_newest_lock():
+    """CI runs the whole suite on newest.lock (tools/check_newest.sh): the
+    first untested version is the next minor release after it."""
+    newest = pins("newest.in")
+    for name, (_, high) in _compatibility.TESTED.items():
+        major, minor = _compatibility.version_tuple(newest[name])[:2]
+        assert _compatibility.version_tuple(high) == (major, minor + 1), (name, high)
+
+
 def test_the_pinned_versions_are_tested_and_above_every_floor():
     pinned = pins("requirements.in")
     for name in _compatibility.TESTED:

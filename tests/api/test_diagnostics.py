@@ -48,4 +48,5 @@ def test_versions_outside_the_tested_ranges_are_named_with_the_range():
 def test_the_report_mentions_the_persistent_cache_when_one_is_set(tmp_path):
     done = run_report(JAX_COMPILATION_CACHE_DIR=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert f"persistent compilation cache at {tmp_path}: programs that call Python" in done.stdout
+    assert (f"persistent compilation cache at {tmp_path}: programs that call Python functions "
+            f"are written once and found by other processes") in done.stdout

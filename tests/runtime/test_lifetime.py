@@ -5,6 +5,9 @@ function itself (its registry entries). When they are gone, so is the
 user's function."""
 
 import gc
+import os
+import subprocess
+import sys
 import threading
 import weakref
 
@@ -14,6 +17,7 @@ import numpy as np
 import pytest
 
 import xlabind
+from xlabind import _xlabind
 from xlabind._runtime import extension as _extension
 
 
@@ -64,6 +68,32 @@ def test_registry_keys_are_distinct_and_not_addresses():
     assert len(keys) == 100
     assert all(k not in {id(e) for e in entries} for k in keys)
     assert all(0 <= k < 2**63 for k in keys)
+
+
+def test_a_preferred_key_is_taken_when_free_else_the_next_free_one():
+    preferred = 12345678901234567
+    first = _extension.CallbackEntry(lambda o, r: None, "a", preferred_key=preferred)
+    second = _extension.CallbackEntry(lambda o, r: None, "b", preferred_key=preferred)
+    assert (first.key, second.key) == (preferred, preferred + 1)
+    assert _xlabind.registered_name(second.key) == "b"
+    del first
+    gc.collect()
+    third = _extension.CallbackEntry(lambda o, r: None, "c", preferred_key=preferred)
+    assert third.key == preferred and _xlabind.registered_name(preferred) == "c"
+    # Keys stay below 2^62 (MLIR's u64 attributes are signed underneath).
+    top = _extension.CallbackEntry(lambda o, r: None, "d", preferred_key=2**62 - 1)
+    past = _extension.CallbackEntry(lambda o, r: None, "e", preferred_key=2**62 - 1)
+    assert top.key == 2**62 - 1 and 0 < past.key < 2**62
+
+
+def test_programs_of_one_function_name_it_alike_in_every_process():
+    script = ("import jax, jax.numpy as jnp, numpy as np, xlabind\n"
+              "f = xlabind.callback(np.cos, lambda x: x, name='cosine')\n"
+              "print(jax.jit(lambda x: f(x) * 2).lower(jnp.ones(3)).as_text())\n")
+    texts = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}).stdout
+             for _ in range(2)]
+    assert "callback_key" in texts[0] and texts[0] == texts[1]
 
 
 def _count_alive(refs) -> int:

@@ -49,8 +49,18 @@ def pip_install(rctx, lock, target):
             result.stderr,
         ))
 
+def _chosen_lock(rctx):
+    """The lock XLABIND_LOCK picks: "pinned" (the default) or "newest" (where
+    the repository has one; the others keep their one lock)."""
+    choice = rctx.os.environ.get("XLABIND_LOCK", "pinned")
+    if choice not in ("pinned", "newest"):
+        fail('XLABIND_LOCK must be "pinned" or "newest", not %r' % choice)
+    if choice == "newest" and rctx.attr.newest_lock:
+        return rctx.attr.newest_lock
+    return rctx.attr.lock
+
 def _pip_repository_impl(rctx):
-    pip_install(rctx, rctx.attr.lock, "site")
+    pip_install(rctx, _chosen_lock(rctx), "site")
     rctx.symlink(rctx.attr.build_file, "BUILD.bazel")
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
 
@@ -58,7 +68,10 @@ pip_repository = repository_rule(
     implementation = _pip_repository_impl,
     attrs = {
         "lock": attr.label(mandatory = True, allow_single_file = True),
+        # What XLABIND_LOCK=newest installs instead (the newest jax, NumPy,
+        # SciPy and ml_dtypes, for CPython 3.12 and later).
+        "newest_lock": attr.label(allow_single_file = True),
         "build_file": attr.label(mandatory = True, allow_single_file = True),
     },
-    environ = ["XLABIND_PYTHON"],
+    environ = ["XLABIND_PYTHON", "XLABIND_LOCK"],
 )

@@ -28,23 +28,9 @@ def _lowering_for(platform: str):
         emit, keepalive = implementation.emitter(platform, op, call)
         if keepalive is not None:
             ctx.module_context.add_keepalive(keepalive)
-        if not implementation.exportable and _jax_internals.persistent_cache_enabled():
-            # A Python function that lives in this process: jax writes no
-            # persistent cache entry for a program that registered a host
-            # callback (another process could not call it), as for its own
-            # callbacks. Nothing calls this one: xlabind's handler finds its
-            # function by the registry key. Only with a cache: jax also
-            # threads runtime tokens through such a program, so after a
-            # failure over several devices jax.effects_barrier() would raise
-            # the failure again.
-            ctx.module_context.add_host_callback(_lives_in_this_process)
         return partitioning.lower(ctx, call, operands, _threading_token(op, emit))
 
     return rule
-
-
-def _lives_in_this_process(*args):  # pragma: no cover - never called
-    raise AssertionError("xlabind: this host callback only marks the program as uncacheable")
 
 
 def _threading_token(op, emit):

@@ -13,6 +13,8 @@ C++ side (ffi/common/callback_state.h), however long it runs.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
@@ -147,18 +149,21 @@ class PythonImplementation:
                 kwargs = call.kwargs.as_dict()
                 if call.fn.vmap_method == "native":
                     kwargs["batch_axes"] = call.batch_axes
+                preferred = preferred_key(platform, name, fn, key[1:])
                 entry = self._make_entry(platform, fn, name, kwargs, call.out_tree,
-                                         call.aliases)
+                                         call.aliases, preferred)
                 self._entries[key] = entry
             return entry
 
-    def _make_entry(self, platform, fn, name, kwargs, out_tree, aliases=()):
+    def _make_entry(self, platform, fn, name, kwargs, out_tree, aliases=(), preferred=0):
+        def entry(callable, name, **options):
+            return _extension.CallbackEntry(callable, name, preferred_key=preferred, **options)
+
         if getattr(fn, "xlabind_convention", None) == "jaxbind":  # xlabind.jaxbind's callbacks
             if fn.__qualname__ not in name:  # a transpose, JVP or VJP: name the callback too
                 name = f"{fn.__qualname__} ({name})"
             if platform == "cpu":
-                return _extension.CallbackEntry(fn.callback, name,
-                                                jaxbind_kwargs_dump=fn.kwargs_dump(kwargs))
+                return entry(fn.callback, name, jaxbind_kwargs_dump=fn.kwargs_dump(kwargs))
             fn = fn.in_place_function()
         if self.in_place:
             # The handler calls fn(*operands, out=..., **kwargs) itself and checks
@@ -169,8 +174,8 @@ class PythonImplementation:
             leaf = jax.tree_util.treedef_is_leaf(out_tree)
             flat = out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)
             builder = None if leaf or flat else (lambda results: out_tree.unflatten(results))
-            return _extension.CallbackEntry(fn, name, in_place=True, single_result=leaf,
-                                            kwargs=kwargs, out_builder=builder)
+            return entry(fn, name, in_place=True, single_result=leaf, kwargs=kwargs,
+                         out_builder=builder)
         flatten = _flattener(name, out_tree, self.unwrap_one_tuple)
         if platform == "cuda":
             adapter = cuda_calls.returning_adapter(fn, name, kwargs, out_tree,
@@ -179,7 +184,24 @@ class PythonImplementation:
         else:
             adapter = _returning_adapter(fn, name, kwargs, flatten,
                                          aliased=frozenset(j for _, j in aliases))
-        return _extension.CallbackEntry(adapter, name)
+        return entry(adapter, name)
+
+
+def preferred_key(platform: str, name: str, fn: Callable, signature: tuple) -> int:
+    """A registry key for `fn` called with `signature` (static kwargs, result
+    tree, batch axes, aliases) on `platform` that every process lowering the
+    same program derives alike: a hash of the function's name and where its
+    code is, and of the call. Two processes then lower one program to one
+    text, which jax's persistent compilation cache finds from either; the
+    registry makes a key it already holds the next free one (a lambda made
+    twice, say), so within a process the key still names one function."""
+    target = inspect.unwrap(fn)
+    code = getattr(target, "__code__", None) or getattr(type(target).__call__, "__code__", None)
+    where = (code.co_filename, code.co_firstlineno) if code is not None else ()
+    text = repr((platform, name, getattr(target, "__module__", None),
+                 getattr(target, "__qualname__", type(target).__qualname__), where, signature))
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 62) - 1) or 1
 
 
 # XLA packs these several to a byte; neither the CUDA array interface nor
