@@ -63,9 +63,8 @@ PyObject* Invoke(const CallbackData& data, const ViewList& views, size_t num_ope
     out_container.reset(TupleOf(views, num_operands, num_results));
     if (!out_container) return nullptr;
     if (data.out_builder != nullptr) {
-      PyObject* tuple = out_container.get();
-      out_container.reset(PyObject_CallOneArg(data.out_builder, tuple));
-      Py_DECREF(tuple);  // out_container held the only other reference
+      // reset() drops the tuple, once: the builder may keep it, or not.
+      out_container.reset(PyObject_CallOneArg(data.out_builder, out_container.get()));
       if (!out_container) return nullptr;
     }
     out = out_container.get();

@@ -14,10 +14,16 @@ def find_python(rctx):
         fail("xlabind needs python3 (3.11-3.13) on PATH, or XLABIND_PYTHON set to one")
     return found
 
+# The CPython versions each lock has wheels for (XLABIND_LOCK: pip_repository.bzl).
+_SUPPORTED = {
+    "pinned": ((3, 11), (3, 13), "xlabind pins jax 0.10.2, which supports CPython 3.11-3.13"),
+    "newest": ((3, 12), (3, 14), "XLABIND_LOCK=newest pins jax 0.12.0.1, for CPython 3.12-3.14"),
+}
+
 _PROBE = """
 import sys, sysconfig
-if not ((3, 11) <= sys.version_info[:2] <= (3, 13)):
-    sys.exit("xlabind pins jax 0.10.2, which supports CPython 3.11-3.13; found %d.%d" % sys.version_info[:2])
+if not ({low} <= sys.version_info[:2] <= {high}):
+    sys.exit("{why}; found %d.%d" % sys.version_info[:2])
 print(sys.executable)
 print(sysconfig.get_paths()["include"])
 print("%d.%d" % sys.version_info[:2])
@@ -31,7 +37,9 @@ print(multiarch if multiarch and os.path.isdir(platform) else "")
 
 def _local_python_impl(rctx):
     python = find_python(rctx)
-    result = rctx.execute([python, "-c", _PROBE])
+    low, high, why = _SUPPORTED.get(rctx.os.environ.get("XLABIND_LOCK", "pinned"),
+                                    _SUPPORTED["pinned"])
+    result = rctx.execute([python, "-c", _PROBE.format(low = low, high = high, why = why)])
     if result.return_code != 0:
         fail("probing %s failed:\n%s" % (python, result.stderr))
     lines = result.stdout.strip().split("\n") + [""]
@@ -57,6 +65,6 @@ local_python = repository_rule(
             allow_single_file = True,
         ),
     },
-    environ = ["XLABIND_PYTHON", "PATH"],
+    environ = ["XLABIND_PYTHON", "XLABIND_LOCK", "PATH"],
     local = True,
 )
