@@ -4,8 +4,9 @@ Two tables, one rule: only what is known to fail refuses.
 
 * ``TESTED``: what the test suite ran against. The lower bound is the locked
   version of third_party/python/lower_bound.in, the upper bound the minor
-  version after third_party/python/newest.in's (the whole suite runs on each
-  of the three locks: tools/check_newest.sh for the newest). Outside it (newer, or older but above
+  version after third_party/python/newest.in's (CI runs the whole suite on
+  the pinned and the newest lock, tools/check_newest.sh for the latter, and
+  the suite's core on the lower bound). Outside it (newer, or older but above
   the floor) xlabind imports with one ``UntestedVersionWarning``: newer
   releases of these keep what xlabind uses (XLA's FFI api_version 1 is
   ABI-stable across jaxlib releases, NumPy's C API across 2.x, ml_dtypes'
