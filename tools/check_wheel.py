@@ -34,6 +34,7 @@ CORE_TESTS = ("transforms/test_trust_sweep.py", "docs/test_doc_examples.py",
               "api/test_callback.py", "api/test_linear.py", "api/test_nonlinear.py",
               "transforms/test_vmap.py", "api/test_dtypes.py", "api/test_errors.py",
               "ops/test_map_coordinates_domain.py", "api/test_compatibility.py",
+              "api/test_jax_internals.py",
               "docs/test_readme.py", "runtime/test_lifetime.py")
 # What only an installed wheel can get wrong, for a jax the main suite has just
 # run every test on with the same compiled modules: the package imports from

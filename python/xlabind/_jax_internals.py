@@ -1,5 +1,6 @@
 """The few private jax APIs xlabind needs, in one place, so that a jax upgrade
-touches one file. Each is what jax's own callbacks and custom partitioning use.
+touches one file. Each is what jax's own callbacks and custom partitioning use;
+`PRIVATE_NAMES` lists every one with the jax releases it is known for.
 """
 
 from __future__ import annotations
@@ -16,12 +17,47 @@ from jax._src import util as _util
 from jax._src.custom_partitioning import custom_partitioning
 from jax._src.custom_partitioning_sharding_rule import ArrayMapping, SdyShardingRule
 
+#: The jax releases CI runs xlabind beside: third_party/python/lower_bound.lock,
+#: requirements.lock and newest.lock.
+KNOWN_JAX = ("0.9.1", "0.10.2", "0.12.0.1")
+_ALL = KNOWN_JAX
+
+#: Every private jax name used below ("module:attribute"), with the releases
+#: of KNOWN_JAX that have it. tests/api/test_jax_internals.py, run beside each
+#: of them, imports every name where the table says it exists, checks that it
+#: is absent where the table says so, and fails on a name used here but not
+#: listed: the table says what CI saw, not what was hoped.
+PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
+    "jax._src.callback:IOEffect": _ALL,
+    "jax._src.callback:OrderedIOEffect": _ALL,
+    "jax._src.callback:_IOEffect": _ALL,
+    "jax._src.callback:_OrderedIOEffect": _ALL,
+    "jax._src.callback:_callback_op_sharding": _ALL,
+    "jax._src.core:InconclusiveDimensionOperation": _ALL,
+    "jax._src.core:ManualAxisType": ("0.10.2", "0.12.0.1"),  # 0.9: `aval.vma`
+    "jax._src.core:abstract_token": _ALL,
+    "jax._src.core:is_symbolic_dim": _ALL,
+    "jax._src.custom_partitioning:_sharding_callbacks": _ALL,
+    "jax._src.custom_partitioning:custom_partitioning": _ALL,
+    "jax._src.custom_partitioning_sharding_rule:ArrayMapping": _ALL,
+    "jax._src.custom_partitioning_sharding_rule:SdyShardingRule": _ALL,
+    "jax._src.dispatch:prim_requires_devices_during_lowering": _ALL,
+    "jax._src.effects:lowerable_effects": _ALL,
+    # Takes the module context first from 0.10 (detached_ordered_token).
+    "jax._src.interpreters.mlir:set_sharding": _ALL,
+    "jax._src.interpreters.mlir:TokenSet": _ALL,
+    "jax._src.sharding_impls:SPMDAxisContext": _ALL,
+    "jax._src.sharding_impls:ShardingContext": _ALL,
+    "jax._src.util:weakref_cache_key_types": _ALL,
+    "jax._src.xla_bridge:backends_are_initialized": _ALL,
+}
+
 ShardingContext = _sharding_impls.ShardingContext
 SPMDAxisContext = _sharding_impls.SPMDAxisContext
 # jax 0.10+ (0.9 records varying axes as a frozenset, `vma`).
 _ManualAxisType = getattr(_core, "ManualAxisType", None)
 
-__all__ = ["ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
+__all__ = ["KNOWN_JAX", "PRIVATE_NAMES", "ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
            "abstract_token", "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
            "adjust_last_partitioning", "detached_ordered_token", "effects_of",
            "IOEffect", "OrderedIOEffect", "ordered_token",
@@ -194,14 +230,14 @@ def detached_ordered_token(ctx):
     import inspect
 
     from jax._src.interpreters import mlir
-    from jax._src.lib.mlir.dialects import hlo
+    from jax.extend.mlir.dialects import stablehlo
 
     token = ctx.tokens_in.get(_ORDERED_IO_EFFECT)
     sharding = _callback._callback_op_sharding(ctx.module_context.axis_context, None,
                                                [abstract_token])
     if token is None or sharding is None:
         return ctx
-    barrier = hlo.OptimizationBarrierOp([token])
+    barrier = stablehlo.OptimizationBarrierOp([token])
     if "ctx" in inspect.signature(mlir.set_sharding).parameters:  # jax >= 0.10
         mlir.set_sharding(ctx.module_context, barrier, sharding)
     else:
@@ -226,7 +262,7 @@ def adjust_last_partitioning(ctx, side_effect: bool, key: "str | None") -> None:
     entry). Calls with one key must partition alike; where one is registered
     and alive, it serves this program too, and lives as long as it does."""
     from jax._src import custom_partitioning as _partitioning
-    from jax._src.lib.mlir import ir
+    from jax.extend.mlir import ir
 
     for op in reversed(list(ir.InsertionPoint.current.block.operations)):
         if (op.operation.name == "stablehlo.custom_call"

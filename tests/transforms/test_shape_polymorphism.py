@@ -4,6 +4,10 @@ xlabind.ops, as jax.scipy.ndimage.map_coordinates does), and calls of the
 exported artifact give what the function gives; a Python shape function that
 needs concrete sizes, and Python functions themselves, are clear errors."""
 
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -79,6 +83,46 @@ def test_spline_filter_exports():
     artifact = exported(lambda x: spline_filter(x, order=3), *specs("h, w"))
     x = jnp.arange(20.0, dtype=F32).reshape(4, 5) ** 2
     np.testing.assert_allclose(artifact.call(x), spline_filter(x, order=3), rtol=1e-6)
+
+
+# A process that has not run the function: it imports xlabind (which registers
+# the ops' targets, as the semantics page says) and calls the artifact at two
+# sizes, printing each result's largest difference from jax's own gradient.
+FRESH = textwrap.dedent("""
+    import sys
+    import jax, jax.numpy as jnp, numpy as np
+    from jax import export
+    import xlabind
+    back = export.deserialize(bytearray(open(sys.argv[1], "rb").read()))
+    print("symbolic", back.in_avals[0].shape, back.in_avals[1].shape)
+    def loss(grid, rows, columns):
+        return (jax.scipy.ndimage.map_coordinates(grid, [rows, columns], 1, mode="mirror")
+                ** 2).sum()
+    for h, w, n in ((5, 6, 3), (8, 3, 17)):
+        rng = np.random.default_rng(n)
+        grid = jnp.asarray(rng.normal(size=(h, w)), jnp.float32)
+        rows = jnp.asarray(rng.uniform(0, h - 1, n), jnp.float32)
+        columns = jnp.asarray(rng.uniform(0, w - 1, n), jnp.float32)
+        got = back.call(grid, rows, columns)
+        want = jax.grad(loss, argnums=(0, 1, 2))(grid, rows, columns)
+        print("size", h, w, n, max(float(jnp.max(jnp.abs(g - t))) for g, t in zip(got, want)))
+    """)
+
+
+def test_a_serialized_symbolic_artifact_runs_in_a_fresh_process(tmp_path):
+    def loss(grid, rows, columns):
+        return (map_coordinates(grid, [rows, columns], 1, mode="mirror") ** 2).sum()
+
+    artifact = exported(jax.grad(loss, argnums=(0, 1, 2)), *specs("h, w", "n", "n"))
+    path = tmp_path / "gradient.bin"
+    path.write_bytes(artifact.serialize())
+    done = subprocess.run([sys.executable, "-c", FRESH, str(path)], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "symbolic (h, w) (n,)", lines
+    errors = [float(line.split()[-1]) for line in lines if line.startswith("size")]
+    assert len(errors) == 2 and max(errors) < 1e-5, lines
 
 
 def test_a_shape_function_that_needs_concrete_sizes_says_so():

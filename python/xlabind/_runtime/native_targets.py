@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
-from jax._src.lib.mlir.dialects import hlo
+from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import mlir
 
 from xlabind._runtime import extension as _extension
@@ -145,7 +145,7 @@ def _ir_values(attributes: dict) -> dict:
     """The attributes as jax lowers them, except u64 values past i64's range,
     which jax's own conversion cannot build (MLIR takes a signed 64-bit
     integer): their bits, typed ui64. Called where an MLIR context exists."""
-    from jax._src.lib.mlir import ir
+    from jax.extend.mlir import ir
 
     out = dict(attributes)
     for key, value in attributes.items():
@@ -253,7 +253,7 @@ class NativeImplementation:
             # A target that takes no token (effect="unordered", or none).
             return custom_calls.emit(name, ctx, operands, attributes, options)
         if token is None:  # not ordered: a fresh token, whose successor is dropped
-            token = hlo.create_token()
+            token = stablehlo.create_token()
             results, _ = custom_calls.emit(name, ctx, operands, attributes, options, token)
             return results, None
         return custom_calls.emit(name, ctx, operands, attributes, options, token)
