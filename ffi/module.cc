@@ -220,17 +220,20 @@ NB_MODULE(_xlabind, m) {
   m.def(
       "_time_cuda_host_calls",
       [](uint64_t key, std::vector<std::tuple<uintptr_t, std::vector<int64_t>, int>> buffers,
-         size_t num_operands, size_t calls, uintptr_t stream, int32_t device) {
+         size_t num_operands, size_t calls, uintptr_t stream, int32_t device,
+         bool foreign_thread) {
         std::vector<xlabind::HostCallBuffer> specs;
         for (auto& [data, dims, element_type] : buffers) {
           specs.push_back({data, std::move(dims), element_type});
         }
-        return xlabind::TimeCudaHostCalls(key, specs, num_operands, calls, stream, device);
+        return xlabind::TimeCudaHostCalls(key, specs, num_operands, calls, stream, device,
+                                          foreign_thread);
       },
       nb::arg("key"), nb::arg("buffers"), nb::arg("num_operands"), nb::arg("calls"),
-      nb::arg("stream"), nb::arg("device"),
+      nb::arg("stream"), nb::arg("device"), nb::arg("foreign_thread") = false,
       "Seconds for `calls` CUDA-handler calls of a registered callback on buffers "
-      "[(address, dims, element type)], without XLA or a GPU (the host-path benchmark).");
+      "[(address, dims, element type)], without XLA or a GPU (the host-path benchmark); "
+      "foreign_thread: on a new thread Python did not start, as XLA's own.");
   m.def("cuda_call_is_capturing", &xlabind::CurrentCudaCallIsCapturing,
         "Whether the running CUDA callback is being captured into a CUDA graph.");
   m.def("cuda_current_call", &xlabind::CurrentCudaCall,

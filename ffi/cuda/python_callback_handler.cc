@@ -5,6 +5,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ffi/common/callback_state.h"
@@ -138,15 +139,14 @@ std::string DetachCudaViews(void* platform, ViewList& views, const std::vector<s
 }  // namespace
 
 double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffers,
-                         size_t num_operands, size_t calls, uintptr_t stream, int32_t device) {
+                         size_t num_operands, size_t calls, uintptr_t stream, int32_t device,
+                         bool foreign_thread) {
   CallbackRef data = FindCallback(key);
   if (!data) throw std::invalid_argument("no callback is registered under this key");
   if (num_operands > buffers.size()) throw std::invalid_argument("more operands than buffers");
   std::string error;
   std::chrono::steady_clock::duration elapsed{};
-  {
-    // As XLA calls the handler: without the GIL, which each call takes.
-    PyThreadState* saved = PyEval_SaveThread();
+  auto run = [&] {
     const auto start = std::chrono::steady_clock::now();
     for (size_t n = 0; n < calls && error.empty(); ++n) {
       error = OnXlaStream({stream, device}, [&](CudaBuffers& platform) {
@@ -163,6 +163,16 @@ double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffer
       });
     }
     elapsed = std::chrono::steady_clock::now() - start;
+  };
+  {
+    // As XLA calls the handler: without the GIL, which each call takes; on
+    // this thread, or on one Python did not start (as XLA's own threads).
+    PyThreadState* saved = PyEval_SaveThread();
+    if (foreign_thread) {
+      std::thread(run).join();
+    } else {
+      run();
+    }
     PyEval_RestoreThread(saved);
   }
   if (!error.empty()) throw std::runtime_error("xlabind callback '" + data->name + "' " + error);

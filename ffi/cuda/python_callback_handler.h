@@ -55,14 +55,17 @@ bool CurrentCudaCallIsCapturing();
 // XLA frame to decode; without a GPU the driver is absent, so no context is
 // pushed. The first `num_operands` buffers are the operands. Returns the
 // seconds taken; throws with the callback's error if a call fails. Requires
-// the GIL (released while the calls run, as XLA runs them).
+// the GIL (released while the calls run, as XLA runs them). `foreign_thread`:
+// the calls run on a new std::thread, as on XLA's own threads, which Python
+// did not start.
 struct HostCallBuffer {
   uintptr_t data;
   std::vector<int64_t> dims;
   int element_type;
 };
 double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffers,
-                         size_t num_operands, size_t calls, uintptr_t stream, int32_t device);
+                         size_t num_operands, size_t calls, uintptr_t stream, int32_t device,
+                         bool foreign_thread);
 
 }  // namespace xlabind
 

@@ -55,3 +55,63 @@ def test_threads_mixing_failures_and_successes():
         results = list(pool.map(one, range(60)))
     assert [r is None for r in results] == [i % 4 == 0 for i in range(60)]
     assert all(r == i + 1 for i, r in enumerate(results) if r is not None)
+
+
+# -- threads Python did not start (XLA's worker threads) ----------------------
+# The CUDA handler's host path, timed without a GPU, runs its calls on a new
+# std::thread when asked: the thread state the handler gives such a thread.
+
+
+def _calls_on_a_foreign_thread(fn, calls: int) -> None:
+    from xlabind import _xlabind
+    from xlabind._runtime import extension
+
+    float32 = {name: code for code, name in _xlabind.element_type_names().items()}["float32"]
+    entry = extension.CallbackEntry(fn, "on a foreign thread")
+    buffers = [(0x100000, [1], float32), (0x200000, [1], float32)]
+    _xlabind._time_cuda_host_calls(entry.key, buffers, 1, calls, 0x7000, 0,
+                                   foreign_thread=True)
+
+
+def test_a_foreign_thread_keeps_its_thread_state_between_calls():
+    local = threading.local()
+    seen = []
+
+    def count(operands, results):
+        local.calls = getattr(local, "calls", 0) + 1
+        seen.append((threading.get_ident(), local.calls))
+
+    _calls_on_a_foreign_thread(count, 3)
+    assert len({ident for ident, _ in seen}) == 1 and seen[0][0] != threading.get_ident()
+    # One thread state for the thread's life: its threading.local lives on.
+    assert [n for _, n in seen] == [1, 2, 3], seen
+
+
+def test_an_ended_threads_state_is_deleted_at_the_next_call():
+    import gc
+    import weakref
+
+    local = threading.local()
+    kept = []
+
+    class Marker:
+        pass
+
+    def remember(operands, results):
+        if not hasattr(local, "marker"):
+            local.marker = Marker()
+            kept.append(weakref.ref(local.marker))
+
+    _calls_on_a_foreign_thread(remember, 2)
+    assert len(kept) == 1
+    # That thread has ended; the next call (on another such thread) deletes
+    # its thread state, and with it what its threading.local held.
+    _calls_on_a_foreign_thread(lambda operands, results: None, 1)
+    gc.collect()
+    assert kept[0]() is None
+    # Many threads, each ending: their states do not pile up.
+    for _ in range(50):
+        _calls_on_a_foreign_thread(remember, 1)
+    _calls_on_a_foreign_thread(lambda operands, results: None, 1)
+    gc.collect()
+    assert len(kept) == 51 and not [ref for ref in kept if ref() is not None]

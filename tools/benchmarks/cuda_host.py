@@ -154,6 +154,11 @@ CASES = (
 )
 
 
+# The cases measured again on a thread Python did not start, as XLA's own
+# threads (the CUDA handler always runs on one): what taking the GIL there costs.
+FOREIGN_THREAD = ("floor", "in_place_cupy_torch")
+
+
 def _entry(style, fn):
     if style == "floor":
         return extension.CallbackEntry(fn, "floor")
@@ -168,14 +173,18 @@ def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
     buffers = [(0x100000, [n], FLOAT32), (0x200000, [n], FLOAT32)]
     prepared = []
     for name, label, style, fn, cupy, torch in CASES:
-        prepared.append((name, label, _entry(style, fn), cupy, torch))
+        prepared.append((name, label, _entry(style, fn), cupy, torch, False))
+    for name, label, style, fn, cupy, torch in CASES:
+        if name in FOREIGN_THREAD:
+            prepared.append((name + "_foreign_thread", label + " [XLA-like thread]",
+                             _entry(style, fn), cupy, torch, True))
     samples: dict[str, list[float]] = {name: [] for name, *_ in prepared}
     for _ in range(rounds + 1):  # the first round warms up
-        for name, label, entry, cupy, torch in prepared:
+        for name, label, entry, cupy, torch, foreign in prepared:
             undo = _with_libraries(cupy, torch)
             try:
                 seconds = _xlabind._time_cuda_host_calls(
-                    entry.key, buffers, 1, calls, XLA_STREAM, DEVICE)
+                    entry.key, buffers, 1, calls, XLA_STREAM, DEVICE, foreign_thread=foreign)
             finally:
                 undo()
             samples[name].append(seconds / calls * 1e6)

@@ -60,6 +60,10 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     its own (the handler reads XLABIND_MAP_COORDINATES_OWN_THREADS on every
     call): alone, beside a 768×768 matmul in the same program, and split over
     8 virtual CPU devices whose calls all share one pool;
+  * ``worker_threads``: an in-place no-op callback chained 64 times on each of
+    1, 2 and 8 CPU devices (on the caller's thread, then on XLA's), over the
+    same program with native no-ops, beside ``buffer_callback``; each kind in
+    a process of its own (worker_threads.py; alone with ``--worker-threads``);
   * ``lifetime``: how much the process grows over a loop that creates, jits,
     calls and drops bound functions closing over 1 MB each, next to the same
     loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
@@ -67,7 +71,8 @@ Three more measurements run in processes of their own (each needs a fresh jax):
 ``--cuda-host`` measures only the host work of CUDA callbacks, on the CPU
 (cuda_host.py): the handler's views and call, and xlabind's Python around the
 user's function, with stand-ins for the GPU, CuPy and PyTorch, next to the
-floor of one view per buffer and one call (what buffer_callback does).
+floor of one view per buffer and one call (what buffer_callback does); the
+floor and one case again on a thread Python did not start, as XLA's are.
 
 ``--spline-orders`` measures only map_coordinates of orders 2 to 5 (mirror,
 2^20 points in a 64^3 float64 grid, prefilter included): xlabind's values
@@ -112,6 +117,7 @@ from native_ops import (map_coordinates_groups, map_coordinates_sweep, print_spl
                         print_sweep, spline_groups, spline_orders_groups)
 from roofline import measure_workloads, roofline_worker
 from roofline import report as print_roofline
+from worker_threads import measure_worker_threads, print_worker_threads, worker_threads_worker
 from workers import (SHARDED_DEVICES, lifetime_worker, map_coordinates_sharded_worker,
                      map_coordinates_threads_worker, print_lifetime,
                      print_map_coordinates_sharded, print_map_coordinates_threads, print_sharded,
@@ -214,6 +220,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cuda-host", action="store_true",
                         help="only the host work of CUDA callbacks, on the CPU with stand-ins "
                              "for the GPU, CuPy and PyTorch (cuda_host.py)")
+    parser.add_argument("--worker-threads", action="store_true",
+                        help="only the cost of a callback on XLA's own threads (programs over "
+                             "1, 2 and 8 CPU devices), beside buffer_callback's (worker_threads.py)")
     parser.add_argument("--spline-orders", action="store_true",
                         help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
                              "2^20 points): values against SciPy's, and the gradient")
@@ -237,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             report = map_coordinates_sharded_worker(int(rest[0]), args.rounds)
         elif kind == "roofline":
             report = roofline_worker(int(rest[0]), rest[1] == "quick")
+        elif kind == "worker_threads":
+            report = worker_threads_worker(rest[0], args.rounds)
         elif kind == "map_coordinates_threads":
             report = map_coordinates_threads_worker(int(rest[0]), args.rounds)
         else:
@@ -249,6 +260,13 @@ def main(argv: list[str] | None = None) -> int:
         report = cuda_host_main(args)
         if args.json:
             write_json(args.json, {**report, "environment": environment(malloc_pinned)})
+        return 0
+    if args.worker_threads:
+        rows = measure_worker_threads(max(5, args.rounds // 10))
+        print_worker_threads(rows)
+        if args.json:
+            write_json(args.json, {"worker_threads": rows,
+                                   "environment": environment(malloc_pinned)})
         return 0
     if args.grid_sweep or args.spline_orders:
         return sweep_main(args, malloc_pinned, start)
@@ -275,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
                              "--rounds", str(max(5, args.rounds // 20))],
                             {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
                              " --xla_force_host_platform_device_count=8"})
+    worker_threads = measure_worker_threads(max(5, args.rounds // 10))
     loops = 50 if args.quick else 1000
     lifetime = [run_worker(["--worker", "lifetime", kind, str(loops)])
                 for kind in ("xlabind", "pure_callback")]
@@ -287,12 +306,13 @@ def main(argv: list[str] | None = None) -> int:
         print_sharded(report)
     print_map_coordinates_sharded(mc_sharded)
     print_map_coordinates_threads(mc_threads)
+    print_worker_threads(worker_threads)
     print_lifetime(lifetime)
     if args.json:
         report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
                   "sharded": sharded, "map_coordinates_sharded": mc_sharded,
                   "map_coordinates_threads": mc_threads,
-                  "lifetime": lifetime,
+                  "worker_threads": worker_threads, "lifetime": lifetime,
                   "rounds": args.rounds, "calls_per_round": args.calls_per_round,
                   "quick": args.quick, "seconds": elapsed,
                   "environment": environment(malloc_pinned)}
