@@ -125,9 +125,19 @@ def _callbacks(torch=None) -> dict[str, Callable]:
     except ImportError:
         buffer_callback = None
     if buffer_callback is not None:
+        class RawStream:  # the CUDA stream protocol, for CuPy 14's Stream.from_external
+            def __init__(self, ptr):
+                self.ptr = ptr
+
+            def __cuda_stream__(self):
+                return (0, self.ptr)
+
         def bc_copy(ctx, result, x):
             # buffer_callback installs no stream: its users must.
-            with cp.cuda.ExternalStream(ctx.stream):
+            stream = (cp.cuda.Stream.from_external(RawStream(ctx.stream))
+                      if hasattr(cp.cuda.Stream, "from_external")
+                      else cp.cuda.ExternalStream(ctx.stream))
+            with stream:
                 cp.copyto(cp.asarray(result), cp.asarray(x))
 
         out["buffer_callback no-op"] = lambda x: buffer_callback(

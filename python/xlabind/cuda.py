@@ -39,9 +39,9 @@ def current_stream() -> int:
       >>> import cupy  # doctest: +GPU
       >>> import jax, jax.numpy as jnp, xlabind, xlabind.cuda
       >>> def scale(x, *, out):
-      ...     # CuPy is on XLA's stream already; code that takes a stream gets it so:
-      ...     with cupy.cuda.ExternalStream(xlabind.cuda.current_stream()):
-      ...         cupy.multiply(cupy.asarray(x), 2, out=cupy.asarray(out))
+      ...     # CuPy is on XLA's stream already; code that takes a raw stream gets it so:
+      ...     assert cupy.cuda.get_current_stream().ptr == xlabind.cuda.current_stream()
+      ...     cupy.multiply(cupy.asarray(x), 2, out=cupy.asarray(out))
       >>> op = xlabind.callback(scale, lambda x: x, in_place=True, platforms=("cuda",))
       >>> op(jnp.ones(3, device=jax.devices("gpu")[0]))  # doctest: +GPU
       Array([2., 2., 2.], dtype=float32)

@@ -83,6 +83,25 @@ def test_xlas_stream_is_cupys_during_the_call(fake_gpu):
     assert len(made) == 2 and len(cuda_calls._streams) == 1  # one CuPy stream, made once
 
 
+def test_cupy_14_gets_xlas_stream_through_the_stream_protocol(fake_gpu):
+    # CuPy 14 deprecates ExternalStream (a DeprecationWarning: an error under
+    # -W error) for Stream.from_external(an object with __cuda_stream__).
+    cupy = cuda_calls._cupy_module
+    current = cupy.current
+
+    def from_external(obj):
+        version, ptr = obj.__cuda_stream__()
+        assert version == 0
+        return FakeStream(ptr, fake_gpu, current)
+
+    cupy.cuda.Stream = types.SimpleNamespace(from_external=from_external)
+    cupy.cuda.ExternalStream = lambda *a, **k: pytest.fail("ExternalStream was used")
+    inside = []
+    cuda_calls.call_on_xla_stream(lambda: inside.append(current[-1]), (), {}, synchronize=False)
+    assert inside == [XLA_STREAM]
+    assert fake_gpu[0] == ("stream", XLA_STREAM, -1)
+
+
 class FakeTorch:
     """PyTorch's stream entry points as xlabind uses them: torch._C's by id,
     CUDA initialized or not (then _lazy_call queues until it is)."""

@@ -59,6 +59,28 @@ def _cupy():
 # Every call pays for this, so it is plain code: no context managers, no
 # objects made per call. The CUDA handler has made the stream's device
 # current already (cuda::ScopedStreamContext), as CuPy requires.
+class _StreamProtocol:
+    """A raw stream as the CUDA stream protocol describes one (`__cuda_stream__`)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.ptr)
+
+
+def _cupy_stream(cupy, stream: int, device: int):
+    """CuPy's object for XLA's `stream`: Stream.from_external from CuPy 14 on
+    (its ExternalStream warns, and is an error under -W error); it leaves the
+    device unset, which the handler has made current already."""
+    from_external = getattr(getattr(cupy.cuda, "Stream", None), "from_external", None)
+    if from_external is not None:
+        return from_external(_StreamProtocol(stream))
+    return cupy.cuda.ExternalStream(stream, device_id=device)
+
+
 class _Streams:
     """XLA's stream (of one device) as CuPy and PyTorch name it, made once."""
 
@@ -67,7 +89,7 @@ class _Streams:
     def __init__(self, stream: int, device: int):
         self.stream, self.device = stream, device
         cupy = _cupy()
-        self.cupy = None if cupy is None else cupy.cuda.ExternalStream(stream, device_id=device)
+        self.cupy = None if cupy is None else _cupy_stream(cupy, stream, device)
         self.cupy_current = None if cupy is None else cupy.cuda.get_current_stream
         self.torch: Any = None  # (stream_id, device_index, device_type), once PyTorch is used
 
