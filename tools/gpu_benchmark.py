@@ -46,12 +46,15 @@ import json
 import os
 import random
 import statistics
+import signal
 import subprocess
 import sys
+import threading
 import time
 from typing import Callable
 
-GROUPS = ("host", "graph", "torch", "kernels")
+#: In the order they run: what the GPU issues most need measured first.
+GROUPS = ("host", "graph", "kernels", "torch")
 FLAGS = {
     "host": "--xla_gpu_enable_command_buffer=",
     "graph": "--xla_gpu_graph_min_graph_size=1",
@@ -62,8 +65,15 @@ FLAGS = {
 PEAK_GBPS = {"NVIDIA H200": 4800.0, "NVIDIA H100 80GB HBM3": 3350.0}
 CHAIN = 64
 SIZES = (1, 10**6)
-#: Each group's time box with --quick (gpu_check.py gives the whole benchmark 270 s).
-QUICK_SECONDS = {"host": 55.0, "graph": 40.0, "torch": 40.0, "kernels": 120.0}
+#: Each group's time box with --quick, and what it takes on the GPU machine
+#: (--dry-run sleeps that long); without --quick, FULL_SECONDS.
+QUICK_SECONDS = {"host": 50.0, "graph": 30.0, "kernels": 70.0, "torch": 40.0}
+FULL_SECONDS = {"host": 300.0, "graph": 300.0, "kernels": 600.0, "torch": 300.0}
+#: A group is not started with less time left than this (its compilations alone).
+MIN_SECONDS = 20.0
+#: The threads the xlabind no-op ran on (threading's names: XLA's own threads
+#: are "Dummy-N"), reported with the host group.
+CALLBACK_THREADS: set = set()
 
 
 def quantiles(samples: list[float]) -> dict:
@@ -110,7 +120,7 @@ def _callbacks(torch=None) -> dict[str, Callable]:
         return out
 
     def noop(x, *, out):
-        pass
+        CALLBACK_THREADS.add(threading.current_thread().name)
 
     def cupy_copy(x, *, out):
         cp.copyto(cp.asarray(out), cp.asarray(x))
@@ -463,25 +473,64 @@ def worker(group: str, quick: bool) -> dict:
         rows = kernels_group(quick)
     device = jax.devices("gpu")[0]
     return {"group": group, "flags": os.environ.get("XLA_FLAGS", ""), "rows": rows,
-            "jax": jax.__version__, "device": device.device_kind}
+            "jax": jax.__version__, "device": device.device_kind,
+            "callback_threads": sorted(CALLBACK_THREADS)}
+
+
+def dry_run_worker(group: str, quick: bool, scale: float, overrun: str | None) -> dict:
+    """--dry-run's stand-in for a group: as long as the group takes on the GPU
+    machine (times `scale`), then one row of its table with nothing measured;
+    the `overrun` group never ends."""
+    seconds = (QUICK_SECONDS if quick else FULL_SECONDS)[group] * scale
+    time.sleep(3600 if group == overrun else seconds)
+    q = {"p10": 0.0, "p50": 0.0, "p90": 0.0, "count": 0}
+    row = {"host": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
+           "torch": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
+           "graph": {"case": "dry run", "n": 1, "chain": 1, "isolated_us": q,
+                     "per_copy_us": 0.0, "python_calls_while_timed": 0,
+                     "python_calls_at_capture": 0},
+           "kernels": {"group": "dry run", "case": "dry run", "coordinates": "-", "grid": 0,
+                       "points": 0, "dtype": "-", "jax_us": q, "xlabind_us": q,
+                       "ratio": 0.0}}[group]
+    return {"group": group, "flags": "(dry run)", "rows": [row], "callback_threads": []}
 
 
 # -- the parent: every group, then the tables ---------------------------------
-def run_group(group: str, quick: bool, timeout: float) -> dict:
+def _die_with_parent() -> None:
+    """In a worker, before exec: killed when the benchmark dies, however it dies
+    (gpu_check.py's deadline), so no worker outlives it holding the GPU."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def run_group(group: str, quick: bool, timeout: float, dry_run: list[str]) -> dict:
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FLAGS[group]).strip()
     env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
-    command = [sys.executable, __file__, "--group", group, *(["--quick"] if quick else [])]
+    command = [sys.executable, __file__, "--group", group, *(["--quick"] if quick else []),
+               *dry_run]
+    start = time.perf_counter()
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired:
+                              timeout=timeout, preexec_fn=_die_with_parent)
+    except subprocess.TimeoutExpired:  # the worker is killed
         return {"group": group, "flags": env["XLA_FLAGS"], "error": f"timed out after "
-                f"{timeout:.0f} s"}
+                f"{timeout:.0f} s", "seconds": round(time.perf_counter() - start, 1)}
+    seconds = round(time.perf_counter() - start, 1)
     if done.returncode != 0:
-        return {"group": group, "flags": env["XLA_FLAGS"],
+        return {"group": group, "flags": env["XLA_FLAGS"], "seconds": seconds,
                 "error": f"exit {done.returncode}: {done.stderr[-2000:]}"}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "seconds": seconds}
+
+
+def write_json(path: str, reports: list[dict]) -> None:
+    """Rewritten after every group: a run stopped later keeps what finished."""
+    partial = path + ".partial"
+    with open(partial, "w") as f:
+        json.dump(reports, f, indent=1)
+    os.replace(partial, path)
 
 
 def _q(q: dict) -> str:
@@ -490,42 +539,52 @@ def _q(q: dict) -> str:
 
 def print_report(reports: list[dict]) -> None:
     for report in reports:
-        print(f"\n== {report['group']} (XLA_FLAGS={report['flags']!r})")
-        if "error" in report:
-            print(f"   failed: {report['error']}")
-            continue
-        rows = report["rows"]
-        if report["group"] in ("host", "torch"):
-            print(f"{'case':36} {'n':>8}  {'isolated p10/p50/p90 µs':>26}  "
-                  f"{'throughput p50':>14}  {'chained p50':>11}  {'host cost':>9}")
-            for r in rows:
-                chained = f"{r['chained_us']['p50']:11.1f}" if "chained_us" in r else " " * 11
-                cost = f"{r['host_cost_us']:9.1f}" if "host_cost_us" in r else " " * 9
-                print(f"{r['case']:36} {r['n']:>8}  {_q(r['isolated_us']):>26}  "
-                      f"{r['throughput_us']['p50']:14.1f}  {chained}  {cost}")
-        elif report["group"] == "graph":
-            for r in rows:
-                print(f"{r['case']:36} n={r['n']} x{r['chain']}  replay p10/p50/p90 µs "
-                      f"{_q(r['isolated_us'])}  per copy {r['per_copy_us']:.1f} µs  "
-                      f"Python calls: {r['python_calls_at_capture']} at capture, "
-                      f"{r['python_calls_while_timed']} while timed")
-        else:
-            print(f"{'case':16} {'coords':8} {'grid':>5} {'points':>9} {'dtype':8} "
-                  f"{'baseline p50 µs':>15} {'xlabind p10/p50/p90 µs':>26} {'ratio':>6} "
-                  f"{'GB/s':>7} {'of peak':>7}")
-            for r in rows:
-                base = r.get("jax_us") or r.get("cupyx_us")
-                who = "jax" if "jax_us" in r else "cupyx"
-                share = f"{r['share_of_peak']:7.0%}" if r.get("share_of_peak") else " " * 7
-                gbps = f"{r['xlabind_GBps']:7.0f}" if "xlabind_GBps" in r else " " * 7
-                print(f"{r['case']:16} {r['coordinates']:8} {r['grid']:>5} "
-                      f"{r['points'] or '':>9} {r['dtype']:8} {who:>5} {base['p50']:9.1f} "
-                      f"{_q(r['xlabind_us']):>26} {r['ratio']:6.2f} {gbps} {share}")
+        print_group(report)
     print_targets(reports)
 
 
+def print_group(report: dict) -> None:
+    """One group's table, flushed: printed as soon as the group ends."""
+    print(f"\n== {report['group']} (XLA_FLAGS={report['flags']!r}, "
+          f"{report.get('seconds', '?')} s)")
+    if "error" in report or "skipped" in report:
+        print(f"   {'failed: ' + report['error'] if 'error' in report else report['skipped']}",
+              flush=True)
+        return
+    rows = report["rows"]
+    if report["group"] in ("host", "torch"):
+        print(f"{'case':36} {'n':>8}  {'isolated p10/p50/p90 µs':>26}  "
+              f"{'throughput p50':>14}  {'chained p50':>11}  {'host cost':>9}")
+        for r in rows:
+            chained = f"{r['chained_us']['p50']:11.1f}" if "chained_us" in r else " " * 11
+            cost = f"{r['host_cost_us']:9.1f}" if "host_cost_us" in r else " " * 9
+            print(f"{r['case']:36} {r['n']:>8}  {_q(r['isolated_us']):>26}  "
+                  f"{r['throughput_us']['p50']:14.1f}  {chained}  {cost}")
+    elif report["group"] == "graph":
+        for r in rows:
+            print(f"{r['case']:36} n={r['n']} x{r['chain']}  replay p10/p50/p90 µs "
+                  f"{_q(r['isolated_us'])}  per copy {r['per_copy_us']:.1f} µs  "
+                  f"Python calls: {r['python_calls_at_capture']} at capture, "
+                  f"{r['python_calls_while_timed']} while timed")
+    else:
+        print(f"{'case':16} {'coords':8} {'grid':>5} {'points':>9} {'dtype':8} "
+              f"{'baseline p50 µs':>15} {'xlabind p10/p50/p90 µs':>26} {'ratio':>6} "
+              f"{'GB/s':>7} {'of peak':>7}")
+        for r in rows:
+            base = r.get("jax_us") or r.get("cupyx_us")
+            who = "jax" if "jax_us" in r else "cupyx"
+            share = f"{r['share_of_peak']:7.0%}" if r.get("share_of_peak") else " " * 7
+            gbps = f"{r['xlabind_GBps']:7.0f}" if "xlabind_GBps" in r else " " * 7
+            print(f"{r['case']:16} {r['coordinates']:8} {r['grid']:>5} "
+                  f"{r['points'] or '':>9} {r['dtype']:8} {who:>5} {base['p50']:9.1f} "
+                  f"{_q(r['xlabind_us']):>26} {r['ratio']:6.2f} {gbps} {share}")
+    if report.get("callback_threads"):
+        print(f"   the xlabind no-op ran on: {', '.join(report['callback_threads'])}")
+    sys.stdout.flush()
+
+
 def print_targets(reports: list[dict]) -> None:
-    by_group = {r["group"]: r for r in reports if "error" not in r}
+    by_group = {r["group"]: r for r in reports if "rows" in r}
     print("\ntargets (issue #26):")
     host = by_group.get("host")
     if host:
@@ -563,32 +622,48 @@ def print_targets(reports: list[dict]) -> None:
                       f"{r['ratio']:.2f} (≥ {target})")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--json", help="also write the results here (after every group)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds and sizes")
     parser.add_argument("--group", choices=GROUPS, help="one group, in this process (JSON out)")
     parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS),
-                        help="the groups to run")
-    parser.add_argument("--group-seconds", type=float, default=None,
-                        help="time box of each group (default: QUICK_SECONDS with --quick, "
-                             "else 300 s; the kernels twice that)")
-    args = parser.parse_args()
+                        help="the groups to run (in GROUPS' order)")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds for the whole benchmark: a group gets at most what is "
+                             "left, and one that cannot have MIN_SECONDS is skipped")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="stand-in groups that take their QUICK_SECONDS (or FULL_SECONDS) "
+                             "times --time-scale and measure nothing: the time boxes, tested "
+                             "anywhere")
+    parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--overrun", choices=GROUPS,
+                        help="with --dry-run: this group never ends (it is stopped)")
+    args = parser.parse_args(argv)
+    boxes = QUICK_SECONDS if args.quick else FULL_SECONDS
     if args.group:
-        print(json.dumps(worker(args.group, args.quick)))
+        report = (dry_run_worker(args.group, args.quick, args.time_scale, args.overrun)
+                  if args.dry_run else worker(args.group, args.quick))
+        print(json.dumps(report))
         return 0
+    dry_run = (["--dry-run", "--time-scale", str(args.time_scale),
+                *(["--overrun", args.overrun] if args.overrun else [])] if args.dry_run else [])
+    end = time.perf_counter() + args.deadline if args.deadline else float("inf")
     reports = []
-    for group in args.only:
-        if args.group_seconds:
-            timeout = args.group_seconds * (2 if group == "kernels" else 1)
+    for group in (g for g in GROUPS if g in args.only):
+        left = end - time.perf_counter()
+        # The time boxes are the GPU machine's; a dry run's are scaled with it.
+        box = boxes[group] * (args.time_scale if args.dry_run else 1.0) * 1.5
+        if left < MIN_SECONDS * (args.time_scale if args.dry_run else 1.0):
+            report = {"group": group, "flags": FLAGS[group],
+                      "skipped": f"not run: {max(0.0, left):.0f} s left"}
         else:
-            timeout = QUICK_SECONDS[group] if args.quick else 300.0 * (
-                2 if group == "kernels" else 1)
-        reports.append(run_group(group, args.quick, timeout))
-    print_report(reports)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(reports, f, indent=1)
+            report = run_group(group, args.quick, min(box, left), dry_run)
+        reports.append(report)
+        print_group(report)
+        if args.json:
+            write_json(args.json, reports)
+    print_targets(reports)
     return 1 if any("error" in r for r in reports) else 0
 
 

@@ -1,34 +1,43 @@
 #!/usr/bin/env python3
 """The GPU check, for the device machine (no Bazel, no network there).
 
-    python3 tools/gpu_check.py               # build, GPU tests, CPU tests, benchmark
-    python3 tools/gpu_check.py --quick       # build, GPU tests, benchmark: about 5 minutes
-    python3 tools/gpu_check.py --build-only  # build the extension and import it (any machine)
+    python3 tools/gpu_check.py --plan --quick [--wheel W]   # the steps and their times
     python3 tools/gpu_check.py --quick --wheel dist/xlabind-...-cp312-...whl
-                                             # and the GPU tests again on the installed wheel
+                                             # build, GPU files on the wheel, benchmark:
+                                             # about 5.5 minutes there
+    python3 tools/gpu_check.py --quick       # build, GPU files on the build, benchmark
+    python3 tools/gpu_check.py               # and the CPU files, GPU files on both
+    python3 tools/gpu_check.py --build-only  # build the extension and import it (any machine)
+    python3 tools/gpu_check.py --dry-run --quick --time-scale 0.1 [--overrun STEP]
+                                             # every step a stand-in (any machine)
 
 1. Builds xlabind's extension modules from this repository's sources with
    this machine's compiler ($CXX, else g++; nvcc for the CUDA kernels) against
    this interpreter's headers and the installed jax (XLA FFI headers), NumPy
    and nanobind: no Bazel. The package lands in <out>/package/xlabind.
-2. Runs the GPU test files (GPU_TESTS) on the GPU, one after the other (each
-   with XLA's preallocation capped, so CuPy and PyTorch get memory too), and,
-   without --quick, every other test file on the CPU (JAX_PLATFORMS=cpu),
-   several at once.
-   With --wheel FILE (a wheel built with Bazel: the artifact users install),
-   also installs it (pip --no-deps, no index) into a venv that sees this
-   machine's jax, CUDA plugin, CuPy and PyTorch (--system-site-packages),
-   reports which libcudart its CUDA ops loaded (a CUDA toolkit's copy is a
-   failure: users have none), and runs the GPU test files again against it.
-3. Runs tools/gpu_benchmark.py (the timing tables of the GPU issues).
-4. Always prints one summary and the benchmark table, whatever failed or ran
-   out of time; the logs (partial ones too) and gpu_check.json go to <out>
-   ($OUT when set).
+2. Runs the GPU test files (GPU_TESTS) on the GPU, all at once (--gpu-jobs;
+   XLA's preallocation capped, so CuPy, PyTorch and the other files get
+   memory too). With --wheel FILE (a wheel built with Bazel: the artifact
+   users install), installs it (no dependencies, no index) into a venv that
+   sees every package this interpreter sees (jax, its CUDA plugin, CuPy,
+   PyTorch: this interpreter may itself be a venv's), reports which libcudart
+   its CUDA ops loaded (a CUDA toolkit's copy is a failure: users have none),
+   and runs the GPU files against it; with --quick, on the wheel only.
+   Without --quick, every other test file too, on the CPU.
+3. Runs tools/gpu_benchmark.py, its groups in priority order within what is
+   left, each group's table printed and its JSON written as it ends.
+4. Always prints one summary and the benchmark's tables, whatever failed or
+   ran out of time; the logs (partial ones too) and gpu_check.json (with each
+   step's seconds, for --timings) go to <out> ($OUT when set).
 
-Every step is time-boxed, and the whole run keeps within --deadline (the
-device machine allows 10 minutes a command): a step that runs out of time is
-stopped, its output so far kept, and reported as failed; steps with no time
-left are reported as not run. Skipped tests are reported, not failed.
+One deadline bounds the run (--quick: QUICK_LIMIT, so that a second run fits
+the device machine's 15 minutes); each step gets what is left of it, at most
+its planned time and half again, less what the steps after it need at the
+least; a step that runs out of time is stopped with its process group (the
+benchmark's workers too), its output so far kept, and reported as failed;
+one that fails does not stop the next; steps with no time left are reported
+as not run. Skipped tests are reported, not failed. STEP_SECONDS are the
+planned times.
 
 Exits non-zero when the build fails, a test fails or times out, or the GPU
 tests did not run on a GPU (none passed), unless --build-only.
@@ -257,21 +266,60 @@ print(json.dumps({"xlabind": xlabind.__file__, "cudart": cudart,
 """
 
 
-def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path) -> dict:
-    """Installs `wheel` into a fresh venv under `out` that sees this machine's
-    packages; returns {"python", "env", facts...} for running tests on it."""
-    venv = out / "wheel-venv"
+def visible_site_dirs() -> list[str]:
+    """Where this interpreter finds installed packages: its own site-packages
+    (a venv's, when it runs in one) and those beneath it."""
+    dirs = [*site.getsitepackages(), sysconfig.get_paths()["purelib"],
+            sysconfig.get_paths()["platlib"]]
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
+
+
+def wheel_environment(wheel: pathlib.Path, venv: pathlib.Path) -> tuple[pathlib.Path, str]:
+    """A fresh venv at `venv` holding `wheel` (no dependencies) and seeing every
+    package this interpreter sees; returns its python and how the wheel went in.
+
+    `venv --system-site-packages` is not enough: made from inside a venv (the
+    GPU machine's python3 is /opt/torch/.venv's), it sees the base
+    interpreter's packages, not that venv's jax, CuPy and PyTorch. A .pth file
+    adds this interpreter's site directories after the venv's own, so the
+    wheel's xlabind comes first (a .pth runs after the folder it is in was
+    added). pip is this interpreter's (the venv gets none:
+    ensurepip may be missing); where it has none, the wheel is unpacked."""
     if venv.exists():
         shutil.rmtree(venv)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
-                   check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "--no-deps", "--no-index", "--quiet",
-                    str(wheel)], check=True)
     venv_site = pathlib.Path(subprocess.check_output(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         text=True).strip())
-    facts: dict = {"wheel": wheel.name, "site": str(venv_site)}
+    # addsitedir, not bare paths: the .pth files in those folders count too
+    # (editable installs, a venv's own .pth), as they do for this interpreter.
+    (venv_site / "zz_gpu_check_outer_site.pth").write_text(
+        f"import site; list(map(site.addsitedir, {visible_site_dirs()!r}))\n")
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
+                          "--quiet", "--target", str(venv_site), str(wheel)],
+                         capture_output=True, text=True)
+    if pip.returncode == 0:
+        return python, "pip --target"
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:  # a wheel is its files, laid out for site-packages
+        archive.extractall(venv_site)
+    for module in venv_site.glob("**/*.so"):
+        module.chmod(0o755)
+    return python, f"unpacked (pip: {pip.stderr.strip().splitlines()[-1:] or pip.returncode})"
+
+
+def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path) -> dict:
+    """Installs `wheel` into a fresh venv under `out` that sees this machine's
+    packages; returns {"python", "env", facts...} for running tests on it."""
+    python, how = wheel_environment(wheel, out / "wheel-venv")
+    venv_site = pathlib.Path(subprocess.check_output(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        text=True).strip())
+    facts: dict = {"wheel": wheel.name, "site": str(venv_site), "installed": how}
     # `pip install xlabind[cuda13]` puts nvidia-cuda-runtime beside xlabind,
     # where the modules' RUNPATH ($ORIGIN/../nvidia/cu13/lib) looks. In this
     # venv the runtime is in the system's site-packages (jax's CUDA plugin
@@ -335,10 +383,26 @@ def smoke_test(package: pathlib.Path) -> str:
 COUNTS = re.compile(r"(\d+) (passed|failed|skipped|error|errors)")
 
 # The part of the GPU each GPU test file's jax may preallocate: the rest is
-# CuPy's and PyTorch's.
+# CuPy's and PyTorch's (and the other files', when they run at once).
 GPU_MEMORY_FRACTION = "0.4"
+PARALLEL_GPU_MEMORY_FRACTION = "0.15"
 # Seconds reserved at the end of the run for the summary.
 SUMMARY_RESERVE = 10
+
+# What each step takes on the GPU machine (one H200, 16 cores): the plan's
+# durations, and --dry-run's. Estimates: the build from this repository's CPU
+# machine (252 s on 2 cores, nvcc's map_coordinates kernels 70 s of it: the
+# longest file, which bounds the build on 16); the GPU files from the last
+# runs there (~150-200 s one after the other). gpu_check.json records every
+# run's own; --timings FILE plans with one run's instead.
+STEP_SECONDS = {"build": 90.0, "wheel": 15.0, "cpu_tests": 240.0,
+                "test_gpu.py": 60.0, "test_gpu_graphs.py": 25.0,
+                "test_gpu_map_coordinates.py": 70.0, "test_gpu_native_api.py": 30.0}
+#: --quick must fit this, leaving room in the GPU machine's 15 minutes for a
+#: second run.
+QUICK_LIMIT = 360.0
+#: The benchmark's groups with --quick (the torch group only in a full run).
+QUICK_GROUPS = ("host", "graph", "kernels")
 
 
 def _text(data) -> str:
@@ -349,19 +413,30 @@ def _text(data) -> str:
 
 def run_step(name: str, command: list[str], env: dict, timeout: float,
              logs: pathlib.Path) -> dict:
-    """Runs one step, time-boxed; its output (partial, when it ran out of time)
-    goes to logs/<name>.log."""
+    """Runs one step, time-boxed, in a process group of its own: when it runs out
+    of time the whole group is stopped (a benchmark's workers too), and its
+    output so far is in logs/<name>.log."""
+    import signal
+
     start = time.perf_counter()
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=REPO,
-                              timeout=max(1.0, timeout))
-        output, returncode, timed_out = done.stdout + done.stderr, done.returncode, False
-    except subprocess.TimeoutExpired as expired:
-        output = _text(expired.stdout) + _text(expired.stderr)
-        returncode, timed_out = None, True
-    (logs / f"{name}.log").write_text(output)
+    log = logs / f"{name}.log"
+    with open(log, "w") as sink:
+        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                   cwd=REPO, start_new_session=True)
+        try:
+            returncode, timed_out = process.wait(timeout=max(1.0, timeout)), False
+        except subprocess.TimeoutExpired:
+            returncode, timed_out = None, True
+            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, 30)):
+                try:
+                    os.killpg(process.pid, sig)
+                    process.wait(timeout=grace)
+                    break
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    continue
     return {"name": name, "seconds": round(time.perf_counter() - start, 1),
-            "returncode": returncode, "timed_out": timed_out, "output": output}
+            "returncode": returncode, "timed_out": timed_out,
+            "output": log.read_text(errors="replace")}
 
 
 def test_result(step: dict, path: pathlib.Path, platforms: str | None) -> dict:
@@ -381,32 +456,76 @@ def test_result(step: dict, path: pathlib.Path, platforms: str | None) -> dict:
 
 
 class Deadline:
-    """Seconds left of the run, for time-boxing each step."""
+    """The run's one deadline: each step gets what is left of it, less what the
+    steps after it need at the least, and at most its own cap."""
 
     def __init__(self, seconds: float, step_cap: float | None = None):
         self.end = time.perf_counter() + seconds
         self.step_cap = step_cap
 
-    def left(self, cap: float) -> float:
+    def left(self, cap: float, later: float = 0.0) -> float:
         if self.step_cap is not None:
             cap = min(cap, self.step_cap)
-        return min(cap, self.end - time.perf_counter() - SUMMARY_RESERVE)
+        return min(cap, self.end - time.perf_counter() - SUMMARY_RESERVE - later)
 
 
 def pytest_command(path: pathlib.Path, python: str = sys.executable) -> list[str]:
     return [python, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(path)]
 
 
-def dry_run_command(kind: str, seconds: float) -> list[str]:
-    """--dry-run's stand-ins for the GPU steps: what they print, and a step
-    that never ends (the first GPU test file)."""
-    scripts = {
-        "hang": "import time; print('partial output of a step that hangs', flush=True); "
-                "time.sleep(3600)",
-        "tests": "print('..s'); print('2 passed, 1 skipped in 0.1s')",
-        "benchmark": "print('case  n  median'); print('xlabind no-op  1  61.0')",
-    }
-    return [sys.executable, "-c", scripts[kind]]
+def _benchmark_module():
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import gpu_benchmark
+    finally:
+        sys.path.pop(0)
+    return gpu_benchmark
+
+
+def plan(quick: bool, wheel: bool, benchmark: bool, timings: dict,
+         gpu_jobs: int) -> list[tuple[str, float]]:
+    """The steps in the order they run, each with what it takes on the GPU
+    machine. With --quick and --wheel the GPU files run on the wheel only
+    (the artifact users install; the build's modules are the same sources)."""
+    files = sorted(GPU_TESTS)
+    per_file = [timings[f] for f in files]
+    gpu = max(per_file) if gpu_jobs >= len(files) else sum(per_file)
+    steps = [("build", timings["build"])]
+    if not (quick and wheel):
+        steps.append(("gpu_tests", gpu))
+    if wheel:
+        steps += [("wheel", timings["wheel"]), ("gpu_tests_wheel", gpu)]
+    if not quick:
+        steps.append(("cpu_tests", timings["cpu_tests"]))
+    if benchmark:
+        bench = _benchmark_module()
+        groups, boxes = ((QUICK_GROUPS, bench.QUICK_SECONDS) if quick else
+                         (bench.GROUPS, bench.FULL_SECONDS))
+        steps.append(("benchmark", sum(boxes[g] for g in groups)))
+    return steps
+
+
+def print_plan(steps: list[tuple[str, float]], limit: float | None) -> float:
+    total = 0.0
+    print(f"{'step':20} {'seconds':>8} {'by then':>8}   (on the GPU machine)")
+    for name, seconds in steps:
+        total += seconds
+        print(f"{name:20} {seconds:8.0f} {total:8.0f}")
+    fits = "" if limit is None else (f"  fits {limit:.0f} s" if total + SUMMARY_RESERVE <= limit
+                                     else f"  OVER {limit:.0f} s")
+    print(f"{'total':20} {total + SUMMARY_RESERVE:8.0f}{fits}  (with the summary)", flush=True)
+    return total + SUMMARY_RESERVE
+
+
+def dry_run_command(seconds: float, hang: bool = False) -> list[str]:
+    """--dry-run's stand-in for a step: its output after its duration, or,
+    `hang`ing, partial output and no end."""
+    if hang:
+        code = ("import time; print('partial output of a step that hangs', flush=True); "
+                "time.sleep(3600)")
+    else:
+        code = f"import time; time.sleep({seconds}); print('..s'); print('2 passed, 1 skipped in 0.1s')"
+    return [sys.executable, "-c", code]
 
 
 def print_summary(summary: dict) -> None:
@@ -420,7 +539,9 @@ def print_summary(summary: dict) -> None:
     print(f"{'total':36} {'':6} {totals['passed']:>7} {totals['failed']:>7} "
           f"{totals['skipped']:>8}")
     for line in summary.get("not_run", []):
-        print(f"not run (no time left): {line}")
+        print(f"not run: {line}")
+    for line in summary.get("errors", []):
+        print(f"failed: {line}")
     print("\nbenchmark:")
     print(summary.get("benchmark") or "(none: see logs/gpu_benchmark.log)")
 
@@ -432,124 +553,217 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-only", action="store_true",
                         help="build and import the extension, then stop")
     parser.add_argument("--quick", action="store_true",
-                        help="build, GPU tests and benchmark only (no CPU suite)")
+                        help="build, GPU tests and benchmark only (no CPU suite): fits "
+                             f"{QUICK_LIMIT:.0f} s on the GPU machine")
     parser.add_argument("--no-benchmark", action="store_true")
     parser.add_argument("--deadline", type=float, default=None,
-                        help="seconds for the whole run (default 450 with --quick, else 560; "
-                             "100 more with --wheel, at most 570)")
+                        help=f"seconds for the whole run (default {QUICK_LIMIT:.0f} with "
+                             "--quick, else 570)")
     parser.add_argument("--step-seconds", type=float, default=None,
                         help="at most this long for any one step (default: each step's own cap)")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the steps with what each takes on the GPU machine, and stop")
+    parser.add_argument("--timings", type=pathlib.Path, default=None,
+                        help="plan with the step times a run recorded (its gpu_check.json)")
     parser.add_argument("--dry-run", action="store_true",
-                        help="stand-ins for the build and the GPU steps (the first one hangs): "
-                             "checks this script's control flow on any machine")
+                        help="stand-ins for every step, each taking its planned time times "
+                             "--time-scale: this script's control flow and time boxes, tested "
+                             "on any machine")
+    parser.add_argument("--time-scale", type=float, default=1.0,
+                        help="with --dry-run: scales every duration and the deadline")
+    parser.add_argument("--overrun", default=None,
+                        help="with --dry-run: the step that never ends (a GPU test file, or "
+                             "benchmark:GROUP)")
     parser.add_argument("--wheel", type=pathlib.Path, default=None,
                         help="also install this wheel in a venv and run the GPU test files "
                              "against it (the artifact users install)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--gpu-jobs", type=int, default=len(GPU_TESTS),
+                        help="GPU test files at a time (default: all at once)")
     parser.add_argument("--fast-build", action="store_true",
                         help="unoptimized, PTX only: checks that everything builds (not for "
                              "measuring or a GPU run)")
     args = parser.parse_args(argv)
-    default_deadline = (450 if args.quick else 560) + (100 if args.wheel else 0)
-    deadline = Deadline(args.deadline or min(default_deadline, 570), args.step_seconds)
+    timings = dict(STEP_SECONDS)
+    if args.timings:
+        timings.update(json.loads(args.timings.read_text()).get("step_seconds", {}))
+    steps = plan(args.quick, args.wheel is not None, not args.no_benchmark, timings,
+                 args.gpu_jobs)
+    planned = print_plan(steps, QUICK_LIMIT if args.quick else None)
+    if args.plan:
+        return 0 if not args.quick or planned <= QUICK_LIMIT else 1
+    scale = args.time_scale if args.dry_run else 1.0
+    deadline = Deadline((args.deadline or (QUICK_LIMIT if args.quick else 570.0)) * scale
+                        + (SUMMARY_RESERVE if args.dry_run else 0), args.step_seconds)
+    # What a later step keeps at the least: the benchmark its first two
+    # groups (the host cost and the captured copy), the others 30 s.
+    floors = {name: min(seconds, 30.0) * scale for name, seconds in steps}
+    if "benchmark" in floors:
+        bench = _benchmark_module()
+        first = (QUICK_GROUPS if args.quick else bench.GROUPS)[:2]
+        floors["benchmark"] = sum((bench.QUICK_SECONDS if args.quick else bench.FULL_SECONDS)[g]
+                                  for g in first) * scale
+
+    def budget(step: str, cap: float) -> float:
+        """What `step` may take: at most `cap` (its planned time and half again),
+        and no more than leaves the later steps their floors."""
+        names = [name for name, _ in steps]
+        later = sum(floors[n] for n in names[names.index(step) + 1:]) if step in names else 0
+        return deadline.left(cap * scale, later)
+
     out = pathlib.Path(args.out).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"python": sys.version.split()[0], "tests": [], "not_run": []}
+    summary: dict = {"python": sys.version.split()[0], "plan": steps, "tests": [],
+                     "not_run": [], "errors": [], "step_seconds": {}}
     failed = False
-    try:
+    package = None
+    files = sorted((REPO / "tests").glob("*/test_*.py"))
+    gpu_files = [f for f in files if f.name in GPU_TESTS]
+
+    def gpu_tests(label: str, python: str, env: dict) -> None:
+        """The GPU files, `args.gpu_jobs` at a time, each time-boxed."""
+        cap = 1.5 * max(timings[f.name] for f in gpu_files)
+        seconds = budget(label, cap)
+        if seconds <= 0:
+            summary["not_run"] += [f"{f.name} ({label}): no time left" for f in gpu_files]
+            return
+        env = dict(env)
+        if args.gpu_jobs > 1:
+            env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = PARALLEL_GPU_MEMORY_FRACTION
+        where = "wheel" if label.endswith("wheel") else None
+
+        def one(path):
+            command = (dry_run_command(timings[path.name] * scale, hang=args.overrun == path.name)
+                       if args.dry_run else pytest_command(path, python))
+            return test_result(run_step(f"{label}_{path.stem}", command, env, seconds, logs),
+                               path, where)
+
         start = time.perf_counter()
-        if args.dry_run:
-            package = out / "package"
-            summary["import"] = "dry run: nothing built"
-        else:
-            package = build(out / "build", args.jobs, fast=args.fast_build)
-            summary["import"] = smoke_test(package)
-        summary["build_seconds"] = round(time.perf_counter() - start, 1)
-        print(f"built {package} in {summary['build_seconds']} s: {summary['import']}", flush=True)
-        if args.build_only:
-            return 0
-
-        files = sorted((REPO / "tests").glob("*/test_*.py"))
-        gpu_env = environment(package, None)
-        gpu_env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
-        for k, path in enumerate(f for f in files if f.name in GPU_TESTS):  # in turn
-            budget = deadline.left(240)
-            if budget <= 0:
-                summary["not_run"].append(path.name)
-                continue
-            command = (dry_run_command("hang" if k == 0 else "tests", budget) if args.dry_run
-                       else pytest_command(path))
-            step = run_step(path.stem, command, gpu_env, budget, logs)
-            result = test_result(step, path, None)
-            summary["tests"].append(result)
-            print(f"[gpu] {path.name}: {result['passed']} passed, {result['failed']} failed, "
-                  f"{result['skipped']} skipped {result['note']}", flush=True)
-
-        if args.wheel and not args.dry_run:
-            installed = install_wheel(args.wheel.resolve(), out, package)
-            summary["wheel"] = {k: v for k, v in installed.items() if k != "env"}
-            print(f"[wheel] {installed['wheel']}: xlabind from {installed['xlabind']}, "
-                  f"libcudart {installed['cudart_real']} ({installed['cuda_runtime']})",
-                  flush=True)
-            for path in (f for f in files if f.name in GPU_TESTS):
-                budget = deadline.left(240)
-                if budget <= 0:
-                    summary["not_run"].append(f"{path.name} (wheel)")
-                    continue
-                step = run_step(f"wheel_{path.stem}", pytest_command(path, installed["python"]),
-                                installed["env"], budget, logs)
-                result = test_result(step, path, "wheel")
+        with concurrent.futures.ThreadPoolExecutor(max(1, args.gpu_jobs)) as pool:
+            for result in pool.map(one, gpu_files):
                 summary["tests"].append(result)
-                print(f"[wheel] {path.name}: {result['passed']} passed, {result['failed']} "
-                      f"failed, {result['skipped']} skipped {result['note']}", flush=True)
+                print(f"[{label}] {result['file']}: {result['passed']} passed, "
+                      f"{result['failed']} failed, {result['skipped']} skipped "
+                      f"{result['note']}", flush=True)
+        summary["step_seconds"][label] = round(time.perf_counter() - start, 1)
+        for result in summary["tests"][-len(gpu_files):]:
+            summary["step_seconds"].setdefault(result["file"], result["seconds"])
 
-        if not args.quick and not args.dry_run:
+    def record_error(step: str, error: Exception) -> None:
+        nonlocal failed
+        summary["errors"].append(f"{step}: {type(error).__name__}: {error}")
+        print(f"gpu_check: {step} failed: {type(error).__name__}: {error}", flush=True)
+        failed = True
+
+    try:
+        # 1. The build (and its smoke test): what the GPU files and the
+        # benchmark run on, unless only the wheel's GPU files run.
+        start = time.perf_counter()
+        try:
+            if args.dry_run:
+                time.sleep(timings["build"] * scale)
+                package = out / "package"
+                summary["import"] = "dry run: nothing built"
+            else:
+                package = build(out / "build", args.jobs, fast=args.fast_build)
+                summary["import"] = smoke_test(package)
+            summary["step_seconds"]["build"] = round(time.perf_counter() - start, 1)
+            print(f"built {package} in {summary['step_seconds']['build']} s: "
+                  f"{summary['import']}", flush=True)
+        except Exception as error:  # noqa: BLE001  (the wheel's steps may still run)
+            record_error("build", error)
+            package = None
+        if args.build_only:
+            return 1 if package is None else 0
+
+        if "gpu_tests" in dict(steps):
+            if package is None:
+                summary["not_run"].append("the GPU files on the build: the build failed")
+            else:
+                gpu_env = environment(package, None)
+                gpu_env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
+                gpu_tests("gpu_tests", sys.executable, gpu_env)
+
+        # 2. The wheel, in a venv that sees this machine's packages.
+        if args.wheel:
+            start = time.perf_counter()
+            installed = None
+            try:
+                if args.dry_run:
+                    time.sleep(timings["wheel"] * scale)
+                    installed = {"python": sys.executable, "env": dict(os.environ)}
+                else:
+                    if package is None:
+                        raise RuntimeError("no build: the tests' own modules are missing")
+                    installed = install_wheel(args.wheel.resolve(), out, package)
+                    summary["wheel"] = {k: v for k, v in installed.items() if k != "env"}
+                    print(f"[wheel] {installed['wheel']} ({installed['installed']}): xlabind "
+                          f"from {installed['xlabind']}, libcudart {installed['cudart_real']} "
+                          f"({installed['cuda_runtime']})", flush=True)
+                summary["step_seconds"]["wheel"] = round(time.perf_counter() - start, 1)
+            except Exception as error:  # noqa: BLE001  (the benchmark still runs)
+                record_error("wheel", error)
+            if installed is not None:
+                gpu_tests("gpu_tests_wheel", installed["python"], installed["env"])
+
+        # 3. Without --quick: every other test file on the CPU.
+        if not args.quick and package is not None:
             cpu = [f for f in files if f.name not in GPU_TESTS | BAZEL_ONLY]
-            budget = deadline.left(420)
+            seconds = budget("cpu_tests", 1.5 * timings["cpu_tests"])
+            start = time.perf_counter()
 
             def one(path):
-                if deadline.left(budget) <= 0:
+                left = deadline.left(seconds)
+                if left <= 0:
                     return None
-                return test_result(run_step(path.stem, pytest_command(path),
-                                            environment(package, "cpu"), deadline.left(budget),
-                                            logs), path, "cpu")
+                command = (dry_run_command(0.01) if args.dry_run else pytest_command(path))
+                return test_result(run_step(path.stem, command, environment(package, "cpu"),
+                                            left, logs), path, "cpu")
 
             with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs // 2)) as pool:
                 for path, result in zip(cpu, pool.map(one, cpu)):
                     if result is None:
-                        summary["not_run"].append(path.name)
+                        summary["not_run"].append(f"{path.name}: no time left")
                     else:
                         summary["tests"].append(result)
+            summary["step_seconds"]["cpu_tests"] = round(time.perf_counter() - start, 1)
 
+        # 4. The benchmark: its groups in priority order, within what is left;
+        # each group's table is printed (and its JSON written) as it ends.
         if not args.no_benchmark:
-            budget = deadline.left(270)  # gpu_benchmark.py's groups, QUICK_SECONDS
-            if budget <= 0:
-                summary["not_run"].append("gpu_benchmark.py")
+            seconds = budget("benchmark", float("inf"))
+            if seconds <= 0 or package is None and not args.dry_run:
+                summary["not_run"].append(
+                    "gpu_benchmark.py: " + ("no time left" if seconds <= 0 else "no build"))
             else:
-                command = (dry_run_command("benchmark", budget) if args.dry_run else
-                           [sys.executable, str(REPO / "tools" / "gpu_benchmark.py"),
-                            "--json", str(out / "gpu_benchmark.json"),
-                            *(["--quick"] if args.quick else [])])
-                step = run_step("gpu_benchmark", command, environment(package, None), budget,
-                                logs)
+                groups = QUICK_GROUPS if args.quick else _benchmark_module().GROUPS
+                command = [sys.executable, str(REPO / "tools" / "gpu_benchmark.py"),
+                           "--json", str(out / "gpu_benchmark.json"),
+                           "--deadline", str(max(1.0, seconds - 5 * scale)),
+                           "--only", *groups, *(["--quick"] if args.quick else [])]
+                if args.dry_run:
+                    command += ["--dry-run", "--time-scale", str(scale)]
+                    if (args.overrun or "").startswith("benchmark:"):
+                        command += ["--overrun", args.overrun.split(":", 1)[1]]
+                env = environment(package, None) if package else dict(os.environ)
+                step = run_step("gpu_benchmark", command, env, seconds, logs)
+                summary["step_seconds"]["benchmark"] = step["seconds"]
                 summary["benchmark"] = (step["output"] if not step["timed_out"] else
                                         f"timed out after {step['seconds']} s; so far:\n"
                                         + step["output"])
                 failed |= step["timed_out"] or step["returncode"] != 0
     except Exception as error:  # noqa: BLE001  (the summary below must still come)
-        summary["error"] = f"{type(error).__name__}: {error}"
-        print(f"gpu_check: {summary['error']}", flush=True)
-        failed = True
+        record_error("gpu_check", error)
     finally:
-        if not args.build_only or "error" in summary:
+        if not args.build_only or summary["errors"]:
             print_summary(summary)
             (out / "gpu_check.json").write_text(json.dumps(summary, indent=1, default=str))
     results = summary["tests"]
     gpu = [r for r in results if r["file"] in GPU_TESTS and r["platform"] in ("gpu", "wheel")]
     ran_on_gpu = bool(gpu) and all(r["passed"] > 0 for r in gpu)
     if not ran_on_gpu:
-        print("the GPU tests did not all run on a GPU (see logs/test_gpu*.log)")
+        print("the GPU tests did not all run on a GPU (see logs/gpu_tests_test_gpu*.log)")
     return 1 if failed or any(r["failed"] for r in results) or not ran_on_gpu else 0
 
 
