@@ -49,9 +49,10 @@ SCRIPT = textwrap.dedent("""
     for k in range(3):
         step(f"again {k}", x1)
     step("new buffer", x2)
-    step("first buffer again", x1)
+    step("new buffer again", x2)
     x3 = overwrite(x2)  # new contents at x2's address (donated)
     step("new contents, same address", x3)
+    step("first buffer again", x1)
     print(json.dumps({"steps": steps, "captured": [c for _, c in calls]}))
 """)
 
@@ -74,11 +75,15 @@ def test_a_captured_callback_replays_without_python_until_addresses_change():
     assert 1 <= steps["first"]["python_calls"] + steps["again 0"]["python_calls"] <= 2, steps
     assert steps["again 1"]["python_calls"] == steps["again 2"]["python_calls"] == 0
     assert any(captured)
-    assert steps["new buffer"]["python_calls"] == 1  # another address: captured again
-    assert steps["first buffer again"]["python_calls"] == 0  # still in XLA's trace cache
+    assert steps["new buffer"]["python_calls"] == 1  # another address: recorded again
+    assert steps["new buffer again"]["python_calls"] == 0
     same = steps["new contents, same address"]
     assert same["address"] == steps["new buffer"]["address"]
     assert same["python_calls"] == 0  # replayed, and the values above are the new contents'
+    # Back to an address recorded before: XLA records again (a custom call is
+    # traced at every re-record) unless it kept that trace; either way the
+    # values are right. Only the bound is XLA's promise.
+    assert steps["first buffer again"]["python_calls"] <= 1
 
 
 @pytest.mark.parametrize("mode, flags", [

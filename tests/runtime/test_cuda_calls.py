@@ -102,6 +102,41 @@ def test_cupy_14_gets_xlas_stream_through_the_stream_protocol(fake_gpu):
     assert fake_gpu[0] == ("stream", XLA_STREAM, -1)
 
 
+def test_cupy_memory_asked_for_during_a_capture_is_refused(fake_gpu, monkeypatch):
+    # A block from CuPy's (warm) pool would be recorded into the graph and
+    # returned to the pool after the call: replays would write another array's
+    # memory. During a capture CuPy's allocator (thread-local) refuses instead.
+    cupy = cuda_calls._cupy_module
+    allocator = [lambda size: ("pool block", size)]
+
+    class using_allocator:  # cupy.cuda.using_allocator: this thread's allocator, for a while
+        def __init__(self, new):
+            self.new = new
+
+        def __enter__(self):
+            allocator.append(self.new)
+
+        def __exit__(self, *exc):
+            allocator.pop()
+
+    cupy.cuda.using_allocator = using_allocator
+
+    def makes_a_temporary(x, *, out):
+        return allocator[-1](4096) and None
+
+    run = cuda_calls.in_place_function(makes_a_temporary, False, capturable=True,
+                                       name="scale")
+    monkeypatch.setattr(extension, "cuda_call_is_capturing", lambda: True)
+    with pytest.raises(RuntimeError, match=r"xlabind: scale asked CuPy for 4096 bytes of "
+                                           r"device memory while XLA captured it") as raised:
+        run(None, out=None)
+    assert cuda_calls.CAPTURE_NOTE in raised.value.__notes__
+    assert len(allocator) == 1  # CuPy's own allocator again after the call
+    # Outside a capture (the call before one, say) CuPy allocates as usual.
+    monkeypatch.setattr(extension, "cuda_call_is_capturing", lambda: False)
+    assert run(None, out=None) is None and len(allocator) == 1
+
+
 class FakeTorch:
     """PyTorch's stream entry points as xlabind uses them: torch._C's by id,
     CUDA initialized or not (then _lazy_call queues until it is)."""

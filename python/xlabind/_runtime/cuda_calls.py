@@ -455,24 +455,42 @@ def returning_adapter(fn, name, kwargs, out_tree, unwrap_one_tuple, synchronize,
     return adapter
 
 
-def in_place_function(fn, synchronize, capturable=False):
+def in_place_function(fn, synchronize, capturable=False, name=None):
     """The handler's callable for a CUDA function that writes into `out`; the
     handler checks what it returns. A capturable one (command_buffer_compatible)
-    says, when it fails during a capture, what a capture does not allow."""
+    says, when it fails during a capture, what a capture does not allow, and
+    may not allocate with CuPy while it is captured."""
 
     def run(*operands, **kwargs):
         return call_on_xla_stream(fn, operands, kwargs, synchronize)
 
     if not capturable:
         return run
+    name = name or getattr(fn, "__qualname__", "the function")
+
+    def refuse(size):
+        # A block from CuPy's pool would be recorded into the graph and go
+        # back to the pool when the call returns: every replay would then
+        # write memory the pool may have given another array since.
+        raise RuntimeError(
+            f"xlabind: {name} asked CuPy for {size} bytes of device memory while XLA "
+            f"captured it into a CUDA graph (command_buffer_compatible=True). Memory "
+            f"allocated during a capture is recorded into the graph but freed when the call "
+            f"returns, so every replay would use memory that may belong to another array by "
+            f"then. Write into `out` (out=...) and allocate nothing, or bind it without "
+            f"command_buffer_compatible.")
 
     def run_capturable(*operands, **kwargs):
+        capturing = extension.cuda_call_is_capturing()
+        cupy = _cupy_module if capturing and "cupy" in sys.modules else None
         try:
-            return call_on_xla_stream(fn, operands, kwargs, False)
+            if cupy is None:
+                return call_on_xla_stream(fn, operands, kwargs, False)
+            with cupy.cuda.using_allocator(refuse):
+                return call_on_xla_stream(fn, operands, kwargs, False)
         except Exception as error:
-            if extension.cuda_call_is_capturing():
-                if hasattr(error, "add_note"):  # Python 3.11+
-                    error.add_note(CAPTURE_NOTE)
+            if capturing and hasattr(error, "add_note"):  # Python 3.11+
+                error.add_note(CAPTURE_NOTE)
             raise
 
     return run_capturable
@@ -484,5 +502,4 @@ CAPTURE_NOTE = (
     "it must only launch work on the current stream. Reading results on the host, "
     "synchronizing, allocating device memory (a new CuPy array: write into `out` with out=), "
     "and other streams are not allowed during a capture. Call it once outside a graph first "
-    "so that CuPy compiles its kernels and fills its memory pool, or bind it without "
-    "command_buffer_compatible.")
+    "so that CuPy compiles its kernels, or bind it without command_buffer_compatible.")

@@ -170,7 +170,7 @@ class PythonImplementation:
             # that it returns None: on the CPU with no adapter frame at all.
             if platform == "cuda":
                 fn = cuda_calls.in_place_function(fn, self.synchronize,
-                                                  self.command_buffer_compatible)
+                                                  self.command_buffer_compatible, name)
             leaf = jax.tree_util.treedef_is_leaf(out_tree)
             flat = out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)
             builder = None if leaf or flat else (lambda results: out_tree.unflatten(results))
