@@ -351,6 +351,23 @@ def kernels_group(quick: bool) -> list[dict]:
     rounds = 7 if quick else 25
     rows = []
     point_counts = (1 << 24,) if quick else (1 << 22, 1 << 24, 1 << 26)
+    # Each function jitted once, here: jax then compiles once per shape and
+    # dtype (random and lattice coordinates share theirs), not once per loop.
+    order1_timed, order1_plain = {}, {}
+    for who, fn in (("jax", jax_map), ("xlabind", ours)):
+        def values(g, *c, fn=fn):
+            return fn(g, list(c), 1)
+
+        def grid_grad(g, ct, *c, fn=fn):
+            return jax.vjp(lambda g: fn(g, list(c), 1), g)[1](ct)[0]
+
+        for what, f in (("values", values), ("grid gradient", grid_grad)):
+            order1_timed[f"{what} {who}"] = _timed_on_device(f, mark)
+            order1_plain[f"{what} {who}"] = jax.jit(f)
+    order3_timed = _timed_on_device(lambda g, *c: ours(g, list(c), 3, mode="mirror"), mark)
+    order3_plain = jax.jit(lambda g, *c: ours(g, list(c), 3, mode="mirror"))
+    filter_timed = _timed_on_device(lambda g: our_filter(g, 3, mode="mirror"), mark)
+    filter_plain = jax.jit(lambda g: our_filter(g, 3, mode="mirror"))
     for dtype in (np.float32, np.float64):
         rng = np.random.default_rng(64)
         tol = 2e-4 if dtype == np.float32 else 1e-9
@@ -364,20 +381,10 @@ def kernels_group(quick: bool) -> list[dict]:
                               for c in _coordinates(kind, grid.shape, n, dtype, rng)]
                     n_actual = coords[0].shape[0]
                     cotangent = jax.device_put(rng.standard_normal(n_actual).astype(dtype), gpu)
-                    cases, args_of, plain = {}, {}, {}
-                    for who, fn in (("jax", jax_map), ("xlabind", ours)):
-                        def values(g, *c, fn=fn):
-                            return fn(g, list(c), 1)
-
-                        def grid_grad(g, ct, *c, fn=fn):
-                            return jax.vjp(lambda g: fn(g, list(c), 1), g)[1](ct)[0]
-
-                        for what, f, args in (("values", values, (grid, *coords)),
-                                              ("grid gradient", grid_grad,
-                                               (grid, cotangent, *coords))):
-                            cases[f"{what} {who}"] = _timed_on_device(f, mark)
-                            args_of[f"{what} {who}"] = args
-                            plain[f"{what} {who}"] = jax.jit(f)
+                    cases, plain = order1_timed, order1_plain
+                    args_of = {f"{what} {who}": args for who in ("jax", "xlabind")
+                               for what, args in (("values", (grid, *coords)),
+                                                  ("grid gradient", (grid, cotangent, *coords)))}
                     for what in ("values", "grid gradient"):  # the same numbers first
                         args = args_of[f"{what} jax"]
                         np.testing.assert_allclose(
@@ -417,24 +424,21 @@ def kernels_group(quick: bool) -> list[dict]:
             coords_np = _coordinates("random", grid.shape, n, dtype, rng)
             coords = [jax.device_put(c, gpu) for c in coords_np]
             coords_cp = cp.asarray(np.stack(coords_np))
-            cases = {"order 3 xlabind": _timed_on_device(
-                lambda g, *c: ours(g, list(c), 3, mode="mirror"), mark)}
+            cases = {"order 3 xlabind": order3_timed}
             args_of = {"order 3 xlabind": (grid, *coords)}
             cupy_cases = {"order 3 cupyx": lambda: cupyx_ndimage.map_coordinates(
                 grid_cp, coords_cp, order=3, mode="mirror")}
-            got = np.asarray(jax.jit(lambda g, *c: ours(g, list(c), 3, mode="mirror"))(
-                grid, *coords))
+            got = np.asarray(order3_plain(grid, *coords))
             want = cp.asnumpy(cupy_cases["order 3 cupyx"]())
             np.testing.assert_allclose(got, want, rtol=10 * tol, atol=10 * tol,
                                        err_msg=f"order 3 {side}")
             if side == 256:
-                cases["spline_filter xlabind"] = _timed_on_device(
-                    lambda g: our_filter(g, 3, mode="mirror"), mark)
+                cases["spline_filter xlabind"] = filter_timed
                 args_of["spline_filter xlabind"] = (grid,)
                 cupy_cases["spline_filter cupyx"] = lambda: cupyx_ndimage.spline_filter(
                     grid_cp, order=3, output=grid_cp.dtype, mode="mirror")
                 np.testing.assert_allclose(
-                    np.asarray(jax.jit(lambda g: our_filter(g, 3, mode="mirror"))(grid)),
+                    np.asarray(filter_plain(grid)),
                     cp.asnumpy(cupy_cases["spline_filter cupyx"]()), rtol=10 * tol,
                     atol=10 * tol, err_msg="spline_filter")
             for name, fn in cases.items():
