@@ -61,11 +61,12 @@ import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 # Test files that need what only Bazel provides (the wheel builder, ducc0, the
-# examples package, the workspace's Starlark); the CPU suite under
+# examples package, the workspace's Starlark, the fake CUDA driver); the CPU suite under
 # `bazel test //...` covers them.
 BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
               "test_bazel_files.py", "test_docs.py", "test_gpu_check_build.py",
-              "test_doc_examples.py", "test_doc_sources.py", "test_readme.py"}
+              "test_doc_examples.py", "test_doc_sources.py", "test_readme.py",
+              "test_fake_driver.py"}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
 GPU_TESTS = {"test_gpu.py", "test_gpu_graphs.py", "test_gpu_map_coordinates.py",
              "test_gpu_native_api.py"}

@@ -149,7 +149,9 @@ double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffer
   auto run = [&] {
     const auto start = std::chrono::steady_clock::now();
     for (size_t n = 0; n < calls && error.empty(); ++n) {
-      error = OnXlaStream({stream, device}, [&](CudaBuffers& platform) {
+      CudaCall call{stream, device};
+      cuda::StreamIsCapturing(stream, &call.capturing);  // no driver: not capturing
+      error = OnXlaStream(call, [&](CudaBuffers& platform) {
         GilScope gil;
         ViewList views(buffers.size(), num_operands, CudaBuffers::kReleaseView);
         for (size_t i = 0; i < buffers.size(); ++i) {

@@ -53,7 +53,8 @@ bool CurrentCudaCallIsCapturing();
 // handler makes it (the GIL taken, views, the call, the escape check, the
 // views kept for reuse) but on buffers that are only addresses and with no
 // XLA frame to decode; without a GPU the driver is absent, so no context is
-// pushed. The first `num_operands` buffers are the operands. Returns the
+// pushed (tests/runtime/test_fake_driver.py loads a stand-in for it). Asks
+// the driver whether `stream` is being captured, as the capturable stage does. The first `num_operands` buffers are the operands. Returns the
 // seconds taken; throws with the callback's error if a call fails. Requires
 // the GIL (released while the calls run, as XLA runs them). `foreign_thread`:
 // the calls run on a new std::thread, as on XLA's own threads, which Python
