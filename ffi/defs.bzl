@@ -49,7 +49,7 @@ def _with(deps, extra):
     return deps + [e for e in extra if str(e).split("//")[-1] not in named]
 
 def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], copts = [],
-                        **kwargs):
+                        cuda_warnings_as_errors = False, **kwargs):
     """XLA FFI handlers as a static cc_library.
 
     `srcs` are compiled by the C/C++ toolchain against the pinned XLA FFI headers
@@ -60,6 +60,8 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
     besides, as xlabind's wheel ships), and link the pinned CUDA
     runtime; they should hold the kernels and `extern "C"` launchers that
     `srcs` call (CUDA's headers do not build with every C++ toolchain).
+    `cuda_warnings_as_errors`: nvcc's warnings fail the build, and in release
+    builds a register spill too (xlabind's own kernels set it).
     """
     cuda_deps = []
     if cuda_srcs:
@@ -68,6 +70,7 @@ def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], c
             srcs = cuda_srcs,
             hdrs = hdrs,
             deps = _with(deps, [Label("//ffi/native:helpers")]),
+            warnings_as_errors = cuda_warnings_as_errors,
         )
         cc_library(
             name = name + "_cuda",

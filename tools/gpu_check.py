@@ -167,9 +167,11 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         obj = objects_dir / (str(relative).replace(os.sep, "_") + ".o")
         if source.suffix == ".cu":
             # sm_90 (the H200) and PTX for anything newer; g++ is nvcc's host compiler.
-            sass = [] if fast else ["-gencode", "arch=compute_90,code=sm_90"]
+            # As Bazel's release build: nvcc's warnings and register spills fail.
+            sass = [] if fast else ["-gencode", "arch=compute_90,code=sm_90",
+                                    "-Xptxas", "-warn-spills", "-Xptxas", "-Werror"]
             command = [str(toolkit / "bin" / "nvcc"), "-ccbin", cxx, "-std=c++17",
-                       "-O0" if fast else "-O3",
+                       "-O0" if fast else "-O3", "-Werror", "all-warnings",
                        "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", *sass,
                        "-gencode", "arch=compute_90,code=compute_90",
                        f"-I{REPO}", f"-I{public}", f"-I{source.parent}", "-isystem",

@@ -78,6 +78,10 @@ def _nvcc_objects_impl(ctx):
         args.add("-I.")
         args.add_all(includes, format_each = "-I%s")
         args.add_all(defines, format_each = "-D%s")
+        if ctx.attr.warnings_as_errors:
+            args.add_all(["-Werror", "all-warnings"])
+            if ctx.attr._gencode[GencodeInfo].value == "release":  # ptxas runs only then
+                args.add_all(["-Xptxas", "-warn-spills", "-Xptxas", "-Werror"])
         args.add_all(ctx.attr.copts)
         args.add(src)
         args.add("-o", obj)
@@ -101,6 +105,10 @@ nvcc_objects = rule(
         "hdrs": attr.label_list(allow_files = True, doc = "headers they include"),
         "deps": attr.label_list(providers = [CcInfo], doc = "cc_libraries whose headers they use"),
         "copts": attr.string_list(doc = "more nvcc flags"),
+        "warnings_as_errors": attr.bool(
+            doc = "nvcc's warnings are errors, and with SASS (release) so is a register " +
+                  "spill (ptxas -warn-spills): xlabind's own kernels",
+        ),
         "host_compiler": attr.string(
             doc = "nvcc's -ccbin; default: the C++ toolchain's gcc or clang, else g++",
         ),

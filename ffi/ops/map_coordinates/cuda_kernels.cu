@@ -7,6 +7,8 @@
 // XLA may capture them in CUDA graphs.
 #include <cuda_runtime.h>
 
+#include <type_traits>
+
 #include "ffi/ops/map_coordinates/cuda_kernels.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
 #include "ffi/ops/map_coordinates/points.h"
@@ -15,6 +17,15 @@ namespace xlabind::map_coordinates {
 namespace {
 
 constexpr int kThreads = 256;
+
+// The kernels take Geometry and Coordinates by value: bytes copied to the
+// device at launch, so plain data, and with the two pointers within the
+// 4 KiB of parameters a launch may pass.
+static_assert(std::is_trivially_copyable_v<Geometry>, "Geometry is a kernel parameter");
+static_assert(std::is_trivially_copyable_v<Coordinates<double>>,
+              "Coordinates are a kernel parameter");
+static_assert(sizeof(Geometry) + sizeof(Coordinates<double>) + 2 * sizeof(void*) <= 4096,
+              "a kernel's parameters must fit in 4 KiB");
 
 struct AtomicAdd {
   template <typename T>
