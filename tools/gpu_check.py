@@ -272,8 +272,8 @@ print(json.dumps({"xlabind": xlabind.__file__, "cudart": cudart,
 def visible_site_dirs() -> list[str]:
     """Where this interpreter finds installed packages: its own site-packages
     (a venv's, when it runs in one) and those beneath it."""
-    dirs = [*site.getsitepackages(), sysconfig.get_paths()["purelib"],
-            sysconfig.get_paths()["platlib"]]
+    paths = sysconfig.get_paths()
+    dirs = [*site.getsitepackages(), paths.get("purelib", ""), paths.get("platlib", "")]
     if site.ENABLE_USER_SITE:
         dirs.append(site.getusersitepackages())
     return list(dict.fromkeys(d for d in dirs if os.path.isdir(d)))
