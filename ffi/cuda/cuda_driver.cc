@@ -34,6 +34,11 @@ struct Driver {
   Result (*ctx_pop_current)(Context*) = nullptr;
   Result (*ctx_get_current)(Context*) = nullptr;
   Result (*stream_is_capturing)(Stream, int*) = nullptr;
+  // Optional: the graph a capture records into (a driver without them still
+  // serves everything else).
+  Result (*stream_get_capture_info)(Stream, int*, unsigned long long*, void**, const void**,
+                                    size_t*) = nullptr;
+  Result (*graph_get_nodes)(void*, void*, size_t*) = nullptr;
 };
 
 template <typename Fn>
@@ -69,6 +74,9 @@ const Driver& GetDriver() {
     Find(library, "cuCtxPopCurrent_v2", driver.ctx_pop_current, driver.missing);
     Find(library, "cuCtxGetCurrent", driver.ctx_get_current, driver.missing);
     Find(library, "cuStreamIsCapturing", driver.stream_is_capturing, driver.missing);
+    std::string optional;
+    Find(library, "cuStreamGetCaptureInfo_v2", driver.stream_get_capture_info, optional);
+    Find(library, "cuGraphGetNodes", driver.graph_get_nodes, optional);
     if (driver.missing.empty() && driver.init(0) != 0) driver.missing = "cuInit failed";
   });
   return driver;
@@ -161,6 +169,26 @@ std::string StreamIsCapturing(uintptr_t stream, bool* capturing) {
   std::string error =
       Check(d, d.stream_is_capturing(AsStream(stream), &status), "cuStreamIsCapturing");
   *capturing = status != 0;
+  return error;
+}
+
+std::string CapturedNodes(uintptr_t stream, size_t* count) {
+  *count = kUnknownCount;
+  const Driver& d = GetDriver();
+  if (!d.missing.empty()) return "xlabind: " + d.missing;
+  if (d.stream_get_capture_info == nullptr || d.graph_get_nodes == nullptr) return "";
+  int status = 0;
+  void* graph = nullptr;
+  const void* dependencies = nullptr;
+  size_t num_dependencies = 0;
+  std::string error = Check(d,
+                            d.stream_get_capture_info(AsStream(stream), &status, nullptr, &graph,
+                                                      &dependencies, &num_dependencies),
+                            "cuStreamGetCaptureInfo");
+  if (!error.empty() || status != 1 || graph == nullptr) return error;
+  size_t nodes = 0;
+  error = Check(d, d.graph_get_nodes(graph, nullptr, &nodes), "cuGraphGetNodes");
+  if (error.empty()) *count = nodes;
   return error;
 }
 

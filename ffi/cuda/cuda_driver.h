@@ -39,6 +39,12 @@ std::string StreamWaitsFor(uintptr_t waiter, uintptr_t stream);
 // command buffers capture a handler's stream). "" on success.
 std::string StreamIsCapturing(uintptr_t stream, bool* capturing);
 
+// How many nodes the graph being captured on `stream` holds so far (a
+// capture may query its graph), or kUnknownCount where the stream is not
+// capturing or the driver cannot say.
+constexpr size_t kUnknownCount = static_cast<size_t>(-1);
+std::string CapturedNodes(uintptr_t stream, size_t* count);
+
 // Makes the context of `stream` (its device's) current on this thread for the
 // scope, unless it is already: for the driver calls above, and for the
 // runtime API (CuPy, PyTorch), which then takes it as the current device.

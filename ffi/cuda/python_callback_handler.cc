@@ -102,6 +102,25 @@ auto OnXlaStream(const CudaCall& call, Run&& run) {
   return run(buffers);
 }
 
+// After a call XLA captured (`nodes_before`: its graph's nodes before the
+// call), "" or why the capture is wrong, to follow "xlabind callback 'name' ":
+// a function that launched nothing
+// leaves an empty graph, which newer XLA refuses in its own words ("Traced
+// CUDA graph is empty") and older XLA replays as nothing.
+std::string EmptyCaptureError(const CudaCall& call, size_t nodes_before) {
+  if (!call.capturing || nodes_before == cuda::kUnknownCount) return "";
+  size_t nodes_after = cuda::kUnknownCount;
+  if (!cuda::CapturedNodes(call.stream, &nodes_after).empty() ||
+      nodes_after == cuda::kUnknownCount || nodes_after > nodes_before) {
+    return "";
+  }
+  return "launched no work on XLA's stream while XLA captured it into a CUDA graph "
+         "(command_buffer_compatible=True). A captured function runs only at capture: it "
+         "must launch its work (CuPy, PyTorch, a kernel) on the current stream. Bind a "
+         "function that launches nothing, or only does host work, without "
+         "command_buffer_compatible.";
+}
+
 // The key is an attribute of every stage (XLA decodes them all each time);
 // only instantiate reads it: the state holds what it named.
 ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
@@ -127,9 +146,15 @@ ffi::Error ExecuteCapturable(void* stream, int32_t device, CudaCallbackState* st
   CudaCall call{reinterpret_cast<uintptr_t>(stream), device};
   std::string error = cuda::StreamIsCapturing(call.stream, &call.capturing);
   if (!error.empty()) return ffi::Error::Internal(error);
-  return OnXlaStream(call, [&](CudaBuffers& buffers) {
+  size_t nodes_before = cuda::kUnknownCount;
+  if (call.capturing) cuda::CapturedNodes(call.stream, &nodes_before);
+  ffi::Error result = OnXlaStream(call, [&](CudaBuffers& buffers) {
     return CallPython(*state->data, args, rets, rets.size(), buffers);
   });
+  if (result.failure()) return result;
+  error = EmptyCaptureError(call, nodes_before);
+  if (error.empty()) return result;
+  return ffi::Error::Internal("xlabind callback '" + state->data->name + "' " + error);
 }
 
 std::string DetachCudaViews(void* platform, ViewList& views, const std::vector<size_t>& escaped) {
@@ -151,6 +176,8 @@ double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffer
     for (size_t n = 0; n < calls && error.empty(); ++n) {
       CudaCall call{stream, device};
       cuda::StreamIsCapturing(stream, &call.capturing);  // no driver: not capturing
+      size_t nodes_before = cuda::kUnknownCount;
+      if (call.capturing) cuda::CapturedNodes(stream, &nodes_before);
       error = OnXlaStream(call, [&](CudaBuffers& platform) {
         GilScope gil;
         ViewList views(buffers.size(), num_operands, CudaBuffers::kReleaseView);
@@ -163,6 +190,7 @@ double TimeCudaHostCalls(uint64_t key, const std::vector<HostCallBuffer>& buffer
         }
         return InvokeAndCheck(*data, views, num_operands, DetachCudaViews, &platform);
       });
+      if (error.empty()) error = EmptyCaptureError(call, nodes_before);
     }
     elapsed = std::chrono::steady_clock::now() - start;
   };

@@ -15,16 +15,20 @@ enum { kSuccess = 0, kErrorInvalidContext = 201 };
 enum Entry {
   kInit, kMemcpyDtoD, kMemcpyHtoD, kMemcpyDtoH, kMemset, kStreamSynchronize,
   kCtxSynchronize, kEventCreate, kEventRecord, kStreamWaitEvent, kEventDestroy,
-  kStreamGetCtx, kCtxPush, kCtxPop, kCtxGetCurrent, kStreamIsCapturing, kEntries
+  kStreamGetCtx, kCtxPush, kCtxPop, kCtxGetCurrent, kStreamIsCapturing, kStreamGetCaptureInfo,
+  kGraphGetNodes, kEntries
 };
 static const char* const kNames[kEntries] = {
     "cuInit", "cuMemcpyDtoDAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
     "cuMemsetD8Async", "cuStreamSynchronize", "cuCtxSynchronize", "cuEventCreate",
     "cuEventRecord", "cuStreamWaitEvent", "cuEventDestroy", "cuStreamGetCtx",
-    "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetCurrent", "cuStreamIsCapturing"};
+    "cuCtxPushCurrent", "cuCtxPopCurrent", "cuCtxGetCurrent", "cuStreamIsCapturing",
+    "cuStreamGetCaptureInfo", "cuGraphGetNodes"};
 
 static int64_t counts[kEntries];
 static int capture_status;  // CU_STREAM_CAPTURE_STATUS: 0 none, 1 active, 2 invalidated
+static size_t captured_nodes;  // in the graph being captured: what the work "launched" added
+static char the_graph;
 // Every stream belongs to one context; each thread has its own stack of
 // current contexts, as the driver keeps them.
 static char the_context;
@@ -114,6 +118,24 @@ CUresult cuStreamIsCapturing(void* stream, int* status) {
   return Count(kStreamIsCapturing);
 }
 
+CUresult cuStreamGetCaptureInfo_v2(void* stream, int* status, unsigned long long* id,
+                                   void** graph, const void** dependencies,
+                                   size_t* num_dependencies) {
+  (void)stream;
+  *status = capture_status;
+  if (id != NULL) *id = 1;
+  if (graph != NULL) *graph = capture_status == 1 ? &the_graph : NULL;
+  if (dependencies != NULL) *dependencies = NULL;
+  if (num_dependencies != NULL) *num_dependencies = 0;
+  return Count(kStreamGetCaptureInfo);
+}
+
+CUresult cuGraphGetNodes(void* graph, void* nodes, size_t* count) {
+  (void)graph, (void)nodes;
+  *count = captured_nodes;
+  return Count(kGraphGetNodes);
+}
+
 // -- the tests' side ------------------------------------------------------------
 int64_t fake_cuda_count(const char* name) {
   for (int i = 0; i < kEntries; ++i) {
@@ -126,3 +148,6 @@ int64_t fake_cuda_count(const char* name) {
 int fake_cuda_context_depth(void) { return depth; }
 
 void fake_cuda_set_capture_status(int status) { capture_status = status; }
+
+// What a kernel launched during a capture does to its graph.
+void fake_cuda_launch(void) { captured_nodes += 1; }

@@ -2,9 +2,9 @@
 (fake_libcuda.c, loaded as libcuda.so.1 through LD_LIBRARY_PATH in a process
 of its own): the context of XLA's stream is made current for the call and
 no longer after it, whatever the call does; a context already current is not
-pushed again; `xlabind.cuda.is_capturing()` says what the driver says; and a
+pushed again; `xlabind.cuda.is_capturing()` says what the driver says; a
 capturable function's CuPy allocation is refused during a capture, through
-the handler. No GPU: the calls run on buffers that are only addresses
+the handler; and one that launched nothing while captured is an error. No GPU: the calls run on buffers that are only addresses
 (`_xlabind._time_cuda_host_calls`, which makes each call as the handler does)."""
 
 import json
@@ -132,6 +132,7 @@ def test_is_capturing_says_what_the_driver_says():
 
         def look(x, *, out):
             seen.append(xlabind.cuda.is_capturing())
+            driver.fake_cuda_launch()  # work for the graph
 
         calls(look, style="in_place")
         driver.fake_cuda_set_capture_status(1)
@@ -194,3 +195,30 @@ def test_a_cupy_allocation_during_a_capture_fails_with_xlabinds_message():
     assert "xlabind: scale asked CuPy for 4096 bytes of device memory while XLA captured it" \
         in refused, refused
     assert report["allocators"] == 1
+
+
+def test_a_captured_call_that_launched_nothing_is_an_error():
+    # Newer XLA refuses an empty graph in its own words ("Traced CUDA graph is
+    # empty"); xlabind says which function and why.
+    report = run("""
+        def idle(x, *, out):
+            pass
+
+        def launches(x, *, out):
+            driver.fake_cuda_launch()
+
+        outcomes = []
+        for fn, status in ((idle, 0), (launches, 1), (idle, 1)):
+            driver.fake_cuda_set_capture_status(status)
+            try:
+                calls(fn, style="in_place", capturable=True)
+                outcomes.append("ran")
+            except RuntimeError as error:
+                outcomes.append(str(error))
+        print(json.dumps({"outcomes": outcomes, "asked": count("cuGraphGetNodes")}))
+    """)
+    outside, launched, idle = report["outcomes"]
+    assert outside == "ran" and launched == "ran"  # not captured; captured with work
+    assert idle.startswith("xlabind callback 'idle' launched no work on XLA's stream while "
+                           "XLA captured it into a CUDA graph"), idle
+    assert report["asked"] == 4  # before and after each captured call
