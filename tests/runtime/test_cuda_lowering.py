@@ -3,6 +3,7 @@
 registry key, the right operands and results, for an entry made for CUDA."""
 
 import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -233,11 +234,24 @@ def test_a_failure_during_a_capture_says_what_a_capture_allows(monkeypatch):
     def reads_on_the_host(x, *, out):
         raise RuntimeError("cudaErrorStreamCaptureUnsupported")
 
-    run = cuda_calls.in_place_function(reads_on_the_host, False, capturable=True)
+    run = cuda_calls.in_place_function(reads_on_the_host, False, capturable=True,
+                                       name="reads_on_the_host")
     for capturing in (True, False):
         monkeypatch.setattr(_extension, "cuda_call_is_capturing", lambda: capturing)
-        with pytest.raises(RuntimeError) as raised:
-            run(None, out=None)
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            with pytest.raises(RuntimeError) as raised:
+                run(None, out=None)
         notes = getattr(raised.value, "__notes__", [])
         assert (cuda_calls.CAPTURE_NOTE in notes) == capturing
+        # Also a warning: XLA may report an invalidated capture in place of the
+        # call's own error.
+        messages = [str(w.message) for w in warned if w.category is RuntimeWarning]
+        if capturing:
+            assert len(messages) == 1 and messages[0].startswith(
+                "xlabind: reads_on_the_host failed while XLA captured it into a CUDA graph "
+                "(RuntimeError: cudaErrorStreamCaptureUnsupported); XLA may report this only "
+                "as CUDA_ERROR_STREAM_CAPTURE_INVALIDATED."), messages
+        else:
+            assert messages == []
     assert "write into `out` with out=" in cuda_calls.CAPTURE_NOTE

@@ -29,6 +29,7 @@ import importlib.abc
 import importlib.util
 import sys
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -489,8 +490,16 @@ def in_place_function(fn, synchronize, capturable=False, name=None):
             with cupy.cuda.using_allocator(refuse):
                 return call_on_xla_stream(fn, operands, kwargs, False)
         except Exception as error:
-            if capturing and hasattr(error, "add_note"):  # Python 3.11+
+            if capturing:
                 error.add_note(CAPTURE_NOTE)
+                # XLA checks the capture before the call's status: where this
+                # failure invalidated the capture, its user sees only
+                # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. Said here too, then.
+                first = (str(error).splitlines() or [""])[0][:300]
+                warnings.warn(f"xlabind: {name} failed while XLA captured it into a CUDA "
+                              f"graph ({type(error).__name__}: {first}); XLA may report this "
+                              f"only as CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.",
+                              RuntimeWarning, stacklevel=2)
             raise
 
     return run_capturable
