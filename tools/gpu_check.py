@@ -206,7 +206,8 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     source = out / "generated" / "native_api_ops_module.cc"
     source.write_text(module_source("native_api_ops", *native_api_handlers()))
     modules["native_api_ops"] = (
-        [source, REPO / "tests" / "native" / "native_api_handlers.cc"], "module_exports.lds", [])
+        [source, REPO / "tests" / "native" / "native_api_handlers.cc",
+         REPO / "tests" / "native" / "cuda_bodies_handlers.cc"], "module_exports.lds", [])
     example = REPO / "examples" / "native_op"
     if toolkit is not None and (example / "example_handlers.bzl").exists():
         # examples/native_op's module (a user's native ops: state, scratch,

@@ -1,6 +1,6 @@
 // FFI handlers that exercise each capability of xlabind's native API, one at a
-// time, for tests/test_native_api.py (tests/consumer has them together, as a
-// user would write an op):
+// time, for tests/native/test_native_api.py (examples/native_op has them
+// together, as a user would write an op):
 //   native_api_counter        state built by an instantiate stage from a
 //                             structured (nested dict) attribute;
 //   native_api_pool           parallel loops on XLA's intra-op thread pool;

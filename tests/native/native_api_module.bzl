@@ -1,5 +1,6 @@
-"""The handlers of tests/native_api_handlers.cc, by platform, for
-xlabind_extension (tests/BUILD.bazel). A plain dict literal."""
+"""The handlers of tests/native/native_api_handlers.cc and
+cuda_bodies_handlers.cc, by platform, for xlabind_extension
+(tests/native/BUILD.bazel). A plain dict literal."""
 
 NATIVE_API_HANDLERS = {
     "cpu": {
@@ -11,6 +12,9 @@ NATIVE_API_HANDLERS = {
         "native_api_scratch": "NativeApiScratch",
         "native_api_scale": "NativeApiScale",
         "native_api_ticket": "NativeApiTicket",
+        # cuda_bodies_handlers.cc: the CUDA kernels' loop bodies, on the host.
+        "native_api_cuda_gather_bodies": "NativeApiCudaGatherBodies",
+        "native_api_cuda_scatter_bodies": "NativeApiCudaScatterBodies",
     },
     "cuda": {
         "native_api_nothing": "NativeApiNothingCuda",

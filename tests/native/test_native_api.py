@@ -42,8 +42,9 @@ def test_the_module_hands_out_stages_and_state_types():
     cpu = native_api_ops.registrations()["cpu"]
     assert set(cpu["native_api_counter"]) == {"instantiate", "execute"}
     # Only the module's own targets; the status variants come apart, and keep the stages.
-    assert sorted(cpu) == ["native_api_counter", "native_api_pool", "native_api_scale",
-                           "native_api_scratch", "native_api_ticket"]
+    assert sorted(cpu) == ["native_api_counter", "native_api_cuda_gather_bodies",
+                           "native_api_cuda_scatter_bodies", "native_api_pool",
+                           "native_api_scale", "native_api_scratch", "native_api_ticket"]
     variants = native_api_ops.status_registrations()["cpu"]
     assert sorted(variants) == [name + ".xlabind_status" for name in sorted(cpu)]
     assert set(variants["native_api_counter.xlabind_status"]) == {"instantiate", "execute"}

@@ -1,5 +1,6 @@
 // map_coordinates' CUDA kernels: one thread per (batch element, point), each
-// point computed by the CPU's own per-point code (points.h): the interior
+// index's body in cuda_point_bodies.h (which the tests also run on the host),
+// each point computed by the CPU's own per-point code (points.h): the interior
 // cell of its order where the point lies inside, every node through the
 // boundary mode elsewhere. The transpose adds into the grid with atomicAdd
 // (float64 needs sm_60 or newer; xlabind builds for sm_80 and sm_90).
@@ -10,8 +11,8 @@
 #include <type_traits>
 
 #include "ffi/ops/map_coordinates/cuda_kernels.h"
+#include "ffi/ops/map_coordinates/cuda_point_bodies.h"
 #include "ffi/ops/map_coordinates/interpolation.h"
-#include "ffi/ops/map_coordinates/points.h"
 
 namespace xlabind::map_coordinates {
 namespace {
@@ -34,43 +35,21 @@ struct AtomicAdd {
   }
 };
 
-// Where value i's grid and coordinates are. Without batch dimensions (most
-// calls) nothing to compute: no 64-bit division per point.
-__device__ __forceinline__ void Locate(const Geometry& g, int64_t i, int64_t* grid_offset,
-                                       int64_t* at) {
-  if (g.batch_dims == 0) {
-    *grid_offset = 0;
-    *at = i;
-    return;
-  }
-  const int64_t b = i / g.points, p = i % g.points;
-  int64_t coord_offset;
-  BatchOffsets(g, b, grid_offset, &coord_offset);
-  *at = coord_offset + p;
-}
-
 template <typename T, int kOrder, int kNdim>
 __global__ void GatherKernel(Geometry g, const T* grid, Coordinates<T> coords, T* values) {
-  constexpr bool kFast = kNdim > 0;  // the interior cells need the rank at compile time
   const int64_t total = g.batch * g.points;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t grid_offset, at;
-    Locate(g, i, &grid_offset, &at);
-    values[i] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid + grid_offset, coords, at);
+    GatherIndex<T, kOrder, kNdim>(g, grid, coords, values, i);
   }
 }
 
 template <typename T, int kOrder, int kNdim>
 __global__ void ScatterKernel(Geometry g, Coordinates<T> coords, const T* cotangents, T* grid) {
-  constexpr bool kFast = kNdim > 0;
   const int64_t total = g.batch * g.points;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const T ct = cotangents[i];  // even zero: a NaN weight makes it NaN, as in jax
-    int64_t grid_offset, at;
-    Locate(g, i, &grid_offset, &at);
-    ScatterPoint<T, kOrder, kNdim, kFast>(g, grid + grid_offset, coords, at, ct, AtomicAdd{});
+    ScatterIndex<T, kOrder, kNdim>(g, coords, cotangents, grid, i, AtomicAdd{});
   }
 }
 

@@ -1,0 +1,124 @@
+"""The CUDA kernels of xlabind.ops.map_coordinates, their loop bodies run on
+the host (ffi/ops/map_coordinates/cuda_point_bodies.h, through
+tests/native/cuda_bodies_handlers.cc): the whole op bound to them gives
+bit for bit what it gives on the CPU handlers' scalar path, for every order,
+mode, dtype, rank (1 to 3 take the interior fast paths; 4 the general kernel),
+batch dimensions (vmap) and the domain table's coordinates; the transpose
+(the scatter kernel) gives the CPU's grid gradient. So the first GPU run
+checks the GPU, not the kernels' arithmetic (tests/gpu/test_gpu_map_coordinates.py)."""
+
+import os
+import sys
+
+os.environ["XLABIND_NO_SIMD"] = "1"  # the CPU's scalar path: the same sums as the kernels
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import native_api_ops  # noqa: E402
+import xlabind  # noqa: E402
+from map_coordinates_table import CVAL, EXTREME, FINITE, GRID, MODES  # noqa: E402
+from xlabind.ops import map_coordinates  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+xlabind.register_ffi_targets(native_api_ops)
+OP = sys.modules["xlabind.ops.map_coordinates"]
+MODES_ALL = MODES + ["grid-constant", "grid-wrap", "grid-mirror"]
+
+
+@pytest.fixture
+def on_cuda_bodies(monkeypatch):
+    """Runs `fn` with the op bound to the kernels' bodies, then to the CPU
+    handlers (each binding jitted afresh); returns both results."""
+    bodies = (xlabind.ffi_target("native_api_cuda_gather_bodies", platforms=("cpu",)),
+              xlabind.ffi_target("native_api_cuda_scatter_bodies", platforms=("cpu",)))
+
+    def both(fn, *args):
+        results = []
+        for gather, scatter in (bodies, (OP._GATHER, OP._SCATTER)):
+            with monkeypatch.context() as patch:
+                patch.setattr(OP, "_GATHER", gather)
+                patch.setattr(OP, "_SCATTER", scatter)
+                # jax keeps the traces of the op's inner jitted functions, with
+                # the binding they saw: both forgotten.
+                OP._bound.cache_clear()
+                jax.clear_caches()
+                results.append(jax.tree_util.tree_map(np.asarray, jax.jit(fn)(*args)))
+        OP._bound.cache_clear()
+        jax.clear_caches()
+        return results
+
+    return both
+
+
+def same(got, want):
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_the_harness_runs_the_bodies_not_the_cpu_handlers(on_cuda_bodies, monkeypatch):
+    # Bound to the bodies' target, the op's custom call names it.
+    gather = xlabind.ffi_target("native_api_cuda_gather_bodies", platforms=("cpu",))
+    monkeypatch.setattr(OP, "_GATHER", gather)
+    OP._bound.cache_clear()
+    try:
+        text = jax.jit(lambda g, c: map_coordinates(g, [c], 1)).lower(
+            jnp.ones(4), jnp.ones(3)).as_text()
+    finally:
+        monkeypatch.undo()
+        OP._bound.cache_clear()
+    assert "native_api_cuda_gather_bodies" in text and '"xlabind_map_coordinates"' not in text
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize("mode", MODES_ALL)
+def test_values_on_the_domain_table(on_cuda_bodies, mode, order, dtype):
+    coords = np.asarray(FINITE + EXTREME, dtype)
+    bodies, cpu = on_cuda_bodies(
+        lambda g, c: map_coordinates(g, [c], order, mode, cval=CVAL),
+        jnp.asarray(GRID, dtype), jnp.asarray(coords))
+    same(bodies, cpu)
+
+
+@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
+@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize("mode", ["constant", "mirror", "wrap", "grid-constant"])
+def test_values_and_grid_gradient_in_every_rank(on_cuda_bodies, ndim, order, mode):
+    rng = np.random.default_rng(ndim * 10 + order)
+    shape = (7, 5, 4, 3)[:ndim]
+    grid = jnp.asarray(rng.normal(size=shape))
+    # Inside (the fast paths), across the edges and far outside (every node
+    # through the boundary mode).
+    coords = [jnp.asarray(np.concatenate([rng.uniform(0.5, s - 1.5, 20),
+                                          rng.uniform(-3.0, s + 2.0, 20),
+                                          [-1e6, 1e6, np.nan]])) for s in shape]
+
+    def values_and_grid_gradient(g, *c):
+        f = lambda g: map_coordinates(g, list(c), order, mode, cval=0.5)  # noqa: E731
+        y, pullback = jax.vjp(f, g)
+        return y, pullback(jnp.cos(jnp.arange(y.size, dtype=y.dtype)))[0]
+
+    (bodies_values, bodies_grad), (cpu_values, cpu_grad) = on_cuda_bodies(
+        values_and_grid_gradient, grid, *coords)
+    np.testing.assert_array_equal(bodies_values, cpu_values)
+    # The scatter adds in the points' order, the CPU's threads in theirs.
+    np.testing.assert_allclose(bodies_grad, cpu_grad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", [1, 3])
+def test_batch_dimensions_locate_each_elements_grid(on_cuda_bodies, order):
+    # vmap over grids and coordinates: the kernels' Locate (batch offsets).
+    rng = np.random.default_rng(order)
+    grids = jnp.asarray(rng.normal(size=(3, 6, 5)))
+    rows = jnp.asarray(rng.uniform(-1.0, 6.0, (3, 11)))
+    columns = jnp.asarray(rng.uniform(-1.0, 5.0, (3, 11)))
+    f = jax.vmap(lambda g, r, c: map_coordinates(g, [r, c], order, "mirror"))
+    bodies, cpu = on_cuda_bodies(f, grids, rows, columns)
+    same(bodies, cpu)
+    # And a batch of coordinates on one grid (the grid not batched).
+    g = jax.vmap(lambda r, c: map_coordinates(grids[0], [r, c], order, "nearest"))
+    bodies, cpu = on_cuda_bodies(g, rows, columns)
+    same(bodies, cpu)
