@@ -1,50 +1,8 @@
 #include "ffi/common/python_call.h"
 
-#include <mutex>
-
 namespace xlabind {
 namespace ffi = xla::ffi;
 namespace {
-
-// The thread states of threads that ended since the last GilScope, which
-// deletes them: an ending thread cannot take the GIL itself, as whoever ends
-// XLA's threads may hold it while waiting for them to end. Never destroyed,
-// so that a thread ending during the process's exit still finds them.
-std::mutex& EndedThreadsMutex() {
-  static auto* mutex = new std::mutex;
-  return *mutex;
-}
-std::vector<PyThreadState*>& EndedThreadStates() {
-  static auto* states = new std::vector<PyThreadState*>;
-  return *states;
-}
-std::atomic<bool> any_thread_ended{false};
-
-// This thread's own thread state, where GilScope made one.
-struct AdoptedThreadState {
-  PyThreadState* state = nullptr;
-  ~AdoptedThreadState() {
-    if (state == nullptr) return;
-    std::lock_guard<std::mutex> lock(EndedThreadsMutex());
-    EndedThreadStates().push_back(state);
-    any_thread_ended.store(true, std::memory_order_release);
-  }
-};
-thread_local AdoptedThreadState adopted_thread_state;
-
-// Requires the GIL.
-void DeleteEndedThreadStates() {
-  std::vector<PyThreadState*> ended;
-  {
-    std::lock_guard<std::mutex> lock(EndedThreadsMutex());
-    ended.swap(EndedThreadStates());
-    any_thread_ended.store(false, std::memory_order_relaxed);
-  }
-  for (PyThreadState* state : ended) {
-    PyThreadState_Clear(state);
-    PyThreadState_Delete(state);
-  }
-}
 
 // gc.collect(generation); false if it could not run. Keeps any pending
 // exception aside (there is none here, but finalizers must not see one).
@@ -164,13 +122,17 @@ std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObj
 
 GilScope::GilScope() {
   if (PyGILState_GetThisThreadState() == nullptr) {
-    // Made with a count of one that no GilScope releases, so PyGILState_Release
-    // keeps it; detached until the Ensure below attaches it again.
+    // A thread Python did not start: its state is made once, with a count of
+    // one that no GilScope releases, so PyGILState_Release keeps it; detached
+    // until the Ensure below attaches it again. It stays when the thread
+    // ends: deleting it then needs the GIL, which whoever ends XLA's threads
+    // may hold while waiting for them, and deleting it later from another
+    // thread would unbind that thread's own state (CPython 3.12 and later).
+    // The interpreter frees it at exit.
     PyGILState_Ensure();
-    adopted_thread_state.state = PyEval_SaveThread();
+    PyEval_SaveThread();
   }
   state_ = PyGILState_Ensure();
-  if (any_thread_ended.load(std::memory_order_acquire)) DeleteEndedThreadStates();
 }
 
 namespace {

@@ -48,9 +48,9 @@ namespace xlabind {
 // inputs are ready, otherwise on one of its worker threads; jax releases the
 // GIL while it dispatches. So the handler takes the GIL itself, here. A
 // thread Python did not start (XLA's workers; the CUDA handler always runs
-// on one) gets a Python thread state at its first call and keeps it until it
-// ends: PyGILState_Ensure alone would make and destroy one on every call
-// (~8 µs each, and every threading.local made again).
+// on one) gets a Python thread state at its first call and keeps it:
+// PyGILState_Ensure alone would make and destroy one on every call (~8 µs
+// each, and every threading.local made again).
 class GilScope {
  public:
   GilScope();
