@@ -12,11 +12,11 @@ import types
 import numpy as np
 import pytest
 
+from cuda_host_calls import CODES, XLA_STREAM, host_calls
 from xlabind import _xlabind
 from xlabind._runtime import cuda_calls, extension
 
-CODES = {name: code for code, name in _xlabind.element_type_names().items()}
-XLA_STREAM, DEVICE = 0x7000, 3
+DEVICE = 3
 
 
 def device_array(dtype="float32", shape=(4,), readonly=False, data=0x20000):
@@ -460,9 +460,7 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
 def _host_calls(fn, buffers, calls=1):
     """`calls` calls of fn(operands, results) as the CUDA handler makes them
     (no XLA frame, no driver); the first buffer is the operand."""
-    entry = extension.CallbackEntry(fn, "f")
-    specs = [(data, list(shape), CODES[dtype]) for data, shape, dtype in buffers]
-    return _xlabind._time_cuda_host_calls(entry.key, specs, 1, calls, XLA_STREAM, DEVICE)
+    return host_calls(fn, buffers, calls, device=DEVICE)
 
 
 def test_reused_views_show_each_calls_own_buffers(monkeypatch):

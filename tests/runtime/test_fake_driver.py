@@ -18,27 +18,26 @@ FAKE = pathlib.Path("tests/runtime/libcuda.so.1").resolve()  # in this test's ru
 
 PRELUDE = textwrap.dedent("""
     import ctypes, json, sys, threading
-    from xlabind import _xlabind
-    from xlabind._runtime import extension
-    from xlabind._runtime.python_functions import PythonImplementation
-    import jax
+    from cuda_host_calls import host_calls
 
     driver = ctypes.CDLL("libcuda.so.1")  # the one the handler loaded
     driver.fake_cuda_count.restype = ctypes.c_int64
     count = lambda name: driver.fake_cuda_count(name.encode())
-    FLOAT32 = {n: c for c, n in _xlabind.element_type_names().items()}["float32"]
-    BUFFERS = [(0x100000, [4], FLOAT32), (0x200000, [4], FLOAT32)]
+    FLOATS = [(0x100000, [4], "float32"), (0x200000, [4], "float32")]
 
-    def calls(fn, n=1, style="floor", capturable=False, foreign=False):
-        if style == "floor":
-            entry = extension.CallbackEntry(fn, "fake driver")
-        else:
-            implementation = PythonImplementation({"cuda": fn}, in_place=True,
-                                                  command_buffer_compatible=capturable)
-            entry = implementation._make_entry("cuda", fn, fn.__name__, {},
-                                               jax.tree_util.tree_structure(0))
-        return _xlabind._time_cuda_host_calls(entry.key, BUFFERS, 1, n, 0x7000, 0,
-                                              foreign_thread=foreign)
+    def calls(fn, n=1, **options):
+        return host_calls(fn, FLOATS, n, **options)
+
+    def outcomes(cases, **options):  # per (fn, capture status): "ran", or the error
+        said = []
+        for fn, status in cases:
+            driver.fake_cuda_set_capture_status(status)
+            try:
+                calls(fn, **options)
+                said.append("ran")
+            except RuntimeError as error:
+                said.append(str(error))
+        return said
 """)
 
 
@@ -117,7 +116,7 @@ def test_on_a_thread_python_did_not_start_too():
             seen.append((threading.current_thread() is threading.main_thread(),
                          driver.fake_cuda_context_depth()))
 
-        calls(look, 3, foreign=True)
+        calls(look, 3, foreign_thread=True)
         print(json.dumps({"seen": seen, "pushed": count("cuCtxPushCurrent"),
                           "popped": count("cuCtxPopCurrent")}))
     """)
@@ -180,15 +179,8 @@ def test_a_cupy_allocation_during_a_capture_fails_with_xlabinds_message():
         def scale(x, *, out):
             allocator[-1](4096)  # a temporary
 
-        outcomes = []
-        for status in (0, 1):
-            driver.fake_cuda_set_capture_status(status)
-            try:
-                calls(scale, style="in_place", capturable=True)
-                outcomes.append("ran")
-            except RuntimeError as error:
-                outcomes.append(str(error))
-        print(json.dumps({"outcomes": outcomes, "allocators": len(allocator)}))
+        said = outcomes([(scale, 0), (scale, 1)], style="in_place", capturable=True)
+        print(json.dumps({"outcomes": said, "allocators": len(allocator)}))
     """)
     ran, refused = report["outcomes"]
     assert ran == "ran"
@@ -207,15 +199,9 @@ def test_a_captured_call_that_launched_nothing_is_an_error():
         def launches(x, *, out):
             driver.fake_cuda_launch()
 
-        outcomes = []
-        for fn, status in ((idle, 0), (launches, 1), (idle, 1)):
-            driver.fake_cuda_set_capture_status(status)
-            try:
-                calls(fn, style="in_place", capturable=True)
-                outcomes.append("ran")
-            except RuntimeError as error:
-                outcomes.append(str(error))
-        print(json.dumps({"outcomes": outcomes, "asked": count("cuGraphGetNodes")}))
+        said = outcomes([(idle, 0), (launches, 1), (idle, 1)], style="in_place",
+                        capturable=True)
+        print(json.dumps({"outcomes": said, "asked": count("cuGraphGetNodes")}))
     """)
     outside, launched, idle = report["outcomes"]
     assert outside == "ran" and launched == "ran"  # not captured; captured with work

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import xlabind
+from cuda_host_calls import host_calls
 
 
 def test_concurrent_calls_from_many_threads():
@@ -62,18 +63,9 @@ def test_threads_mixing_failures_and_successes():
 # std::thread when asked: the thread state the handler gives such a thread.
 
 
-def _calls_on_a_foreign_thread(fn, calls: int) -> None:
-    from xlabind import _xlabind
-    from xlabind._runtime import extension
-
-    float32 = {name: code for code, name in _xlabind.element_type_names().items()}["float32"]
-    entry = extension.CallbackEntry(fn, "on a foreign thread")
-    buffers = [(0x100000, [1], float32), (0x200000, [1], float32)]
-    _xlabind._time_cuda_host_calls(entry.key, buffers, 1, calls, 0x7000, 0,
-                                   foreign_thread=True)
-
-
-def test_a_foreign_thread_keeps_its_thread_state_between_calls():
+def _counting():
+    """fn(operands, results) counting its calls in a threading.local, and the
+    (thread, count) of each call."""
     local = threading.local()
     seen = []
 
@@ -81,7 +73,12 @@ def test_a_foreign_thread_keeps_its_thread_state_between_calls():
         local.calls = getattr(local, "calls", 0) + 1
         seen.append((threading.get_ident(), local.calls))
 
-    _calls_on_a_foreign_thread(count, 3)
+    return count, seen
+
+
+def test_a_foreign_thread_keeps_its_thread_state_between_calls():
+    count, seen = _counting()
+    host_calls(count, calls=3, foreign_thread=True)
     assert len({ident for ident, _ in seen}) == 1 and seen[0][0] != threading.get_ident()
     # One thread state for the thread's life: its threading.local lives on.
     assert [n for _, n in seen] == [1, 2, 3], seen
@@ -91,15 +88,9 @@ def test_calls_keep_working_as_such_threads_come_and_go():
     # Each new thread gets a thread state of its own at its first call (kept
     # when the thread ends: the interpreter frees it at exit); the calls on
     # the next threads, and on Python's, are unaffected.
-    local = threading.local()
-    seen = []
-
-    def remember(operands, results):
-        local.calls = getattr(local, "calls", 0) + 1
-        seen.append((threading.get_ident(), local.calls))
-
+    count, seen = _counting()
     for _ in range(50):
-        _calls_on_a_foreign_thread(remember, 2)
+        host_calls(count, calls=2, foreign_thread=True)
     assert [n for _, n in seen] == [1, 2] * 50
     op = xlabind.callback(lambda x: x + 1, lambda x: x)
     np.testing.assert_array_equal(jax.jit(op)(jnp.zeros(3)), np.ones(3))
