@@ -95,6 +95,23 @@ def native_copy(n: int) -> Case:
                 np.asarray(x))
 
 
+def native_copy_and_write(n: int) -> Case:
+    """The native copy, then the in-place callback's own NumPy write on arrays
+    of the same size, in one timed call: what the in-place copy would cost if
+    calling Python from XLA were free."""
+    native = jax.jit(lambda x: jax.ffi.ffi_call("xlabind_copy", like(x))(x))
+    x = vector(n)
+    source, target = np.asarray(x).copy(), np.empty(n)
+
+    def f(x):
+        result = native(x)
+        _copy_into(source, out=target)
+        return result
+
+    return Case(f"native_copy_and_write_{n}", "native copy, then the same NumPy write", f, x,
+                np.asarray(x))
+
+
 def _jaxbind_copy(out, args, kwargs_dump):
     del kwargs_dump
     out[0][...] = args[0]  # jaxbind callbacks must write their results (one element here)
@@ -176,6 +193,7 @@ def all_cases() -> tuple[list[Case], list[str]]:
         lambda: xlabind_linear(SMALL),
         lambda: native_copy(SMALL),
         lambda: native_copy(LARGE),
+        lambda: native_copy_and_write(SMALL),
         lambda: xlabind_in_place_copy(SMALL),
         lambda: xlabind_in_place_copy(SMALL, checked=False),
         lambda: xlabind_in_place_copy(LARGE),

@@ -18,7 +18,9 @@ timed on the CPU:
     check off: a function that writes nothing is refused with it on;
   * an in-place callback that writes its result once (``out[...] = x``)
     with the check on and off (what the check costs), against a native copy
-    (``xlabind_copy``, one memcpy), at n = 1 and n = 10^6;
+    (``xlabind_copy``, one memcpy), at n = 1 and n = 10^6, and at n = 1
+    against the native copy followed by the same NumPy write (what calling
+    Python from XLA adds);
   * the primal call of a differentiable op (``xlabind.linear``) next to the
     same no-op as a plain ``xlabind.callback``;
   * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
@@ -136,6 +138,8 @@ TARGETS = [
      f"xlabind_in_place_copy_unchecked_{SMALL}", None),
     ("in place, one write / native copy", f"xlabind_in_place_copy_{SMALL}",
      f"native_copy_{SMALL}", None),
+    ("in place, one write / native copy + the same NumPy write",
+     f"xlabind_in_place_copy_{SMALL}", f"native_copy_and_write_{SMALL}", 1.10),
     ("in place, one write / native copy, n = 10^6", f"xlabind_in_place_copy_{LARGE}",
      f"native_copy_{LARGE}", None),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
