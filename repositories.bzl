@@ -70,13 +70,19 @@ def define_repositories(existing = {}):
 
 def define_dev_repositories(local_repository):
     """The repositories only xlabind's own tests and documentation use (the
-    oldest supported jax, the site's Sphinx, the example workspace), for
+    oldest supported jax, the site's Sphinx, the example workspace, the
+    CMake example's build tools), for
     WORKSPACE and MODULE.bazel's dev extension alike; `local_repository` is
     the native rule in WORKSPACE, @bazel_tools' in a module extension."""
     pip_repository(
         name = "xlabind_pypi_lower_bound",
         build_file = Label("//third_party/python:lower_bound.BUILD"),
         lock = Label("//third_party/python:lower_bound.lock"),
+    )
+    pip_repository(
+        name = "xlabind_cmake_pypi",
+        build_file = Label("//third_party/cmake:cmake_build.BUILD"),
+        lock = Label("//third_party/cmake:requirements.lock"),
     )
     pip_repository(
         name = "xlabind_docs_pypi",

@@ -93,7 +93,8 @@ def record_line(name: str, data: bytes) -> str:
 
 
 def package_files() -> dict[str, bytes]:
-    """xlabind/...: every Python source, py.typed and the compiled modules."""
+    """xlabind/...: every Python source, py.typed, the native API's headers and
+    CMake package, and the compiled modules."""
     # Not resolved: the runfiles tree holds the built modules beside the sources.
     package = pathlib.Path(xlabind.__file__).parent
     files = {}
@@ -101,7 +102,9 @@ def package_files() -> dict[str, bytes]:
         relative = path.relative_to(package).as_posix()
         if "__pycache__" in relative:
             continue
-        if path.suffix == ".py" or relative == "py.typed":
+        # The native API for builds without Bazel (xlabind/native_build.py).
+        native_build = relative.startswith(("include/", "cmake/")) and path.is_file()
+        if path.suffix == ".py" or relative == "py.typed" or native_build:
             files[f"xlabind/{relative}"] = path.read_bytes()
     for module in MODULES:
         path = package / f"{module}.so"

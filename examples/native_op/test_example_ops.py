@@ -115,6 +115,8 @@ def test_handler_errors_name_the_op_and_the_dtype():
 
 
 # [table_cuda]
+@pytest.mark.skipif("CUDA" not in example_ops.registrations(),
+                    reason="example_ops was built without CUDA (CMake found no nvcc)")
 def test_table_lowers_for_cuda_with_its_nested_attribute():
     text = jax.jit(lambda x: table(x, table=SIN)).trace(jnp.ones(3, jnp.float32)).lower(
         lowering_platforms=("cuda",)).as_text()

@@ -10,6 +10,7 @@ differentiate it, what JAX needs to know about its derivatives.
   nonlinear(fn, result_shape_dtypes, jvp=..., vjp=..., ...)
   ffi_target(name, ...)        a native XLA FFI target in a Python function's place
   register_ffi_targets(module) an extension module's handlers, registered with jax
+  include_dir(), cmake_dir()   the native API's headers and CMake package
   traceable(jvp)               a JVP rule written in JAX
   ShardingRule, check_sharding how a call is split across devices, and a check
   xlabind.ops: native ops (map_coordinates, spline_filter); xlabind.cuda: for
@@ -51,6 +52,7 @@ from xlabind._runtime.native_targets import FfiTarget, ffi_target
 from xlabind.callback import callback
 from xlabind.linear import linear
 from xlabind.multilinear import multilinear
+from xlabind.native_build import cmake_dir, include_dir
 from xlabind.nonlinear import nonlinear
 from xlabind.sharding_check import check_sharding
 
@@ -60,5 +62,6 @@ Callback = BoundFunction
 __version__ = "0.5.0"
 __all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget", "Function",
            "ResultSpec", "Rule", "SUPPORTED_DTYPES", "ShardingRule", "Traceable",
-           "UntestedVersionWarning", "VMAP_METHODS", "callback", "check_sharding", "ffi_target",
-           "linear", "multilinear", "nonlinear", "register_ffi_targets", "traceable"]
+           "UntestedVersionWarning", "VMAP_METHODS", "callback", "check_sharding", "cmake_dir",
+           "ffi_target", "include_dir", "linear", "multilinear", "nonlinear",
+           "register_ffi_targets", "traceable"]

@@ -55,7 +55,28 @@ def report() -> tuple[list[str], bool]:
     return lines, message is None
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m xlabind",
+        description="Without options: what this installation can do (a report).")
+    parser.add_argument("--includes", action="store_true",
+                        help="print the -I flags a handler library needs: xlabind's "
+                             "headers and jax's FFI headers")
+    parser.add_argument("--cmake-dir", action="store_true",
+                        help="print the folder of xlabindConfig.cmake (xlabind_DIR)")
+    args = parser.parse_args(argv)
+    if args.includes or args.cmake_dir:
+        from xlabind import native_build
+
+        if args.includes:
+            import jax.ffi
+
+            print(f"-I{native_build.include_dir()} -I{jax.ffi.include_dir()}")
+        if args.cmake_dir:
+            print(native_build.cmake_dir())
+        return 0
     lines, works = report()
     print("\n".join(lines))
     return 0 if works else 1

@@ -39,10 +39,16 @@ def test_the_wheel_holds_the_package_and_nothing_else(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in ("xlabind/__init__.py", "xlabind/py.typed", "xlabind/ops/__init__.py",
                      "xlabind/ops/map_coordinates.py", "xlabind/_xlabind.so",
-                     "xlabind/_xlabind_ops.so", "xlabind/_xlabind_cuda_ops.so"):
+                     "xlabind/_xlabind_ops.so", "xlabind/_xlabind_cuda_ops.so",
+                     "xlabind/include/xlabind/native/errors.h",
+                     "xlabind/cmake/xlabindConfig.cmake"):
         assert required in names
     dist_info = r"xlabind-[\d.]+\.dist-info/(METADATA|WHEEL|RECORD|top_level\.txt|licenses/LICENSE)"
-    allowed = re.compile(rf"xlabind/([\w/]+\.py|py\.typed|_xlabind\w*\.so)|{dist_info}")
+    # The native API for builds without Bazel: headers and the CMake package.
+    native_build = (r"include/xlabind/native/\w+\.h|cmake/(xlabindConfig(Version)?\.cmake"
+                    r"|extension_module\.bzl|extension_module\.cc\.tmpl)")
+    allowed = re.compile(
+        rf"xlabind/([\w/]+\.py|py\.typed|_xlabind\w*\.so|{native_build})|{dist_info}")
     assert [n for n in names if not allowed.fullmatch(n)] == []
     assert not [n for n in names if "__pycache__" in n or n.startswith("xlabind/tests")]
 

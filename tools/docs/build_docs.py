@@ -13,8 +13,8 @@ is written twice:
 * the Bazel macros (api/bazel-macros.md), from their docstrings in
   ffi/defs.bzl and repositories.bzl;
 * the files the pages include: the example workspace examples/native_op
-  (Bazel's @xlabind_example) as /_examples/native_op, python/examples as
-  /_examples/python.
+  (Bazel's @xlabind_example) as /_examples/native_op, examples/native_op_cmake
+  as /_examples/native_op_cmake, python/examples as /_examples/python.
 
     build_docs.py --out html.zip [--workdir DIR]
 """
@@ -45,7 +45,8 @@ API = {
     "xlabind": {
         "Binding a function": ["callback", "linear", "multilinear", "nonlinear", "BoundFunction",
                                "Callback"],
-        "Native targets": ["ffi_target", "register_ffi_targets", "FfiTarget"],
+        "Native targets": ["ffi_target", "register_ffi_targets", "FfiTarget", "include_dir",
+                           "cmake_dir"],
         "Derivative rules in JAX": ["traceable", "Traceable"],
         "vmap": ["BatchedResult", "VMAP_METHODS"],
         "Sharding": ["ShardingRule", "check_sharding"],
@@ -249,6 +250,8 @@ def copy_examples(source: pathlib.Path) -> None:
     target = source / "_examples"
     shutil.copytree(example_folder(), target / "native_op", symlinks=False,
                     ignore=shutil.ignore_patterns("bazel-*"))
+    shutil.copytree(REPO / "examples" / "native_op_cmake", target / "native_op_cmake",
+                    ignore=shutil.ignore_patterns("BUILD.bazel"))
     (target / "python").mkdir()
     for path in (REPO / "python" / "examples").glob("*.py"):
         shutil.copy(path, target / "python" / path.name)
