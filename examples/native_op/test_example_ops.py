@@ -3,6 +3,7 @@ primitives: values, derivatives, vmap, errors, and the CUDA lowering."""
 
 import jax
 import jax.numpy as jnp
+import jax.test_util
 import numpy as np
 import pytest
 
@@ -133,6 +134,17 @@ def test_lowers_for_cuda():
         lowering_platforms=("cuda",)).as_text()
     assert "@example_scale(" in text and "factor = 2.000000e+00" in text
 # [scale_cuda]
+
+
+def test_derivatives_match_finite_differences():
+    # JVPs and VJPs against central differences (float32): scale, linear, to
+    # any order; square and table, whose JVP targets are linear in the
+    # tangent only, to the first.
+    x = jnp.array([0.3, -0.7, 1.1], jnp.float32)
+    for f, order in ((lambda x: scale(x, factor=1.5), 2), (square, 1),
+                     (lambda x: table(x, table={**SIN, "function": "tanh"}), 1)):
+        jax.test_util.check_grads(f, (x,), order=order, modes=("fwd", "rev"), atol=2e-2,
+                                  rtol=2e-2, eps=1e-2)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 #
 #   xlabind::native             INTERFACE target: xlabind's headers
 #                               (xlabind/native/*.h), XLA's FFI headers from
-#                               jax.ffi.include_dir(), C++17.
+#                               jax.ffi.include_dir(), C++17 (and CUDA C++17
+#                               where CUDA is enabled first).
 #   xlabind_add_extension(NAME HANDLERS FILE[:VARIABLE]
 #                         [STATE_TYPES FILE:VARIABLE] SOURCES ...
 #                         [CUDA_SOURCES ...])
@@ -54,6 +55,13 @@ if(NOT TARGET xlabind::native)
   target_include_directories(xlabind::native INTERFACE
     "${xlabind_INCLUDE_DIR}" "${xlabind_XLA_FFI_INCLUDE_DIR}")
   target_compile_features(xlabind::native INTERFACE cxx_std_17)
+  # The CUDA-language variant: .cu files that include the headers (such as
+  # xlabind/native/host_device.h) get C++17 too, where the project has
+  # enabled CUDA before find_package.
+  get_property(_xlabind_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if("CUDA" IN_LIST _xlabind_languages)
+    target_compile_features(xlabind::native INTERFACE cuda_std_17)
+  endif()
 endif()
 
 function(xlabind_add_extension name)
@@ -98,5 +106,6 @@ function(xlabind_add_extension name)
   if(arg_CUDA_SOURCES)
     find_package(CUDAToolkit REQUIRED)
     target_link_libraries(${name} PRIVATE CUDA::cudart_static)
+    set_target_properties(${name} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   endif()
 endfunction()
