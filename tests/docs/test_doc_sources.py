@@ -102,3 +102,44 @@ def test_every_public_name_a_page_mentions_is_linked_on_it():
             if name in names and name not in linked:
                 unlinked.append(f"{page}: `{code}`")
     assert not unlinked, "\n".join(sorted(set(unlinked)))
+
+
+# pip install arguments a reader can run: a wheel file (xlabind is not on
+# PyPI), a local folder or file, an option or a placeholder (DIR), or a
+# requirement of another project.
+INSTALLABLE = re.compile(
+    r"""-\S+|[A-Z]+|\.{0,2}/\S*|[\w.-]+/\S*"""
+    r"""|"?xlabind-[\w.]+-\w+-\w+-\w+\.whl(\[\w+\])?"?"""
+    r"""|["']?(?!xlabind\b)[A-Za-z][\w.-]*(\[[\w,]+\])?([<>=~!][^"'\s]*)?["']?""")
+PIP_INSTALL = re.compile(r"pip install ([^`#)\n]+?)(?=`|\)|#|$)")
+
+
+def pip_install_lines():
+    """(where, the arguments) of every `pip install` in the pages, the README
+    and the messages xlabind prints (with their placeholders filled)."""
+    from xlabind import _compatibility
+    from xlabind._runtime import extension
+
+    texts = {str(path): path.read_text() for path in PAGES + [pathlib.Path("README.md")]}
+    texts["the missing-CUDA-runtime error"] = extension.cuda_runtime_missing(OSError("x"))
+    texts["the too-old error"] = _compatibility.failing_message({"jax": "0.1", "numpy": "1.0"})
+    for where, text in texts.items():
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in PIP_INSTALL.finditer(line):
+                yield f"{where}:{number}", match.group(1).split()
+
+
+def test_every_pip_install_names_something_that_installs():
+    found = list(pip_install_lines())
+    assert len(found) >= 10, found
+    assert any(where.startswith("the missing-CUDA") for where, _ in found), found
+    wrong = [(where, arguments) for where, arguments in found
+             if not all(INSTALLABLE.fullmatch(a.rstrip(".,;")) for a in arguments)]
+    assert not wrong, f"pip install lines naming xlabind as if it were on PyPI: {wrong}"
+
+
+def test_the_pip_install_check_can_fail():
+    assert not INSTALLABLE.fullmatch('"xlabind[cuda13]"')
+    assert not INSTALLABLE.fullmatch("xlabind")
+    assert INSTALLABLE.fullmatch('"xlabind-0.5.0-cp311-cp311-manylinux_2_17_x86_64.whl[cuda13]"')
+    assert INSTALLABLE.fullmatch('"jax[cuda13]"')

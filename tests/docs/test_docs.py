@@ -34,7 +34,7 @@ MODULES = {"xlabind": "api/xlabind.html", "xlabind.ops": "api/ops.html",
 # The pages a newcomer opens first.
 PAGES = {"landing": "index.html", "tutorial": "guides/tutorial.html",
          "native_first_op": "native/first-op.html", "gpu": "guides/gpu.html",
-         "api": "api/xlabind.html"}
+         "api": "api/xlabind.html", "parameters": "api/parameters.html"}
 WIDTHS = (1280, 390)
 # Measured in the page once it has rendered, and written into the DOM for
 # --dump-dom to carry out.
@@ -47,6 +47,10 @@ window.addEventListener("load", () => setTimeout(() => {
     pres: pres.length,
     overflowing: pres.filter(p => p.scrollWidth > p.clientWidth + 1).map(p => ({
       text: p.textContent.slice(0, 80), content: p.scrollWidth, box: p.clientWidth})),
+    // Code in tables laid out on more than one line: a value a reader copies
+    // would be broken inside.
+    broken: [...document.querySelectorAll("article table code")]
+      .filter(c => c.getClientRects().length > 1).map(c => c.textContent),
   };
   if (window.parent !== window) window.parent.postMessage(report, "*");
   const out = document.createElement("script");
@@ -234,7 +238,7 @@ def browse(url: str, width: int, height: int, screenshot: str) -> str:
     shot.unlink(missing_ok=True)
     command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--hide-scrollbars", f"--user-data-dir={profile}",
-               f"--window-size={width},{height}", "--virtual-time-budget=10000", "--dump-dom",
+               f"--window-size={width},{height}", "--virtual-time-budget=20000", "--dump-dom",
                f"--screenshot={shot}"]
     try:
         done = subprocess.run([*command, url], capture_output=True, text=True, timeout=120)
@@ -280,6 +284,7 @@ def test_pages_fit_the_window(rendered, name, width):
     if width >= 1280:  # code fits its box: nothing to scroll sideways
         assert not seen["overflowing"], seen["overflowing"]
     assert seen["page"] <= width, f"{PAGES[name]} is {seen['page']} px wide at {width} px"
+    assert not seen["broken"], f"{PAGES[name]} at {width} px breaks {seen['broken']}"
 
 
 class _Results(html.parser.HTMLParser):

@@ -81,6 +81,9 @@ def test_metadata_has_ranges_the_readme_and_the_cuda13_extra(wheel):
     assert not [r for r in requires if "<" in r and r.split(">=")[0] in _compatibility.TESTED]
     cuda = [r for r in requires if r.startswith("nvidia-cuda-runtime")]
     assert cuda and cuda[0].endswith('; extra == "cuda13"'), requires
+    # What the missing-runtime error tells a user to install is the extra's.
+    from xlabind._runtime import extension
+    assert cuda[0].split(";")[0].strip() == extension.CUDA_RUNTIME_REQUIREMENT
     assert "Provides-Extra: cuda13" in headers
     assert "Description-Content-Type: text/markdown" in headers
     assert body == (RUNFILES / "README.md").read_text()

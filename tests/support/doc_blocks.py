@@ -9,6 +9,7 @@ its `:class:` option says where it runs:
   multiprocess    in several processes (tests/sharding/test_multiprocess.py)
 
     python3 tests/support/doc_blocks.py docs/guides/tutorial.md ...   # run pages' blocks
+    python3 tests/support/doc_blocks.py --one-device docs/semantics.md  # on one device
 """
 
 from __future__ import annotations
@@ -85,8 +86,17 @@ def set_up_devices() -> None:
 
 
 if __name__ == "__main__":
-    set_up_devices()
-    for argument in sys.argv[1:]:
+    # --one-device: as on a reader's laptop, one CPU device unless the page
+    # sets up more itself (XLA_FLAGS before its first import of jax).
+    arguments = sys.argv[1:]
+    if "--one-device" in arguments:
+        arguments.remove("--one-device")
+        import os
+        os.environ.pop("XLA_FLAGS", None)
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    else:
+        set_up_devices()
+    for argument in arguments:
         page = pathlib.Path(argument)
         run(page)
         print(f"{page}: {sum(b.place == 'here' for b in blocks(page))} blocks ran")

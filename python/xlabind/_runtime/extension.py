@@ -280,6 +280,20 @@ from xlabind import _xlabind_ops  # noqa: E402  (needs nothing but the C++ runti
 _CPU_OPS = _xlabind_ops.registrations()
 register_ffi_targets(_xlabind_ops)
 
+#: What the wheel's cuda13 extra installs: the CUDA runtime the CUDA module
+#: loads (tools/build_wheel.py derives the extra's requirement from the CUDA
+#: lock; tests/packaging/test_wheel.py holds the two equal).
+CUDA_RUNTIME_REQUIREMENT = "nvidia-cuda-runtime>=13.0.96,<14"
+
+
+
+def cuda_runtime_missing(error: Exception) -> str:
+    """Why the CUDA ops are unavailable when the CUDA module failed to load."""
+    return (f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did "
+            f"not load ({error}). Install it with `pip install \"{CUDA_RUNTIME_REQUIREMENT}\"` "
+            f"(what xlabind's cuda13 extra installs).")
+
+
 #: {(platform, target name): why it is not available here}
 UNAVAILABLE: dict[tuple[str, str], str] = {}
 try:
@@ -287,8 +301,6 @@ try:
 except ImportError as error:
     # The CUDA module holds the CUDA versions of the CPU module's ops.
     for _name in _CPU_OPS["cpu"]:
-        UNAVAILABLE[("cuda", _name)] = (
-            f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did not "
-            f"load ({error}). Install it with `pip install xlabind[cuda13]`.")
+        UNAVAILABLE[("cuda", _name)] = cuda_runtime_missing(error)
 else:
     register_ffi_targets(_xlabind_cuda_ops)
