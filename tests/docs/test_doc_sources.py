@@ -5,6 +5,7 @@ files), and the native reference's table of helpers against the headers."""
 import pathlib
 import re
 
+import doc_terms
 import native_headers
 import runfiles_repos
 
@@ -143,3 +144,28 @@ def test_the_pip_install_check_can_fail():
     assert not INSTALLABLE.fullmatch("xlabind")
     assert INSTALLABLE.fullmatch('"xlabind-0.5.0-cp311-cp311-manylinux_2_17_x86_64.whl[cuda13]"')
     assert INSTALLABLE.fullmatch('"jax[cuda13]"')
+
+
+def glossary_terms() -> list[str]:
+    """The terms docs/glossary.md defines: the unindented lines of its
+    {glossary} block."""
+    text = (DOCS / "glossary.md").read_text()
+    block = text.split("```{glossary}", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line and not line[0].isspace()]
+
+
+def test_the_glossary_defines_the_terms_and_every_page_links_their_first_use():
+    assert sorted(glossary_terms()) == sorted(doc_terms.TERMS), glossary_terms()
+    unlinked = [f"{page}:{use.line}: {term}" for page in PAGES if page.name != "glossary.md"
+                for term, use in doc_terms.first_uses(page).items() if not use.linked]
+    assert not unlinked, "first uses of glossary terms not linked to it:\n" + "\n".join(unlinked)
+
+
+def test_an_unlinked_first_use_is_found(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# A transpose\n\nThe `transpose` and the transpose of a\n"
+                    "{term}`cotangent`, then a cotangent.\n\n```python\nmesh = 1\n```\n")
+    uses = doc_terms.first_uses(page)
+    assert sorted(uses) == ["cotangent", "transpose"], uses
+    assert not uses["transpose"].linked and uses["transpose"].line == 3
+    assert uses["cotangent"].linked

@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -51,6 +52,13 @@ window.addEventListener("load", () => setTimeout(() => {
     // would be broken inside.
     broken: [...document.querySelectorAll("article table code")]
       .filter(c => c.getClientRects().length > 1).map(c => c.textContent),
+    // The page's table of contents, where it has one: on screen?
+    toc: (() => {
+      const links = document.querySelectorAll(".toc-tree a");
+      if (links.length < 2) return null;
+      const box = document.querySelector(".toc-drawer").getBoundingClientRect();
+      return box.width > 100 && box.left >= 0 && box.right <= window.innerWidth + 1;
+    })(),
   };
   if (window.parent !== window) window.parent.postMessage(report, "*");
   const out = document.createElement("script");
@@ -175,6 +183,18 @@ def parse(text: str) -> _Page:
     return page
 
 
+def test_page_titles_are_distinct():
+    """What a search result or a browser tab shows: no two pages alike."""
+    with zipfile.ZipFile(SITE_ZIP) as archive:
+        titles = {}
+        for name in archive.namelist():
+            if name.endswith(".html") and not name.startswith(("_", "genindex", "search")):
+                found = re.search(r"<title>(.*?)</title>", archive.read(name).decode(), re.S)
+                titles.setdefault(" ".join(found.group(1).split()), []).append(name)
+    assert len(titles) >= 20, titles
+    assert not {t: n for t, n in titles.items() if len(n) > 1}, titles
+
+
 def test_every_public_name_is_in_its_modules_reference(site):
     address, _ = site
     ids = {module: parse(fetch(address + page)).ids for module, page in MODULES.items()}
@@ -285,6 +305,8 @@ def test_pages_fit_the_window(rendered, name, width):
         assert not seen["overflowing"], seen["overflowing"]
     assert seen["page"] <= width, f"{PAGES[name]} is {seen['page']} px wide at {width} px"
     assert not seen["broken"], f"{PAGES[name]} at {width} px breaks {seen['broken']}"
+    if width >= 1280 and name in ("tutorial", "native_first_op"):  # pages with sections
+        assert seen["toc"] is True, f"{PAGES[name]}: no table of contents in view: {seen}"
 
 
 class _Results(html.parser.HTMLParser):
@@ -319,8 +341,10 @@ class _Results(html.parser.HTMLParser):
 # What each search must list first: the reference entry (or a guide section).
 SEARCHES = {
     "callback": ["api/xlabind.html#xlabind.callback"],
+    "map_coordinates": ["api/ops.html#xlabind.ops.map_coordinates"],
     "spline_filter": ["api/ops.html#xlabind.ops.spline_filter"],
     "xlabind_extension": ["api/bazel-macros.html#bzl-macro-xlabind_extension"],
+    "XLABIND_RETURN_IF_ERROR": ["api/native-helpers.html#native-helper-XLABIND_RETURN_IF_ERROR"],
     "in_place": ["api/parameters.html#parameter-in_place"],
     "vmap_method": ["api/parameters.html#parameter-vmap_method"],
 }

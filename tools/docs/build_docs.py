@@ -174,7 +174,8 @@ def api_page(module_name: str, sections: dict[str, list[str]]) -> str:
             entries += entry
             rst += [f"   * - :py:obj:`~{module_name}.{name}`", f"     - {line or ' '}"]
     body = "\n".join(rst + [""] + entries)
-    return f"# `{module_name}`\n\n```{{eval-rst}}\n{body}\n```\n"
+    # Not just the module's name: the landing page is "xlabind" already.
+    return f"# `{module_name}` API reference\n\n```{{eval-rst}}\n{body}\n```\n"
 
 
 def helper_text(declaration: str) -> str:
