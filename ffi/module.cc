@@ -204,7 +204,7 @@ NB_MODULE(_xlabind, m) {
 
   m.def("set_checks_unwritten_results", &xlabind::SetChecksUnwrittenResults,
         nb::arg("checks"),
-        "Whether in-place results are checked to be written (tools/benchmark.py only).");
+        "Whether in-place results are checked to be written (tools/benchmarks/main.py only).");
   m.def("live_callback_count", &xlabind::LiveCallbackCount,
         "How many callback keys are registered.");
   m.def("live_callback_data_count", &xlabind::LiveCallbackDataCount,

@@ -10,7 +10,7 @@ The environment is a venv of the interpreter running this script that sees
 DIR through a .pth file. pip installs the wheel with --no-index, so the
 install fails if the wheel wanted anything the environment lacks: it proves
 the wheel installs beside that jax without touching it.
-tests/test_wheel_installed.py runs this for both locks; CI runs it for other
+tests/packaging/test_wheel_installed.py runs this for both locks; CI runs it for other
 interpreters.
 """
 

@@ -1,5 +1,5 @@
 // Native FFI handlers that do the least a call can: nothing (the floor every
-// callback path is measured against, tools/benchmark.py, and a target for
+// callback path is measured against, tools/benchmarks/main.py, and a target for
 // primitive tests that need no Python in the loop), and a copy of the first
 // operand into the first result on the CPU (the floor of a callback that
 // writes its result).

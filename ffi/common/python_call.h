@@ -220,7 +220,7 @@ inline bool SharesOperandMemory(xla::ffi::RemainingArgs args, xla::ffi::Remainin
 }
 
 // Whether calls check that a function which writes its results wrote every
-// one (always, but for tools/benchmark.py, which measures what the check costs).
+// one (always, but for tools/benchmarks/main.py, which measures what the check costs).
 bool ChecksUnwrittenResults();
 void SetChecksUnwrittenResults(bool checks);
 

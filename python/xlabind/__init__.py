@@ -33,7 +33,7 @@ from xlabind._compatibility import UntestedVersionWarning
 _compatibility.check()
 
 # The package in layers, each importing only those below it
-# (tests/test_module_graph.py): _primitive (the one primitive, what a bound
+# (tests/api/test_module_graph.py): _primitive (the one primitive, what a bound
 # function is, its vmap and derivative rules), _runtime (the compiled
 # modules, how a call runs: Python functions on XLA's buffers, native
 # targets), _lowering (the custom call each platform gets, sharded programs);

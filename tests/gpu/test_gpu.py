@@ -203,7 +203,7 @@ def test_docstring_examples_on_the_gpu(name):
     assert result.failed == 0
 
 
-# -- lifetime on the GPU (tests/test_lifetime.py's twins) ------------------------
+# -- lifetime on the GPU (tests/runtime/test_lifetime.py's twins) ------------------------
 def _doubled_with_cupy(x):
     return cp.asarray(x) * 2
 
@@ -229,7 +229,7 @@ def test_a_function_made_inside_the_traced_function_runs_on_the_gpu():
 
 
 def test_ordered_calls_keep_program_order_against_data_dependencies():
-    # The twin of tests/test_effects.py's CPU test: XLA:GPU may run a call on a
+    # The twin of tests/transforms/test_effects.py's CPU test: XLA:GPU may run a call on a
     # parameter before one on a computed operand; the token orders them.
     seen = []
 

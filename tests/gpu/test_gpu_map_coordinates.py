@@ -115,7 +115,7 @@ def test_calls_inside_a_loop_repeat_exactly():
     np.testing.assert_allclose(loop(g), expected, rtol=1e-5, atol=1e-6)
 
 
-# -- every input (the CPU's tests/test_map_coordinates_domain.py, on the GPU) --
+# -- every input (the CPU's tests/ops/test_map_coordinates_domain.py, on the GPU) --
 
 @pytest.mark.parametrize("order", [0, 1])
 @pytest.mark.parametrize("mode", MODES)

@@ -1,5 +1,5 @@
 """xlabind's native API beyond one stateless execute function, one capability
-at a time (tests/native_api_handlers.cc): state built once per executable by
+at a time (tests/native/native_api_handlers.cc): state built once per executable by
 an instantiate stage, structured attributes, XLA's thread pool, scratch
 memory, the command-buffer trait, and how state types are registered."""
 

@@ -1,6 +1,6 @@
 """xlabind.ops.map_coordinates is total: every coordinate has the value of the
 the interpolation guide's table ("Every coordinate has a value"), the same in the CPU's
-scalar and vector kernels (tests/test_gpu_map_coordinates.py checks the CUDA
+scalar and vector kernels (tests/gpu/test_gpu_map_coordinates.py checks the CUDA
 kernels against this file's EXPECTED on a GPU):
 
 * finite coordinates where jax's int32 index arithmetic is exact give jax's

@@ -1,6 +1,6 @@
 """The wheel from tools/build_wheel.py: what it holds (and nothing else), its
 RECORD, its metadata's ranges; the cuda13 extra's CUDA runtime is found through
-RUNPATH. tests/test_wheel_installed.py installs it beside each lock's jax."""
+RUNPATH. tests/packaging/test_wheel_installed.py installs it beside each lock's jax."""
 
 import base64
 import hashlib

@@ -1,6 +1,6 @@
 """jax's multi-controller runtime, as users scale past one host: 2 processes x
 4 virtual CPU devices (jax.distributed on 127.0.0.1, gloo collectives on
-loopback), each running tests/multiprocess_worker.py. Checks the numbers
+loopback), each running tests/sharding/multiprocess_worker.py. Checks the numbers
 against one process, and per process the calls made and the shapes they saw.
 
 The workers run in a process group of their own, killed when they overrun

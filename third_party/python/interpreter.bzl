@@ -25,7 +25,7 @@ import sys, sysconfig
 if not ({low} <= sys.version_info[:2] <= {high}):
     sys.exit("{why}; found %d.%d" % sys.version_info[:2])
 # The callback registry and call path rely on the GIL, and no free-threaded
-# CPython has run the suite yet (docs/install.md).
+# CPython has run the suite yet (docs/getting-started/install.md).
 if sysconfig.get_config_var("Py_GIL_DISABLED"):
     sys.exit("xlabind does not build for free-threaded CPython yet; found " + sys.executable)
 print(sys.executable)

@@ -17,7 +17,7 @@
 // arithmetic and issue one point's loads at a time; a vector group issues
 // them for several points, which keeps more of them in flight. This is what
 // makes the gather faster than XLA's fused one on the benchmark's 2-core
-// machines (tools/benchmark.py, the map_coordinates cases).
+// machines (tools/benchmarks/main.py, the map_coordinates cases).
 //
 // Built with the target attribute, so the library still runs on any x86-64
 // (and builds elsewhere): callers check Avx2KernelsApply() first, which is

@@ -22,7 +22,7 @@
 // Why: SplineCell sums its nodes one multiply-add each, reading each node
 // alone; here the sum is a quarter to a third of the loads and multiply-adds,
 // and the same share of the transpose's read-modify-writes: about twice as
-// fast at every order (tools/benchmark.py, the order-3 cases and
+// fast at every order (tools/benchmarks/main.py, the order-3 cases and
 // --spline-orders; against XLABIND_NO_SIMD=1).
 //
 // Built with the target attribute, like cpu_avx2_kernels.h: callers check
