@@ -16,7 +16,8 @@ import sys as _sys
 if __name__ == "xlabind":
     _package = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "python", "xlabind")
     _spec = _util.spec_from_file_location(
-        "xlabind", _os.path.join(_package, "__init__.py"), submodule_search_locations=[_package])
+        "xlabind", _os.path.join(_package, "__init__.py"), submodule_search_locations=[_package]
+    )
     assert _spec is not None and _spec.loader is not None
     _real = _util.module_from_spec(_spec)
     # The import statement that got here hands out whatever sys.modules holds.

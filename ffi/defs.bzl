@@ -42,14 +42,20 @@ XLABIND_COPTS = ["-std=c++17", "-fvisibility=hidden"]
 # prefixes with the module and extension that define it.
 _CUDA_RUNFILES = Label("@xlabind_cuda//:BUILD.bazel").workspace_name
 
-
 def _with(deps, extra):
     """`deps` plus the labels in `extra` it does not name already."""
     named = [str(d).split("//")[-1] for d in deps]
     return deps + [e for e in extra if str(e).split("//")[-1] not in named]
 
-def xlabind_ffi_library(name, srcs = [], hdrs = [], cuda_srcs = [], deps = [], copts = [],
-                        cuda_warnings_as_errors = False, **kwargs):
+def xlabind_ffi_library(
+        name,
+        srcs = [],
+        hdrs = [],
+        cuda_srcs = [],
+        deps = [],
+        copts = [],
+        cuda_warnings_as_errors = False,
+        **kwargs):
     """XLA FFI handlers as a static cc_library.
 
     `srcs` are compiled by the C/C++ toolchain against the pinned XLA FFI headers
@@ -121,8 +127,14 @@ _extension_source = rule(
     },
 )
 
-def xlabind_extension(name, handlers, deps = [], state_types = {}, load_from = None,
-                      extra_runpaths = [], **kwargs):
+def xlabind_extension(
+        name,
+        handlers,
+        deps = [],
+        state_types = {},
+        load_from = None,
+        extra_runpaths = [],
+        **kwargs):
     """A Python extension module `name` (the file `name`.so) handing out FFI handlers.
 
     Args:

@@ -59,8 +59,13 @@ def module_handlers(name, handlers):
         if registered not in checked:
             checked[registered] = {}
         for target, handler in targets.items():
-            checked[registered][target] = handler_stages(name, platform, registered, target,
-                                                         handler)
+            checked[registered][target] = handler_stages(
+                name,
+                platform,
+                registered,
+                target,
+                handler,
+            )
     return checked
 
 def module_state_types(name, state_types):

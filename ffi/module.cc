@@ -97,15 +97,15 @@ nb::dict PlatformCallbacks(const char* state_name, const XLA_FFI_TypeId* id,
 // them when it first lowers a call for that platform.
 nb::dict CallbackRegistrations() {
   nb::dict platforms;
-  platforms["cpu"] = PlatformCallbacks(
-      "xlabind_cpu_callback_state", xlabind::CpuCallbackStateTypeId(),
-      xlabind::CpuCallbackStateTypeInfo(), XlabindCpuPythonCallbackInstantiate,
-      XlabindCpuPythonCallback, XlabindCpuPythonCallbackReportingStatus);
-  platforms["CUDA"] = PlatformCallbacks(
-      "xlabind_cuda_callback_state", xlabind::CudaCallbackStateTypeId(),
-      xlabind::CudaCallbackStateTypeInfo(), XlabindCudaPythonCallbackInstantiate,
-      XlabindCudaPythonCallback, XlabindCudaPythonCallbackReportingStatus,
-      XlabindCudaPythonCallbackCapturable);
+  platforms["cpu"] =
+      PlatformCallbacks("xlabind_cpu_callback_state", xlabind::CpuCallbackStateTypeId(),
+                        xlabind::CpuCallbackStateTypeInfo(), XlabindCpuPythonCallbackInstantiate,
+                        XlabindCpuPythonCallback, XlabindCpuPythonCallbackReportingStatus);
+  platforms["CUDA"] =
+      PlatformCallbacks("xlabind_cuda_callback_state", xlabind::CudaCallbackStateTypeId(),
+                        xlabind::CudaCallbackStateTypeInfo(), XlabindCudaPythonCallbackInstantiate,
+                        XlabindCudaPythonCallback, XlabindCudaPythonCallbackReportingStatus,
+                        XlabindCudaPythonCallbackCapturable);
   return platforms;
 }
 
@@ -156,8 +156,8 @@ nb::dict HandlerMetadata(nb::capsule capsule) {
     throw std::runtime_error("the handler refused XLA's metadata query: " + TakeError(error));
   }
   nb::dict out;
-  out["api_version"] = std::make_pair(metadata.api_version.major_version,
-                                      metadata.api_version.minor_version);
+  out["api_version"] =
+      std::make_pair(metadata.api_version.major_version, metadata.api_version.minor_version);
   out["traits"] = metadata.traits;
   return out;
 }
@@ -183,8 +183,9 @@ NB_MODULE(_xlabind, m) {
   m.def("handler_metadata", &HandlerMetadata, nb::arg("capsule"),
         "{'api_version': (major, minor), 'traits': int}: what XLA reads from a handler "
         "when it is registered; a RuntimeError if the handler refuses.");
-  m.def("status_bytes", [] { return xlabind::native::kStatusBytes; },
-        "The size of a call's status result (u8), as the status check reads it.");
+  m.def(
+      "status_bytes", [] { return xlabind::native::kStatusBytes; },
+      "The size of a call's status result (u8), as the status check reads it.");
 
   m.def(
       "element_type_names",
@@ -202,8 +203,7 @@ NB_MODULE(_xlabind, m) {
       },
       nb::arg("dtypes"), "Installs {element type code: numpy.dtype} for buffer views.");
 
-  m.def("set_checks_unwritten_results", &xlabind::SetChecksUnwrittenResults,
-        nb::arg("checks"),
+  m.def("set_checks_unwritten_results", &xlabind::SetChecksUnwrittenResults, nb::arg("checks"),
         "Whether in-place results are checked to be written (tools/benchmarks/main.py only).");
   m.def("live_callback_count", &xlabind::LiveCallbackCount,
         "How many callback keys are registered.");
@@ -220,8 +220,7 @@ NB_MODULE(_xlabind, m) {
   m.def(
       "_time_cuda_host_calls",
       [](uint64_t key, std::vector<std::tuple<uintptr_t, std::vector<int64_t>, int>> buffers,
-         size_t num_operands, size_t calls, uintptr_t stream, int32_t device,
-         bool foreign_thread) {
+         size_t num_operands, size_t calls, uintptr_t stream, int32_t device, bool foreign_thread) {
         std::vector<xlabind::HostCallBuffer> specs;
         for (auto& [data, dims, element_type] : buffers) {
           specs.push_back({data, std::move(dims), element_type});
@@ -270,8 +269,8 @@ NB_MODULE(_xlabind, m) {
       "(and the callable) stays registered while this object lives.")
       .def(
           "__init__",
-          [](xlabind::CallbackEntry* self, nb::callable callable, std::string name,
-             bool in_place, bool single_result, nb::object kwargs, nb::object out_builder,
+          [](xlabind::CallbackEntry* self, nb::callable callable, std::string name, bool in_place,
+             bool single_result, nb::object kwargs, nb::object out_builder,
              nb::object jaxbind_kwargs_dump, uint64_t preferred_key) {
             if (!kwargs.is_none() && !nb::isinstance<nb::dict>(kwargs)) {
               throw nb::type_error("CallbackEntry: kwargs must be a dict or None");

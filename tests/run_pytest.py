@@ -15,12 +15,13 @@ import importlib.metadata
 import os
 import sys
 
-_OLD_EMITTERS = (tuple(int(p) for p in importlib.metadata.version("jaxlib").split(".")[:2])
-                 < (0, 11))
-os.environ["XLA_FLAGS"] = ("--xla_backend_optimization_level=0 "
-                           "--xla_llvm_disable_expensive_passes=true "
-                           + ("--xla_cpu_use_fusion_emitters=false " if _OLD_EMITTERS else "")
-                           + os.environ.get("XLA_FLAGS", ""))
+_OLD_EMITTERS = tuple(int(p) for p in importlib.metadata.version("jaxlib").split(".")[:2]) < (0, 11)
+os.environ["XLA_FLAGS"] = (
+    "--xla_backend_optimization_level=0 "
+    "--xla_llvm_disable_expensive_passes=true "
+    + ("--xla_cpu_use_fusion_emitters=false " if _OLD_EMITTERS else "")
+    + os.environ.get("XLA_FLAGS", "")
+)
 
 import pytest
 

@@ -80,10 +80,12 @@ def keep_wheel_runpath(module: bytes) -> bytes:
     """The module with each RUNPATH reduced to WHEEL_RUNPATH (or nothing): the
     Bazel runfiles entries mean nothing in site-packages. The string is
     shortened in place and padded with NULs, so no offset moves."""
+
     def shorten(match: re.Match) -> bytes:
         entries = match.group(0).split(b":")
         kept = b":".join(e for e in entries if e == WHEEL_RUNPATH)
         return kept + b"\0" * (len(match.group(0)) - len(kept))
+
     return re.sub(rb"\$ORIGIN[^\0]*", shorten, module)
 
 
@@ -127,8 +129,7 @@ def metadata(version: str) -> bytes:
         *(f"Project-URL: {name}, {url}" for name, url in PROJECT_URLS.items()),
         *(f"Classifier: {c}" for c in CLASSIFIERS),
         f"Requires-Python: =={sys.version_info.major}.{sys.version_info.minor}.*",
-        *(f"Requires-Dist: {_compatibility.requirement(name)}"
-          for name in _compatibility.TESTED),
+        *(f"Requires-Dist: {_compatibility.requirement(name)}" for name in _compatibility.TESTED),
         "Provides-Extra: cuda13",
         f'Requires-Dist: {cuda_runtime_requirement()}; extra == "cuda13"',
         "Description-Content-Type: text/markdown",
@@ -143,13 +144,15 @@ def build(out_dir: pathlib.Path) -> pathlib.Path:
     tag = wheel_tag(glibc)
     dist_info = f"xlabind-{version}.dist-info"
     files[f"{dist_info}/METADATA"] = metadata(version)
-    files[f"{dist_info}/WHEEL"] = "\n".join([
-        "Wheel-Version: 1.0",
-        "Generator: xlabind tools/build_wheel.py",
-        "Root-Is-Purelib: false",
-        f"Tag: {tag}",
-        "",
-    ]).encode()
+    files[f"{dist_info}/WHEEL"] = "\n".join(
+        [
+            "Wheel-Version: 1.0",
+            "Generator: xlabind tools/build_wheel.py",
+            "Root-Is-Purelib: false",
+            f"Tag: {tag}",
+            "",
+        ]
+    ).encode()
     files[f"{dist_info}/top_level.txt"] = b"xlabind\n"
     files[f"{dist_info}/licenses/LICENSE"] = (REPO / "LICENSE").read_bytes()
     record_name = f"{dist_info}/RECORD"
@@ -169,8 +172,12 @@ def build(out_dir: pathlib.Path) -> pathlib.Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, type=pathlib.Path,
-                        help="folder for the wheel (an absolute path under bazel run)")
+    parser.add_argument(
+        "--out",
+        required=True,
+        type=pathlib.Path,
+        help="folder for the wheel (an absolute path under bazel run)",
+    )
     args = parser.parse_args()
     print(build(args.out))
     return 0

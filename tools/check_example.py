@@ -51,18 +51,26 @@ def run(command: list[str], cwd: pathlib.Path) -> None:
 
 
 def needs_libstdcxx(module: pathlib.Path) -> bool:
-    dynamic = subprocess.run(["readelf", "-d", str(module)], capture_output=True, text=True,
-                             check=True).stdout
+    dynamic = subprocess.run(
+        ["readelf", "-d", str(module)], capture_output=True, text=True, check=True
+    ).stdout
     return "libstdc++.so" in dynamic
 
 
 def make_tarball(prefix: str, out: pathlib.Path) -> str:
     """`git archive` of this checkout (uncommitted changes to tracked files
     included) with `prefix`; returns its sha256."""
-    snapshot = subprocess.run(["git", "stash", "create"], cwd=REPO, capture_output=True,
-                              text=True, check=True).stdout.strip() or "HEAD"
-    subprocess.run(["git", "archive", "--format=tar.gz", f"--prefix={prefix}/", "-o", str(out),
-                    snapshot], cwd=REPO, check=True)
+    snapshot = (
+        subprocess.run(
+            ["git", "stash", "create"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        or "HEAD"
+    )
+    subprocess.run(
+        ["git", "archive", "--format=tar.gz", f"--prefix={prefix}/", "-o", str(out), snapshot],
+        cwd=REPO,
+        check=True,
+    )
     return hashlib.sha256(out.read_bytes()).hexdigest()
 
 
@@ -75,7 +83,7 @@ def own_workspace(root: pathlib.Path) -> pathlib.Path:
     sha256 = make_tarball(prefix, tarball)
     workspace, urls = re.subn(r"urls = \[[^\]]*\]", f'urls = ["file://{tarball}"]', workspace)
     workspace, sums = re.subn(r'sha256 = "[^"]*"', f'sha256 = "{sha256}"', workspace)
-    workspace = workspace[:workspace.index("# Optional: build all C/C++ with xlabind's")]
+    workspace = workspace[: workspace.index("# Optional: build all C/C++ with xlabind's")]
     if urls != 1 or sums != 1:
         raise SystemExit("check_example: the example's WORKSPACE lacks one urls and one sha256")
     example = root / "example"
@@ -96,10 +104,11 @@ def module_workspace(root: pathlib.Path, zig: bool) -> pathlib.Path:
     module, urls = re.subn(r"urls = \[[^\]]*\]", f'urls = ["file://{tarball}"]', module)
     module, sums = re.subn(r'integrity = "[^"]*"', f'integrity = "{integrity}"', module)
     if urls != 1 or sums != 1:
-        raise SystemExit("check_example: the example's MODULE.bazel lacks one urls and one "
-                         "integrity")
+        raise SystemExit(
+            "check_example: the example's MODULE.bazel lacks one urls and one integrity"
+        )
     if not zig:
-        module = module[:module.index("# [zig]")]
+        module = module[: module.index("# [zig]")]
     example = root / "example"
     ignored = ["bazel-*", "WORKSPACE"] + ([] if zig else [".bazelrc"])
     shutil.copytree(EXAMPLE, example, ignore=shutil.ignore_patterns(*ignored))
@@ -120,15 +129,24 @@ def check_module(zig: bool) -> None:
         run([str(BAZEL7), "test", "//...", "--test_output=errors"], example)
         if needs_libstdcxx(example / "bazel-bin" / MODULE) == zig:
             raise SystemExit(f"check_example: {variant}: {MODULE} was not built by {compiler}")
-        print(f"check_example: {variant}: passed under Bazel 7.7.1, bzlmod only, built by "
-              f"{compiler}")
+        print(
+            f"check_example: {variant}: passed under Bazel 7.7.1, bzlmod only, built by {compiler}"
+        )
     finally:
         subprocess.run([str(BAZEL7), "shutdown"], cwd=example)
 
 
 def check_docs() -> None:
-    run([str(BAZEL), f"--bazelrc={REPO / 'tools' / 'forward_compat.bazelrc'}", "test",
-         f"--override_repository=xlabind={REPO}", "//..."], EXAMPLE)
+    run(
+        [
+            str(BAZEL),
+            f"--bazelrc={REPO / 'tools' / 'forward_compat.bazelrc'}",
+            "test",
+            f"--override_repository=xlabind={REPO}",
+            "//...",
+        ],
+        EXAMPLE,
+    )
     module = EXAMPLE / "bazel-bin" / MODULE
     if needs_libstdcxx(module):
         raise SystemExit(f"check_example: docs: {MODULE} needs libstdc++, so zig did not build it")
@@ -141,14 +159,26 @@ def check_unknown_platform(example: pathlib.Path, output_base: pathlib.Path) -> 
     bad.mkdir()
     (bad / "BUILD.bazel").write_text(
         'load("@xlabind//ffi:defs.bzl", "xlabind_extension")\n\n'
-        'xlabind_extension(name = "ops", handlers = {"rocm": {"op": "Op"}})\n')
-    done = subprocess.run([str(BAZEL), f"--output_base={output_base}", "--bazelrc=/dev/null",
-                           "build", "//bad_platform:all"], cwd=example, capture_output=True,
-                          text=True)
+        'xlabind_extension(name = "ops", handlers = {"rocm": {"op": "Op"}})\n'
+    )
+    done = subprocess.run(
+        [
+            str(BAZEL),
+            f"--output_base={output_base}",
+            "--bazelrc=/dev/null",
+            "build",
+            "//bad_platform:all",
+        ],
+        cwd=example,
+        capture_output=True,
+        text=True,
+    )
     expected = 'unknown platform "rocm" in handlers; use "cpu" or "cuda" (any case)'
     if done.returncode == 0 or expected not in done.stderr:
-        raise SystemExit(f"check_example: own: an unknown platform did not fail the build with "
-                         f"{expected!r}:\n{done.stderr[-2000:]}")
+        raise SystemExit(
+            f"check_example: own: an unknown platform did not fail the build with "
+            f"{expected!r}:\n{done.stderr[-2000:]}"
+        )
     shutil.rmtree(bad)
 
 
@@ -157,20 +187,32 @@ def check_own() -> None:
     output_base = root / "output_base"
     try:
         example = own_workspace(root)
-        run([str(BAZEL), f"--output_base={output_base}", "--bazelrc=/dev/null", "test",
-             "//:test_example_ops", "--test_output=errors",
-             "--nosandbox_debug"],  # Debian's /etc/bazel/bazelrc logs every mount
-            example)
+        run(
+            [
+                str(BAZEL),
+                f"--output_base={output_base}",
+                "--bazelrc=/dev/null",
+                "test",
+                "//:test_example_ops",
+                "--test_output=errors",
+                "--nosandbox_debug",
+            ],  # Debian's /etc/bazel/bazelrc logs every mount
+            example,
+        )
         # Bazel made the runfiles' folders packages (what used to shadow
         # xlabind), and the test passed all the same.
         runfiles = example / "bazel-bin" / "test_example_ops.runfiles" / "xlabind"
         if not (runfiles / "python" / "__init__.py").exists():
-            raise SystemExit("check_example: own: Bazel created no __init__.py files in the "
-                             "runfiles; the variant no longer tests the default")
+            raise SystemExit(
+                "check_example: own: Bazel created no __init__.py files in the "
+                "runfiles; the variant no longer tests the default"
+            )
         module = example / "bazel-bin" / MODULE
         if not needs_libstdcxx(module):
-            raise SystemExit(f"check_example: own: {MODULE} does not need libstdc++, so the "
-                             f"host toolchain did not build it")
+            raise SystemExit(
+                f"check_example: own: {MODULE} does not need libstdc++, so the "
+                f"host toolchain did not build it"
+            )
         check_unknown_platform(example, output_base)
         print("check_example: own: passed, built by the workspace's own toolchain")
     finally:
@@ -180,8 +222,12 @@ def check_own() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    checks = {"docs": check_docs, "own": check_own, "module": lambda: check_module(zig=True),
-              "module-own": lambda: check_module(zig=False)}
+    checks = {
+        "docs": check_docs,
+        "own": check_own,
+        "module": lambda: check_module(zig=True),
+        "module-own": lambda: check_module(zig=False),
+    }
     parser.add_argument("variants", nargs="*", choices=tuple(checks), default=list(checks))
     for variant in parser.parse_args().variants:
         checks[variant]()

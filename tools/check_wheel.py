@@ -30,27 +30,41 @@ REPO = pathlib.Path(__file__).parent.parent
 # turn on float64 for their whole process), as many at a time as cores, the
 # longest first. map_coordinates: its promised value on every input (the
 # comparison with jax's own runs in the main suite).
-CORE_TESTS = ("transforms/test_trust_sweep.py", "docs/test_doc_examples.py",
-              "api/test_callback.py", "api/test_linear.py", "api/test_nonlinear.py",
-              "transforms/test_vmap.py", "api/test_dtypes.py", "api/test_errors.py",
-              "ops/test_map_coordinates_domain.py", "api/test_compatibility.py",
-              "api/test_jax_internals.py",
-              "docs/test_readme.py", "runtime/test_lifetime.py")
+CORE_TESTS = (
+    "transforms/test_trust_sweep.py",
+    "docs/test_doc_examples.py",
+    "api/test_callback.py",
+    "api/test_linear.py",
+    "api/test_nonlinear.py",
+    "transforms/test_vmap.py",
+    "api/test_dtypes.py",
+    "api/test_errors.py",
+    "ops/test_map_coordinates_domain.py",
+    "api/test_compatibility.py",
+    "api/test_jax_internals.py",
+    "docs/test_readme.py",
+    "runtime/test_lifetime.py",
+)
 # What only an installed wheel can get wrong, for a jax the main suite has just
 # run every test on with the same compiled modules: the package imports from
 # the environment, its data and modules are there, the modules find what they
 # load (RUNPATH), callbacks and their lifetime work, the README runs (the
 # documentation's examples run in CORE_TESTS, on the oldest jax).
-INSTALL_TESTS = ("api/test_callback.py", "runtime/test_extension_module.py",
-                 "runtime/test_lifetime.py", "docs/test_readme.py")
+INSTALL_TESTS = (
+    "api/test_callback.py",
+    "runtime/test_extension_module.py",
+    "runtime/test_lifetime.py",
+    "docs/test_readme.py",
+)
 
 
 def clean_environment(**extra) -> dict:
     """This process's environment without PYTHONPATH (under Bazel it names the
     source tree and the pinned packages), on the CPU."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env.update(PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1",
-               JAX_PLATFORMS="cpu")
+    env.update(
+        PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1", JAX_PLATFORMS="cpu"
+    )
     env.update(extra)
     return env
 
@@ -62,7 +76,10 @@ def make_environment(workdir: pathlib.Path, site: pathlib.Path) -> pathlib.Path:
     python = venv / "bin" / "python"
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip()
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     pathlib.Path(purelib, "preinstalled_packages.pth").write_text(f"{site}\n")
     return python
 
@@ -71,8 +88,11 @@ def install(python: pathlib.Path, wheel: pathlib.Path) -> list[str]:
     """pip-installs `wheel` into `python`'s environment from nothing but the
     wheel; returns what pip says it installed."""
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index",
-         str(wheel)], capture_output=True, text=True, env=clean_environment())
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        env=clean_environment(),
+    )
     if done.returncode != 0:
         raise AssertionError(f"pip install failed:\n{done.stdout}\n{done.stderr}")
     installed = re.findall(r"Successfully installed (.*)", done.stdout)
@@ -83,8 +103,14 @@ def run_demo(python: pathlib.Path, examples: pathlib.Path, workdir: pathlib.Path
     """Runs examples/demo.py from a copy of its package (`python -m examples.demo`)."""
     demo = workdir / "demo"
     shutil.copytree(examples, demo / "examples")
-    done = subprocess.run([str(python), "-m", "examples.demo"], cwd=demo,
-                          capture_output=True, text=True, env=clean_environment(), timeout=600)
+    done = subprocess.run(
+        [str(python), "-m", "examples.demo"],
+        cwd=demo,
+        capture_output=True,
+        text=True,
+        env=clean_environment(),
+        timeout=600,
+    )
     if done.returncode != 0:
         raise AssertionError(f"the demo failed:\n{done.stdout}\n{done.stderr}")
     return done.stdout
@@ -93,26 +119,55 @@ def run_demo(python: pathlib.Path, examples: pathlib.Path, workdir: pathlib.Path
 def versions(python: pathlib.Path, workdir: pathlib.Path) -> dict[str, str]:
     """Where xlabind was imported from, and the jax it runs with."""
     done = subprocess.run(
-        [str(python), "-c", "import jax, jaxlib.version, xlabind; print(xlabind.__file__); "
-         "print(jax.__version__); print(jaxlib.version.__version__)"],
-        capture_output=True, text=True, env=clean_environment(), cwd=workdir, check=True)
+        [
+            str(python),
+            "-c",
+            "import jax, jaxlib.version, xlabind; print(xlabind.__file__); "
+            "print(jax.__version__); print(jaxlib.version.__version__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_environment(),
+        cwd=workdir,
+        check=True,
+    )
     location, jax_version, jaxlib_version = done.stdout.split()
     return {"xlabind": location, "jax": jax_version, "jaxlib": jaxlib_version}
 
 
-def run_tests(python: pathlib.Path, root: pathlib.Path,
-              tests: tuple[str, ...] = CORE_TESTS, jobs: int | None = None) -> dict[str, str]:
+def run_tests(
+    python: pathlib.Path,
+    root: pathlib.Path,
+    tests: tuple[str, ...] = CORE_TESTS,
+    jobs: int | None = None,
+) -> dict[str, str]:
     """{test file: pytest's last line}, for `tests` from root/tests, run in
     root (where README.md is), `jobs` files at a time (default: one a core;
     each file is mostly one busy thread, compiling and dispatching)."""
+
     def run(test: str) -> str:
         done = subprocess.run(
-            [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             str(root / "tests" / test)], capture_output=True, text=True, cwd=root,
-            env=clean_environment(PYTHONPATH=str(root / "tests" / "support")), timeout=900)
+            [
+                str(python),
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                str(root / "tests" / test),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            env=clean_environment(PYTHONPATH=str(root / "tests" / "support")),
+            timeout=900,
+        )
         last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
-        return last if done.returncode == 0 else (
-            f"FAILED: {last}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        return (
+            last
+            if done.returncode == 0
+            else (f"FAILED: {last}\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        )
 
     with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
         return dict(zip(tests, pool.map(run, tests)))
@@ -131,17 +186,33 @@ def type_check(python: pathlib.Path, root: pathlib.Path, workdir: pathlib.Path) 
     script.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(root / "tests" / "typing" / "public_api.py", script)
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--warn-unused-ignores",
-         "--python-executable", str(python), str(script)],
-        capture_output=True, text=True, cwd=workdir,
-        env=clean_environment(PYTHONPATH=str(pathlib.Path(mypy.__file__).parent.parent)))
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--no-incremental",
+            "--warn-unused-ignores",
+            "--python-executable",
+            str(python),
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=clean_environment(PYTHONPATH=str(pathlib.Path(mypy.__file__).parent.parent)),
+    )
     last = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
     return last if done.returncode == 0 else f"FAILED: {done.stdout[-3000:]}{done.stderr[-2000:]}"
 
 
-def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
-          root: pathlib.Path = REPO, tests: tuple[str, ...] = CORE_TESTS,
-          jobs: int | None = None) -> dict:
+def check(
+    wheel: pathlib.Path,
+    site: pathlib.Path,
+    workdir: pathlib.Path,
+    root: pathlib.Path = REPO,
+    tests: tuple[str, ...] = CORE_TESTS,
+    jobs: int | None = None,
+) -> dict:
     """Every step above; raises AssertionError on the first that fails."""
     python = make_environment(workdir, site)
     installed = install(python, wheel)
@@ -163,20 +234,30 @@ def check(wheel: pathlib.Path, site: pathlib.Path, workdir: pathlib.Path,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("wheel", type=pathlib.Path)
-    parser.add_argument("--site", type=pathlib.Path, required=True,
-                        help="folder with jax, jaxlib, NumPy, ml_dtypes, SciPy, pytest")
+    parser.add_argument(
+        "--site",
+        type=pathlib.Path,
+        required=True,
+        help="folder with jax, jaxlib, NumPy, ml_dtypes, SciPy, pytest",
+    )
     parser.add_argument("--workdir", type=pathlib.Path, help="default: a temporary folder")
-    parser.add_argument("--tests", choices=("core", "install"), default="core",
-                        help="core: CORE_TESTS (default); install: INSTALL_TESTS only")
+    parser.add_argument(
+        "--tests",
+        choices=("core", "install"),
+        default="core",
+        help="core: CORE_TESTS (default); install: INSTALL_TESTS only",
+    )
     parser.add_argument("--jobs", type=int, help="test files at a time (default: one a core)")
     args = parser.parse_args()
     import tempfile
+
     workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="xlabind-check-wheel-"))
     tests = CORE_TESTS if args.tests == "core" else INSTALL_TESTS
-    result = check(args.wheel.resolve(), args.site.resolve(), workdir, tests=tests,
-                   jobs=args.jobs)
-    print(f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "
-          f"jaxlib {result['versions']['jaxlib']}; the demo ran")
+    result = check(args.wheel.resolve(), args.site.resolve(), workdir, tests=tests, jobs=args.jobs)
+    print(
+        f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "
+        f"jaxlib {result['versions']['jaxlib']}; the demo ran"
+    )
     for name, line in result["tests"].items():
         print(f"  {name:32} {line}")
     return 0

@@ -45,13 +45,13 @@ import argparse
 import json
 import os
 import random
-import statistics
 import signal
+import statistics
 import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 #: In the order they run: what the GPU issues most need measured first.
 GROUPS = ("host", "graph", "kernels", "torch")
@@ -89,7 +89,7 @@ def quantiles(samples: list[float]) -> dict:
 # -- the worker side: one group per process ----------------------------------
 def _setup():
     global jax, jnp, np, xlabind, _extension, cp
-    import cupy as cp  # noqa: F401  (in every group: the CuPy cases)
+    import cupy as cp
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -110,13 +110,16 @@ def _callbacks(torch=None) -> dict[str, Callable]:
         "native copy": lambda x: jax.ffi.ffi_call("xlabind_cuda_copy", _like(x))(x),
     }
     if torch is not None:
+
         def torch_copy(x, *, out):
             torch.from_dlpack(out).copy_(torch.from_dlpack(x))
 
         out["xlabind PyTorch copy (DLPack)"] = xlabind.callback(
-            torch_copy, lambda x: x, in_place=True, platforms=GPU)
+            torch_copy, lambda x: x, in_place=True, platforms=GPU
+        )
         out["xlabind PyTorch returned (DLPack)"] = xlabind.callback(
-            lambda x: torch.from_dlpack(x).clone(), lambda x: x, platforms=GPU)
+            lambda x: torch.from_dlpack(x).clone(), lambda x: x, platforms=GPU
+        )
         return out
 
     def noop(x, *, out):
@@ -126,15 +129,18 @@ def _callbacks(torch=None) -> dict[str, Callable]:
         cp.copyto(cp.asarray(out), cp.asarray(x))
 
     out["xlabind no-op"] = xlabind.callback(noop, lambda x: x, in_place=True, platforms=GPU)
-    out["xlabind CuPy copy"] = xlabind.callback(cupy_copy, lambda x: x, in_place=True,
-                                                platforms=GPU)
-    out["xlabind CuPy returned"] = xlabind.callback(lambda x: cp.asarray(x).copy(), lambda x: x,
-                                                    platforms=GPU)
+    out["xlabind CuPy copy"] = xlabind.callback(
+        cupy_copy, lambda x: x, in_place=True, platforms=GPU
+    )
+    out["xlabind CuPy returned"] = xlabind.callback(
+        lambda x: cp.asarray(x).copy(), lambda x: x, platforms=GPU
+    )
     try:
         from jax.experimental.buffer_callback import buffer_callback
     except ImportError:
         buffer_callback = None
     if buffer_callback is not None:
+
         class RawStream:  # the CUDA stream protocol, for CuPy 14's Stream.from_external
             def __init__(self, ptr):
                 self.ptr = ptr
@@ -144,26 +150,36 @@ def _callbacks(torch=None) -> dict[str, Callable]:
 
         def bc_copy(ctx, result, x):
             # buffer_callback installs no stream: its users must.
-            stream = (cp.cuda.Stream.from_external(RawStream(ctx.stream))
-                      if hasattr(cp.cuda.Stream, "from_external")
-                      else cp.cuda.ExternalStream(ctx.stream))
+            stream = (
+                cp.cuda.Stream.from_external(RawStream(ctx.stream))
+                if hasattr(cp.cuda.Stream, "from_external")
+                else cp.cuda.ExternalStream(ctx.stream)
+            )
             with stream:
                 cp.copyto(cp.asarray(result), cp.asarray(x))
 
-        out["buffer_callback no-op"] = lambda x: buffer_callback(
-            lambda ctx, r, x: None, _like(x))(x)
+        out["buffer_callback no-op"] = lambda x: buffer_callback(lambda ctx, r, x: None, _like(x))(
+            x
+        )
         out["buffer_callback + CuPy copy"] = lambda x: buffer_callback(bc_copy, _like(x))(x)
     out["pure_callback identity"] = lambda x: jax.pure_callback(np.asarray, _like(x), x)
     return out
 
 
-COPIES = ("native copy", "xlabind CuPy copy", "xlabind CuPy returned",
-          "buffer_callback + CuPy copy", "xlabind PyTorch copy (DLPack)",
-          "xlabind PyTorch returned (DLPack)", "pure_callback identity")
+COPIES = (
+    "native copy",
+    "xlabind CuPy copy",
+    "xlabind CuPy returned",
+    "buffer_callback + CuPy copy",
+    "xlabind PyTorch copy (DLPack)",
+    "xlabind PyTorch returned (DLPack)",
+    "pure_callback identity",
+)
 
 
-def _interleaved(fns: dict[str, Callable], run: Callable, rounds: int,
-                 budget_s: float) -> dict[str, list]:
+def _interleaved(
+    fns: dict[str, Callable], run: Callable, rounds: int, budget_s: float
+) -> dict[str, list]:
     """run(fn) -> seconds, for each case in turn, in shuffled rounds; a case
     stops once it has spent budget_s (after 5 samples)."""
     times: dict[str, list] = {name: [] for name in fns}
@@ -215,18 +231,24 @@ def per_call_group(quick: bool, torch=None) -> list[dict]:
                 got = fn(x)
             if name in COPIES:
                 np.testing.assert_array_equal(np.asarray(got), np.asarray(x), err_msg=name)
-        chained = {name: _chain(fn, CHAIN) for name, fn in plain.items()
-                   if name != "pure_callback identity" or n == 1}
+        chained = {
+            name: _chain(fn, CHAIN)
+            for name, fn in plain.items()
+            if name != "pure_callback identity" or n == 1
+        }
         for fn in chained.values():
             fn(x).block_until_ready()
         isolated = _interleaved(jitted, lambda f: _isolated(f, x), rounds * 4, budget)
-        throughput = _interleaved(jitted, lambda f: _throughput(f, x), max(5, rounds // 2),
-                                  budget)
+        throughput = _interleaved(jitted, lambda f: _throughput(f, x), max(5, rounds // 2), budget)
         chain = _interleaved(chained, lambda f: _isolated(f, x), rounds, budget)
         native_chain = statistics.median(chain["native no-op"]) / CHAIN
         for name in jitted:
-            row = {"case": name, "n": n, "isolated_us": quantiles(isolated[name]),
-                   "throughput_us": quantiles(throughput[name])}
+            row = {
+                "case": name,
+                "n": n,
+                "isolated_us": quantiles(isolated[name]),
+                "throughput_us": quantiles(throughput[name]),
+            }
             if name in chain:
                 per_call = [t / CHAIN for t in chain[name]]
                 row["chained_us"] = quantiles(per_call)
@@ -251,9 +273,13 @@ def graph_group(quick: bool) -> list[dict]:
     cp.copyto(cp.empty(4, cp.float32), cp.ones(4, cp.float32))  # CuPy's kernel, compiled now
     fns = {
         "native copy": lambda a: jax.ffi.ffi_call("xlabind_cuda_copy", _like(a))(a),
-        "xlabind CuPy copy": xlabind.callback(cupy_copy, lambda a: a, in_place=True,
-                                              platforms=("cuda",),
-                                              command_buffer_compatible=True),
+        "xlabind CuPy copy": xlabind.callback(
+            cupy_copy,
+            lambda a: a,
+            in_place=True,
+            platforms=("cuda",),
+            command_buffer_compatible=True,
+        ),
     }
     chained = {name: _chain(fn, k) for name, fn in fns.items()}
     for name, fn in chained.items():
@@ -263,11 +289,18 @@ def graph_group(quick: bool) -> list[dict]:
     captured = len(python_calls)
     times = _interleaved(chained, lambda f: _isolated(f, x), rounds, 30.0)
     replay_calls = len(python_calls) - captured
-    return [{"case": name, "n": n, "chain": k, "isolated_us": quantiles(times[name]),
-             "per_copy_us": statistics.median(times[name]) / k * 1e6,
-             "python_calls_while_timed": replay_calls if name != "native copy" else None,
-             "python_calls_at_capture": captured if name != "native copy" else None}
-            for name in chained]
+    return [
+        {
+            "case": name,
+            "n": n,
+            "chain": k,
+            "isolated_us": quantiles(times[name]),
+            "per_copy_us": statistics.median(times[name]) / k * 1e6,
+            "python_calls_while_timed": replay_calls if name != "native copy" else None,
+            "python_calls_at_capture": captured if name != "native copy" else None,
+        }
+        for name in chained
+    ]
 
 
 # -- kernels: device time by CUDA events on XLA's stream ---------------------
@@ -281,14 +314,14 @@ def _event_markers():
         event.record()  # on the current stream: XLA's
         events.append(event)
 
-    token = lambda x: jax.ShapeDtypeStruct((), jnp.int32)  # noqa: E731
-    mark = xlabind.callback(record, token, in_place=True, platforms=("cuda",),
-                            name="event marker")
+    token = lambda x: jax.ShapeDtypeStruct((), jnp.int32)
+    mark = xlabind.callback(record, token, in_place=True, platforms=("cuda",), name="event marker")
     return mark, events
 
 
 def _timed_on_device(op: Callable, mark) -> Callable:
     """jit(args -> (marker before op, marker after op)): op runs between them."""
+
     def timed(*args):
         before = mark(args[0])
         before, *args = jax.lax.optimization_barrier((before, *args))
@@ -299,11 +332,17 @@ def _timed_on_device(op: Callable, mark) -> Callable:
     return jax.jit(timed)
 
 
-def _device_times(cases: dict[str, Callable], args_of: dict[str, tuple], rounds: int,
-                  events: list, cupy_cases: dict[str, Callable]) -> dict[str, list]:
+def _device_times(
+    cases: dict[str, Callable],
+    args_of: dict[str, tuple],
+    rounds: int,
+    events: list,
+    cupy_cases: dict[str, Callable],
+) -> dict[str, list]:
     """Seconds of device time per call of each case, interleaved: the XLA
     cases' between their two markers' events, cupyx's between events on
     CuPy's stream."""
+
     def xla(name):
         def device_seconds():
             first = len(events)
@@ -312,6 +351,7 @@ def _device_times(cases: dict[str, Callable], args_of: dict[str, tuple], rounds:
             seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
             del events[first:]
             return seconds
+
         return device_seconds
 
     def cupy(fn):
@@ -322,10 +362,13 @@ def _device_times(cases: dict[str, Callable], args_of: dict[str, tuple], rounds:
             stop.record()
             stop.synchronize()
             return cp.cuda.get_elapsed_time(start, stop) / 1e3
+
         return device_seconds
 
-    timed = {**{name: xla(name) for name in cases},
-             **{name: cupy(fn) for name, fn in cupy_cases.items()}}
+    timed = {
+        **{name: xla(name) for name in cases},
+        **{name: cupy(fn) for name, fn in cupy_cases.items()},
+    }
     return _interleaved(timed, lambda device_seconds: device_seconds(), rounds, float("inf"))
 
 
@@ -338,8 +381,8 @@ def _coordinates(kind: str, shape: tuple, n: int, dtype, rng):
 
 
 def kernels_group(quick: bool) -> list[dict]:
-    from jax.scipy.ndimage import map_coordinates as jax_map
     import cupyx.scipy.ndimage as cupyx_ndimage
+    from jax.scipy.ndimage import map_coordinates as jax_map
 
     from xlabind.ops import map_coordinates as ours
     from xlabind.ops import spline_filter as our_filter
@@ -355,6 +398,7 @@ def kernels_group(quick: bool) -> list[dict]:
     # dtype (random and lattice coordinates share theirs), not once per loop.
     order1_timed, order1_plain = {}, {}
     for who, fn in (("jax", jax_map), ("xlabind", ours)):
+
         def values(g, *c, fn=fn):
             return fn(g, list(c), 1)
 
@@ -377,14 +421,21 @@ def kernels_group(quick: bool) -> list[dict]:
             grid = jax.device_put(grid_np, gpu)
             for n in point_counts:
                 for kind in ("random", "lattice"):
-                    coords = [jax.device_put(c, gpu)
-                              for c in _coordinates(kind, grid.shape, n, dtype, rng)]
+                    coords = [
+                        jax.device_put(c, gpu)
+                        for c in _coordinates(kind, grid.shape, n, dtype, rng)
+                    ]
                     n_actual = coords[0].shape[0]
                     cotangent = jax.device_put(rng.standard_normal(n_actual).astype(dtype), gpu)
                     cases, plain = order1_timed, order1_plain
-                    args_of = {f"{what} {who}": args for who in ("jax", "xlabind")
-                               for what, args in (("values", (grid, *coords)),
-                                                  ("grid gradient", (grid, cotangent, *coords)))}
+                    args_of = {
+                        f"{what} {who}": args
+                        for who in ("jax", "xlabind")
+                        for what, args in (
+                            ("values", (grid, *coords)),
+                            ("grid gradient", (grid, cotangent, *coords)),
+                        )
+                    }
                     for what in ("values", "grid gradient"):  # the same numbers first
                         args = args_of[f"{what} jax"]
                         np.testing.assert_allclose(
@@ -392,7 +443,8 @@ def kernels_group(quick: bool) -> list[dict]:
                             np.asarray(plain[f"{what} jax"](*args)),
                             rtol=tol * (100 if what == "grid gradient" else 1),
                             atol=tol * (100 if what == "grid gradient" else 1),
-                            err_msg=f"{what}, {kind} coordinates, {side}^3")
+                            err_msg=f"{what}, {kind} coordinates, {side}^3",
+                        )
                     for name, fn in cases.items():  # compile and warm up
                         for _ in range(2):
                             jax.block_until_ready(fn(*args_of[name]))
@@ -405,14 +457,21 @@ def kernels_group(quick: bool) -> list[dict]:
                         # Streams: coordinates in, values out (or cotangents in);
                         # 8 grid nodes read (or atomically added) per point.
                         moved = n_actual * itemsize * (3 + 1 + 8)
-                        rows.append({
-                            "group": "order 1", "case": what, "coordinates": kind,
-                            "grid": side, "points": n_actual, "dtype": np.dtype(dtype).name,
-                            "jax_us": quantiles(times[f"{what} jax"]),
-                            "xlabind_us": quantiles(times[f"{what} xlabind"]),
-                            "ratio": theirs / mine,
-                            "xlabind_GBps": moved / mine / 1e9,
-                            "share_of_peak": (moved / mine / 1e9 / peak) if peak else None})
+                        rows.append(
+                            {
+                                "group": "order 1",
+                                "case": what,
+                                "coordinates": kind,
+                                "grid": side,
+                                "points": n_actual,
+                                "dtype": np.dtype(dtype).name,
+                                "jax_us": quantiles(times[f"{what} jax"]),
+                                "xlabind_us": quantiles(times[f"{what} xlabind"]),
+                                "ratio": theirs / mine,
+                                "xlabind_GBps": moved / mine / 1e9,
+                                "share_of_peak": (moved / mine / 1e9 / peak) if peak else None,
+                            }
+                        )
                     del coords, cotangent
             del grid
         # Order 3 with its prefilter, and spline_filter, against cupyx.
@@ -426,21 +485,29 @@ def kernels_group(quick: bool) -> list[dict]:
             coords_cp = cp.asarray(np.stack(coords_np))
             cases = {"order 3 xlabind": order3_timed}
             args_of = {"order 3 xlabind": (grid, *coords)}
-            cupy_cases = {"order 3 cupyx": lambda: cupyx_ndimage.map_coordinates(
-                grid_cp, coords_cp, order=3, mode="mirror")}
+            cupy_cases = {
+                "order 3 cupyx": lambda: cupyx_ndimage.map_coordinates(
+                    grid_cp, coords_cp, order=3, mode="mirror"
+                )
+            }
             got = np.asarray(order3_plain(grid, *coords))
             want = cp.asnumpy(cupy_cases["order 3 cupyx"]())
-            np.testing.assert_allclose(got, want, rtol=10 * tol, atol=10 * tol,
-                                       err_msg=f"order 3 {side}")
+            np.testing.assert_allclose(
+                got, want, rtol=10 * tol, atol=10 * tol, err_msg=f"order 3 {side}"
+            )
             if side == 256:
                 cases["spline_filter xlabind"] = filter_timed
                 args_of["spline_filter xlabind"] = (grid,)
                 cupy_cases["spline_filter cupyx"] = lambda: cupyx_ndimage.spline_filter(
-                    grid_cp, order=3, output=grid_cp.dtype, mode="mirror")
+                    grid_cp, order=3, output=grid_cp.dtype, mode="mirror"
+                )
                 np.testing.assert_allclose(
                     np.asarray(filter_plain(grid)),
-                    cp.asnumpy(cupy_cases["spline_filter cupyx"]()), rtol=10 * tol,
-                    atol=10 * tol, err_msg="spline_filter")
+                    cp.asnumpy(cupy_cases["spline_filter cupyx"]()),
+                    rtol=10 * tol,
+                    atol=10 * tol,
+                    err_msg="spline_filter",
+                )
             for name, fn in cases.items():
                 for _ in range(2):
                     jax.block_until_ready(fn(*args_of[name]))
@@ -453,12 +520,19 @@ def kernels_group(quick: bool) -> list[dict]:
                     continue
                 theirs = statistics.median(times[f"{what} cupyx"])
                 mine = statistics.median(times[f"{what} xlabind"])
-                rows.append({"group": "order 3", "case": what, "coordinates": "random",
-                             "grid": side, "points": n if what == "order 3" else None,
-                             "dtype": np.dtype(dtype).name,
-                             "cupyx_us": quantiles(times[f"{what} cupyx"]),
-                             "xlabind_us": quantiles(times[f"{what} xlabind"]),
-                             "ratio": theirs / mine})
+                rows.append(
+                    {
+                        "group": "order 3",
+                        "case": what,
+                        "coordinates": "random",
+                        "grid": side,
+                        "points": n if what == "order 3" else None,
+                        "dtype": np.dtype(dtype).name,
+                        "cupyx_us": quantiles(times[f"{what} cupyx"]),
+                        "xlabind_us": quantiles(times[f"{what} xlabind"]),
+                        "ratio": theirs / mine,
+                    }
+                )
             del grid, grid_cp, coords, coords_cp
     return rows
 
@@ -476,9 +550,14 @@ def worker(group: str, quick: bool) -> dict:
     else:
         rows = kernels_group(quick)
     device = jax.devices("gpu")[0]
-    return {"group": group, "flags": os.environ.get("XLA_FLAGS", ""), "rows": rows,
-            "jax": jax.__version__, "device": device.device_kind,
-            "callback_threads": sorted(CALLBACK_THREADS)}
+    return {
+        "group": group,
+        "flags": os.environ.get("XLA_FLAGS", ""),
+        "rows": rows,
+        "jax": jax.__version__,
+        "device": device.device_kind,
+        "callback_threads": sorted(CALLBACK_THREADS),
+    }
 
 
 def dry_run_worker(group: str, quick: bool, scale: float, overrun: str | None) -> dict:
@@ -488,14 +567,30 @@ def dry_run_worker(group: str, quick: bool, scale: float, overrun: str | None) -
     seconds = (QUICK_SECONDS if quick else FULL_SECONDS)[group] * scale
     time.sleep(3600 if group == overrun else seconds)
     q = {"p10": 0.0, "p50": 0.0, "p90": 0.0, "count": 0}
-    row = {"host": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
-           "torch": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
-           "graph": {"case": "dry run", "n": 1, "chain": 1, "isolated_us": q,
-                     "per_copy_us": 0.0, "python_calls_while_timed": 0,
-                     "python_calls_at_capture": 0},
-           "kernels": {"group": "dry run", "case": "dry run", "coordinates": "-", "grid": 0,
-                       "points": 0, "dtype": "-", "jax_us": q, "xlabind_us": q,
-                       "ratio": 0.0}}[group]
+    row = {
+        "host": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
+        "torch": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
+        "graph": {
+            "case": "dry run",
+            "n": 1,
+            "chain": 1,
+            "isolated_us": q,
+            "per_copy_us": 0.0,
+            "python_calls_while_timed": 0,
+            "python_calls_at_capture": 0,
+        },
+        "kernels": {
+            "group": "dry run",
+            "case": "dry run",
+            "coordinates": "-",
+            "grid": 0,
+            "points": 0,
+            "dtype": "-",
+            "jax_us": q,
+            "xlabind_us": q,
+            "ratio": 0.0,
+        },
+    }[group]
     return {"group": group, "flags": "(dry run)", "rows": [row], "callback_threads": []}
 
 
@@ -513,19 +608,39 @@ def run_group(group: str, quick: bool, timeout: float, dry_run: list[str]) -> di
     env = dict(os.environ)
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FLAGS[group]).strip()
     env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
-    command = [sys.executable, __file__, "--group", group, *(["--quick"] if quick else []),
-               *dry_run]
+    command = [
+        sys.executable,
+        __file__,
+        "--group",
+        group,
+        *(["--quick"] if quick else []),
+        *dry_run,
+    ]
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True,
-                              timeout=timeout, preexec_fn=_die_with_parent)
+        done = subprocess.run(
+            command,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            preexec_fn=_die_with_parent,
+        )
     except subprocess.TimeoutExpired:  # the worker is killed
-        return {"group": group, "flags": env["XLA_FLAGS"], "error": f"timed out after "
-                f"{timeout:.0f} s", "seconds": round(time.perf_counter() - start, 1)}
+        return {
+            "group": group,
+            "flags": env["XLA_FLAGS"],
+            "error": f"timed out after {timeout:.0f} s",
+            "seconds": round(time.perf_counter() - start, 1),
+        }
     seconds = round(time.perf_counter() - start, 1)
     if done.returncode != 0:
-        return {"group": group, "flags": env["XLA_FLAGS"], "seconds": seconds,
-                "error": f"exit {done.returncode}: {done.stderr[-2000:]}"}
+        return {
+            "group": group,
+            "flags": env["XLA_FLAGS"],
+            "seconds": seconds,
+            "error": f"exit {done.returncode}: {done.stderr[-2000:]}",
+        }
     return {**json.loads(done.stdout.strip().splitlines()[-1]), "seconds": seconds}
 
 
@@ -549,39 +664,50 @@ def print_report(reports: list[dict]) -> None:
 
 def print_group(report: dict) -> None:
     """One group's table, flushed: printed as soon as the group ends."""
-    print(f"\n== {report['group']} (XLA_FLAGS={report['flags']!r}, "
-          f"{report.get('seconds', '?')} s)")
+    print(f"\n== {report['group']} (XLA_FLAGS={report['flags']!r}, {report.get('seconds', '?')} s)")
     if "error" in report or "skipped" in report:
-        print(f"   {'failed: ' + report['error'] if 'error' in report else report['skipped']}",
-              flush=True)
+        print(
+            f"   {'failed: ' + report['error'] if 'error' in report else report['skipped']}",
+            flush=True,
+        )
         return
     rows = report["rows"]
     if report["group"] in ("host", "torch"):
-        print(f"{'case':36} {'n':>8}  {'isolated p10/p50/p90 µs':>26}  "
-              f"{'throughput p50':>14}  {'chained p50':>11}  {'host cost':>9}")
+        print(
+            f"{'case':36} {'n':>8}  {'isolated p10/p50/p90 µs':>26}  "
+            f"{'throughput p50':>14}  {'chained p50':>11}  {'host cost':>9}"
+        )
         for r in rows:
             chained = f"{r['chained_us']['p50']:11.1f}" if "chained_us" in r else " " * 11
             cost = f"{r['host_cost_us']:9.1f}" if "host_cost_us" in r else " " * 9
-            print(f"{r['case']:36} {r['n']:>8}  {_q(r['isolated_us']):>26}  "
-                  f"{r['throughput_us']['p50']:14.1f}  {chained}  {cost}")
+            print(
+                f"{r['case']:36} {r['n']:>8}  {_q(r['isolated_us']):>26}  "
+                f"{r['throughput_us']['p50']:14.1f}  {chained}  {cost}"
+            )
     elif report["group"] == "graph":
         for r in rows:
-            print(f"{r['case']:36} n={r['n']} x{r['chain']}  replay p10/p50/p90 µs "
-                  f"{_q(r['isolated_us'])}  per copy {r['per_copy_us']:.1f} µs  "
-                  f"Python calls: {r['python_calls_at_capture']} at capture, "
-                  f"{r['python_calls_while_timed']} while timed")
+            print(
+                f"{r['case']:36} n={r['n']} x{r['chain']}  replay p10/p50/p90 µs "
+                f"{_q(r['isolated_us'])}  per copy {r['per_copy_us']:.1f} µs  "
+                f"Python calls: {r['python_calls_at_capture']} at capture, "
+                f"{r['python_calls_while_timed']} while timed"
+            )
     else:
-        print(f"{'case':16} {'coords':8} {'grid':>5} {'points':>9} {'dtype':8} "
-              f"{'baseline p50 µs':>15} {'xlabind p10/p50/p90 µs':>26} {'ratio':>6} "
-              f"{'GB/s':>7} {'of peak':>7}")
+        print(
+            f"{'case':16} {'coords':8} {'grid':>5} {'points':>9} {'dtype':8} "
+            f"{'baseline p50 µs':>15} {'xlabind p10/p50/p90 µs':>26} {'ratio':>6} "
+            f"{'GB/s':>7} {'of peak':>7}"
+        )
         for r in rows:
             base = r.get("jax_us") or r.get("cupyx_us")
             who = "jax" if "jax_us" in r else "cupyx"
             share = f"{r['share_of_peak']:7.0%}" if r.get("share_of_peak") else " " * 7
             gbps = f"{r['xlabind_GBps']:7.0f}" if "xlabind_GBps" in r else " " * 7
-            print(f"{r['case']:16} {r['coordinates']:8} {r['grid']:>5} "
-                  f"{r['points'] or '':>9} {r['dtype']:8} {who:>5} {base['p50']:9.1f} "
-                  f"{_q(r['xlabind_us']):>26} {r['ratio']:6.2f} {gbps} {share}")
+            print(
+                f"{r['case']:16} {r['coordinates']:8} {r['grid']:>5} "
+                f"{r['points'] or '':>9} {r['dtype']:8} {who:>5} {base['p50']:9.1f} "
+                f"{_q(r['xlabind_us']):>26} {r['ratio']:6.2f} {gbps} {share}"
+            )
     if report.get("callback_threads"):
         print(f"   the xlabind no-op ran on: {', '.join(report['callback_threads'])}")
     sys.stdout.flush()
@@ -595,35 +721,46 @@ def print_targets(reports: list[dict]) -> None:
         rows = {(r["case"], r["n"]): r for r in host["rows"]}
         for n in SIZES:
             for mine, theirs, target in (
-                    ("xlabind no-op", "buffer_callback no-op", 1.0),
-                    ("xlabind CuPy copy", "buffer_callback + CuPy copy", 1.05)):
+                ("xlabind no-op", "buffer_callback no-op", 1.0),
+                ("xlabind CuPy copy", "buffer_callback + CuPy copy", 1.05),
+            ):
                 if (mine, n) in rows and (theirs, n) in rows:
                     a, b = rows[(mine, n)], rows[(theirs, n)]
-                    print(f"  chained per call, {mine} / {theirs}, n={n}: "
-                          f"{a['chained_us']['p50'] / b['chained_us']['p50']:.3f} "
-                          f"(≤ {target})")
+                    print(
+                        f"  chained per call, {mine} / {theirs}, n={n}: "
+                        f"{a['chained_us']['p50'] / b['chained_us']['p50']:.3f} "
+                        f"(≤ {target})"
+                    )
             if ("xlabind no-op", n) in rows and ("buffer_callback no-op", n) in rows:
                 a, b = rows[("xlabind no-op", n)], rows[("buffer_callback no-op", n)]
-                print(f"  isolated latency, xlabind no-op / buffer_callback no-op, n={n}: "
-                      f"{a['isolated_us']['p50'] / b['isolated_us']['p50']:.3f} (≤ 1.1)")
+                print(
+                    f"  isolated latency, xlabind no-op / buffer_callback no-op, n={n}: "
+                    f"{a['isolated_us']['p50'] / b['isolated_us']['p50']:.3f} (≤ 1.1)"
+                )
     graph = by_group.get("graph")
     if graph:
         rows = {r["case"]: r["per_copy_us"] for r in graph["rows"]}
         if {"xlabind CuPy copy", "native copy"} <= set(rows):
-            print(f"  captured, xlabind CuPy copy / native copy, n=10^8: "
-                  f"{rows['xlabind CuPy copy'] / rows['native copy']:.3f} (≤ 1.2)")
+            print(
+                f"  captured, xlabind CuPy copy / native copy, n=10^8: "
+                f"{rows['xlabind CuPy copy'] / rows['native copy']:.3f} (≤ 1.2)"
+            )
     kernels = by_group.get("kernels")
     if kernels:
         for r in kernels["rows"]:
             if r.get("points") not in (None, 1 << 24):
                 continue
-            target = {("order 1", "values"): 1.5 if r["grid"] == 64 else 1.0,
-                      ("order 1", "grid gradient"): 1.2 if r["grid"] == 64 else 1.0,
-                      ("order 3", "order 3"): 1.0, ("order 3", "spline_filter"): 1.0}.get(
-                (r["group"], r["case"]))
+            target = {
+                ("order 1", "values"): 1.5 if r["grid"] == 64 else 1.0,
+                ("order 1", "grid gradient"): 1.2 if r["grid"] == 64 else 1.0,
+                ("order 3", "order 3"): 1.0,
+                ("order 3", "spline_filter"): 1.0,
+            }.get((r["group"], r["case"]))
             if target is not None:
-                print(f"  {r['case']} {r['coordinates']} {r['grid']}^3 {r['dtype']}: "
-                      f"{r['ratio']:.2f} (≥ {target})")
+                print(
+                    f"  {r['case']} {r['coordinates']} {r['grid']}^3 {r['dtype']}: "
+                    f"{r['ratio']:.2f} (≥ {target})"
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -631,27 +768,51 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the results here (after every group)")
     parser.add_argument("--quick", action="store_true", help="fewer rounds and sizes")
     parser.add_argument("--group", choices=GROUPS, help="one group, in this process (JSON out)")
-    parser.add_argument("--only", nargs="+", choices=GROUPS, default=list(GROUPS),
-                        help="the groups to run (in GROUPS' order)")
-    parser.add_argument("--deadline", type=float, default=None,
-                        help="seconds for the whole benchmark: a group gets at most what is "
-                             "left, and one that cannot have MIN_SECONDS is skipped")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="stand-in groups that take their QUICK_SECONDS (or FULL_SECONDS) "
-                             "times --time-scale and measure nothing: the time boxes, tested "
-                             "anywhere")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=GROUPS,
+        default=list(GROUPS),
+        help="the groups to run (in GROUPS' order)",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help="seconds for the whole benchmark: a group gets at most what is "
+        "left, and one that cannot have MIN_SECONDS is skipped",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="stand-in groups that take their QUICK_SECONDS (or FULL_SECONDS) "
+        "times --time-scale and measure nothing: the time boxes, tested "
+        "anywhere",
+    )
     parser.add_argument("--time-scale", type=float, default=1.0)
-    parser.add_argument("--overrun", choices=GROUPS,
-                        help="with --dry-run: this group never ends (it is stopped)")
+    parser.add_argument(
+        "--overrun", choices=GROUPS, help="with --dry-run: this group never ends (it is stopped)"
+    )
     args = parser.parse_args(argv)
     boxes = QUICK_SECONDS if args.quick else FULL_SECONDS
     if args.group:
-        report = (dry_run_worker(args.group, args.quick, args.time_scale, args.overrun)
-                  if args.dry_run else worker(args.group, args.quick))
+        report = (
+            dry_run_worker(args.group, args.quick, args.time_scale, args.overrun)
+            if args.dry_run
+            else worker(args.group, args.quick)
+        )
         print(json.dumps(report))
         return 0
-    dry_run = (["--dry-run", "--time-scale", str(args.time_scale),
-                *(["--overrun", args.overrun] if args.overrun else [])] if args.dry_run else [])
+    dry_run = (
+        [
+            "--dry-run",
+            "--time-scale",
+            str(args.time_scale),
+            *(["--overrun", args.overrun] if args.overrun else []),
+        ]
+        if args.dry_run
+        else []
+    )
     end = time.perf_counter() + args.deadline if args.deadline else float("inf")
     reports = []
     for group in (g for g in GROUPS if g in args.only):
@@ -659,8 +820,11 @@ def main(argv: list[str] | None = None) -> int:
         # The time boxes are the GPU machine's; a dry run's are scaled with it.
         box = boxes[group] * (args.time_scale if args.dry_run else 1.0) * 1.5
         if left < MIN_SECONDS * (args.time_scale if args.dry_run else 1.0):
-            report = {"group": group, "flags": FLAGS[group],
-                      "skipped": f"not run: {max(0.0, left):.0f} s left"}
+            report = {
+                "group": group,
+                "flags": FLAGS[group],
+                "skipped": f"not run: {max(0.0, left):.0f} s left",
+            }
         else:
             report = run_group(group, args.quick, min(box, left), dry_run)
         reports.append(report)

@@ -63,13 +63,25 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 # Test files that need what only Bazel provides (the wheel builder, ducc0, the
 # examples package, the workspace's Starlark, the fake CUDA driver); the CPU suite under
 # `bazel test //...` covers them.
-BAZEL_ONLY = {"test_wheel.py", "test_wheel_installed.py", "test_examples.py",
-              "test_bazel_files.py", "test_docs.py", "test_gpu_check_build.py",
-              "test_doc_examples.py", "test_doc_sources.py", "test_readme.py",
-              "test_fake_driver.py"}
+BAZEL_ONLY = {
+    "test_wheel.py",
+    "test_wheel_installed.py",
+    "test_examples.py",
+    "test_bazel_files.py",
+    "test_docs.py",
+    "test_gpu_check_build.py",
+    "test_doc_examples.py",
+    "test_doc_sources.py",
+    "test_readme.py",
+    "test_fake_driver.py",
+}
 # Test files that need a GPU: skipped elsewhere, run on the GPU here.
-GPU_TESTS = {"test_gpu.py", "test_gpu_graphs.py", "test_gpu_map_coordinates.py",
-             "test_gpu_native_api.py"}
+GPU_TESTS = {
+    "test_gpu.py",
+    "test_gpu_graphs.py",
+    "test_gpu_map_coordinates.py",
+    "test_gpu_native_api.py",
+}
 
 
 def native_op_modules() -> dict:
@@ -98,6 +110,7 @@ def native_api_handlers() -> tuple[dict, dict]:
 
 def _starlark(path: pathlib.Path) -> dict:
     """The names a .bzl file written in the Python part of Starlark defines."""
+
     def fail(message):
         raise ValueError(message)
 
@@ -111,8 +124,10 @@ def module_source(module: str, handlers: dict, state_types: dict | None = None) 
     makes it: ffi/extension_module.bzl's one generator, executed here."""
     generator = _starlark(REPO / "ffi" / "extension_module.bzl")
     substitutions = generator["extension_module_substitutions"](
-        module, generator["module_handlers"](module, handlers),
-        generator["module_state_types"](module, state_types or {}))
+        module,
+        generator["module_handlers"](module, handlers),
+        generator["module_state_types"](module, state_types or {}),
+    )
     text = (REPO / "ffi" / "extension_module.cc.tmpl").read_text()
     for placeholder, value in substitutions.items():
         text = text.replace(placeholder, value)
@@ -150,12 +165,25 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
     (public / "xlabind").mkdir(parents=True, exist_ok=True)
     if not (public / "xlabind" / "native").exists():
         (public / "xlabind" / "native").symlink_to(REPO / "ffi" / "native")
-    includes = [REPO, sysconfig.get_paths()["include"], numpy.get_include(),
-                jax.ffi.include_dir(), nanobind.include_dir(),
-                nanobind_src.parent / "ext" / "robin_map" / "include"]
+    includes = [
+        REPO,
+        sysconfig.get_paths()["include"],
+        numpy.get_include(),
+        jax.ffi.include_dir(),
+        nanobind.include_dir(),
+        nanobind_src.parent / "ext" / "robin_map" / "include",
+    ]
     # Other projects' headers as system headers: their warnings are not ours.
-    flags = ["-std=c++17", "-O0" if fast else "-O2", "-fPIC", "-fvisibility=hidden", "-fno-strict-aliasing",
-             f"-I{REPO}", f"-I{public}", *(f"-isystem{path}" for path in includes[1:])]
+    flags = [
+        "-std=c++17",
+        "-O0" if fast else "-O2",
+        "-fPIC",
+        "-fvisibility=hidden",
+        "-fno-strict-aliasing",
+        f"-I{REPO}",
+        f"-I{public}",
+        *(f"-isystem{path}" for path in includes[1:]),
+    ]
     toolkit = cuda_toolkit()
     objects_dir = out / "objects"
     objects_dir.mkdir(parents=True, exist_ok=True)
@@ -168,15 +196,43 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         if source.suffix == ".cu":
             # sm_90 (the H200) and PTX for anything newer; g++ is nvcc's host compiler.
             # As Bazel's release build: nvcc's warnings and register spills fail.
-            sass = [] if fast else ["-gencode", "arch=compute_90,code=sm_90",
-                                    "-Xptxas", "-warn-spills", "-Xptxas", "-Werror"]
-            command = [str(toolkit / "bin" / "nvcc"), "-ccbin", cxx, "-std=c++17",
-                       "-O0" if fast else "-O3", "-Werror", "all-warnings",
-                       "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", *sass,
-                       "-gencode", "arch=compute_90,code=compute_90",
-                       f"-I{REPO}", f"-I{public}", f"-I{source.parent}", "-isystem",
-                       str(jax.ffi.include_dir()),
-                       "-c", str(source), "-o", str(obj)]
+            sass = (
+                []
+                if fast
+                else [
+                    "-gencode",
+                    "arch=compute_90,code=sm_90",
+                    "-Xptxas",
+                    "-warn-spills",
+                    "-Xptxas",
+                    "-Werror",
+                ]
+            )
+            command = [
+                str(toolkit / "bin" / "nvcc"),
+                "-ccbin",
+                cxx,
+                "-std=c++17",
+                "-O0" if fast else "-O3",
+                "-Werror",
+                "all-warnings",
+                "-Xcompiler",
+                "-fPIC",
+                "-Xcompiler",
+                "-fvisibility=hidden",
+                *sass,
+                "-gencode",
+                "arch=compute_90,code=compute_90",
+                f"-I{REPO}",
+                f"-I{public}",
+                f"-I{source.parent}",
+                "-isystem",
+                str(jax.ffi.include_dir()),
+                "-c",
+                str(source),
+                "-o",
+                str(obj),
+            ]
         else:
             command = [cxx, *flags, f"-I{source.parent}", "-c", str(source), "-o", str(obj)]
         subprocess.run(command, check=True)
@@ -184,30 +240,52 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
 
     ops = sorted(op.parent for op in REPO.glob("ffi/ops/*/cpu_handlers.h"))
     modules = {
-        "_xlabind": ([*sorted(REPO.glob("ffi/common/*.cc")), *sorted(REPO.glob("ffi/cpu/*.cc")),
-                      *sorted(REPO.glob("ffi/cuda/*.cc")), REPO / "ffi" / "module.cc",
-                      nanobind_src / "nb_combined.cpp"], "extension_exports.lds", ["-ldl"]),
+        "_xlabind": (
+            [
+                *sorted(REPO.glob("ffi/common/*.cc")),
+                *sorted(REPO.glob("ffi/cpu/*.cc")),
+                *sorted(REPO.glob("ffi/cuda/*.cc")),
+                REPO / "ffi" / "module.cc",
+                nanobind_src / "nb_combined.cpp",
+            ],
+            "extension_exports.lds",
+            ["-ldl"],
+        ),
     }
     generated = {}
     for module, handlers in native_op_modules().items():
         source = out / "generated" / f"{module}_module.cc"
         source.write_text(module_source(module, handlers))
         generated[module] = source
-    modules["_xlabind_ops"] = ([generated["_xlabind_ops"]] +
-                               sorted(source for op in ops for source in op.glob("cpu_*.cc")), "module_exports.lds", [])
+    modules["_xlabind_ops"] = (
+        [generated["_xlabind_ops"]]
+        + sorted(source for op in ops for source in op.glob("cpu_*.cc")),
+        "module_exports.lds",
+        [],
+    )
     if toolkit is not None:
         # The static CUDA runtime: the module needs no libcudart at run time.
         cudart = [f"-L{toolkit / 'lib64'}", "-lcudart_static", "-lrt", "-lpthread", "-ldl"]
         modules["_xlabind_cuda_ops"] = (
-            [generated["_xlabind_cuda_ops"]] + [op / "cuda_handlers.cc" for op in ops] +
-            [op / "cuda_kernels.cu" for op in ops], "module_exports.lds", cudart)
+            [generated["_xlabind_cuda_ops"]]
+            + [op / "cuda_handlers.cc" for op in ops]
+            + [op / "cuda_kernels.cu" for op in ops],
+            "module_exports.lds",
+            cudart,
+        )
     # The test module of tests/native/test_native_api.py (C++ only: its CUDA handlers
     # launch nothing), beside the package as Bazel puts it beside the tests.
     source = out / "generated" / "native_api_ops_module.cc"
     source.write_text(module_source("native_api_ops", *native_api_handlers()))
     modules["native_api_ops"] = (
-        [source, REPO / "tests" / "native" / "native_api_handlers.cc",
-         REPO / "tests" / "native" / "cuda_bodies_handlers.cc"], "module_exports.lds", [])
+        [
+            source,
+            REPO / "tests" / "native" / "native_api_handlers.cc",
+            REPO / "tests" / "native" / "cuda_bodies_handlers.cc",
+        ],
+        "module_exports.lds",
+        [],
+    )
     example = REPO / "examples" / "native_op"
     if toolkit is not None and (example / "example_handlers.bzl").exists():
         # examples/native_op's module (a user's native ops: state, scratch,
@@ -219,26 +297,40 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
         source.write_text(module_source("example_ops", *example_handlers()))
         modules["example_ops"] = (
             [source, *sorted(example.glob("*.cc")), *sorted(example.glob("*.cu"))],
-            "module_exports.lds", cudart)
+            "module_exports.lds",
+            cudart,
+        )
 
     # Every module's sources in one queue: one module's slow file (nvcc's
     # kernels, the map_coordinates handlers) does not hold back the others'.
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        pending = {name: [pool.submit(compile_one, source) for source in sources]
-                   for name, (sources, _, _) in modules.items()}
-        objects = {name: [job.result() for job in jobs_of]
-                   for name, jobs_of in pending.items()}
+        pending = {
+            name: [pool.submit(compile_one, source) for source in sources]
+            for name, (sources, _, _) in modules.items()
+        }
+        objects = {name: [job.result() for job in jobs_of] for name, jobs_of in pending.items()}
     package = out / "package"
     target = package / "xlabind"
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(REPO / "python" / "xlabind", target,
-                    ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    shutil.copytree(
+        REPO / "python" / "xlabind", target, ignore=shutil.ignore_patterns("*.so", "__pycache__")
+    )
     for name, (_, exports, libraries) in modules.items():
         folder = package if name in ("example_ops", "native_api_ops") else target
         module = folder / (name + sysconfig.get_config_var("EXT_SUFFIX"))
-        subprocess.run([cxx, "-shared", *map(str, objects[name]), "-o", str(module),
-                        f"-Wl,--version-script={REPO / 'ffi' / exports}", *libraries], check=True)
+        subprocess.run(
+            [
+                cxx,
+                "-shared",
+                *map(str, objects[name]),
+                "-o",
+                str(module),
+                f"-Wl,--version-script={REPO / 'ffi' / exports}",
+                *libraries,
+            ],
+            check=True,
+        )
     return package
 
 
@@ -247,8 +339,13 @@ def environment(package: pathlib.Path, platforms: str | None) -> dict:
     # The built package, the tests' shared helpers, and the native API's test
     # module (built beside the package).
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(package), str(REPO / "tests" / "support"), str(REPO / "python"),
-         env.get("PYTHONPATH", "")])
+        [
+            str(package),
+            str(REPO / "tests" / "support"),
+            str(REPO / "python"),
+            env.get("PYTHONPATH", ""),
+        ]
+    )
     # The built package must win over the source tree: the source tree has no extension.
     env["PYTHONPATH"] = env["PYTHONPATH"].replace(str(REPO / "python") + os.pathsep, "", 1)
     if platforms is None:
@@ -295,16 +392,33 @@ def wheel_environment(wheel: pathlib.Path, venv: pathlib.Path) -> tuple[pathlib.
         shutil.rmtree(venv)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    venv_site = pathlib.Path(subprocess.check_output(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip())
+    venv_site = pathlib.Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            text=True,
+        ).strip()
+    )
     # addsitedir, not bare paths: the .pth files in those folders count too
     # (editable installs, a venv's own .pth), as they do for this interpreter.
     (venv_site / "zz_gpu_check_outer_site.pth").write_text(
-        f"import site; list(map(site.addsitedir, {visible_site_dirs()!r}))\n")
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
-                          "--quiet", "--target", str(venv_site), str(wheel)],
-                         capture_output=True, text=True)
+        f"import site; list(map(site.addsitedir, {visible_site_dirs()!r}))\n"
+    )
+    pip = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            "--target",
+            str(venv_site),
+            str(wheel),
+        ],
+        capture_output=True,
+        text=True,
+    )
     if pip.returncode == 0:
         return python, "pip --target"
     import zipfile
@@ -320,9 +434,12 @@ def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path)
     """Installs `wheel` into a fresh venv under `out` that sees this machine's
     packages; returns {"python", "env", facts...} for running tests on it."""
     python, how = wheel_environment(wheel, out / "wheel-venv")
-    venv_site = pathlib.Path(subprocess.check_output(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip())
+    venv_site = pathlib.Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            text=True,
+        ).strip()
+    )
     facts: dict = {"wheel": wheel.name, "site": str(venv_site), "installed": how}
     # `pip install xlabind[cuda13]` puts nvidia-cuda-runtime beside xlabind,
     # where the modules' RUNPATH ($ORIGIN/../nvidia/cu13/lib) looks. In this
@@ -349,10 +466,12 @@ def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path)
     env = dict(os.environ)
     env.pop("JAX_PLATFORMS", None)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(REPO / "tests" / "support"), str(extras), env.get("PYTHONPATH", "")])
+        [str(REPO / "tests" / "support"), str(extras), env.get("PYTHONPATH", "")]
+    )
     env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
-    probe = subprocess.run([str(python), "-c", WHEEL_PROBE], env=env, capture_output=True,
-                           text=True, cwd=out)
+    probe = subprocess.run(
+        [str(python), "-c", WHEEL_PROBE], env=env, capture_output=True, text=True, cwd=out
+    )
     if probe.returncode != 0:
         raise RuntimeError("the installed wheel's CUDA ops do not load:\n" + probe.stderr[-3000:])
     facts.update(json.loads(probe.stdout.strip().splitlines()[-1]))
@@ -360,25 +479,34 @@ def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path)
         raise RuntimeError(f"the tests would import {facts['xlabind']}, not the installed wheel")
     wheel_runtime = [p for p in facts["cudart_real"] if "/nvidia/" in p]
     if not facts["cudart"] or len(wheel_runtime) != len(facts["cudart_real"]):
-        raise RuntimeError(f"the wheel's CUDA ops loaded libcudart from {facts['cudart_real']}, "
-                           f"not from an nvidia-cuda-runtime package (the cuda13 extra's, "
-                           f"through the RUNPATH): users without a CUDA toolkit would have "
-                           f"none")
+        raise RuntimeError(
+            f"the wheel's CUDA ops loaded libcudart from {facts['cudart_real']}, "
+            f"not from an nvidia-cuda-runtime package (the cuda13 extra's, "
+            f"through the RUNPATH): users without a CUDA toolkit would have "
+            f"none"
+        )
     return {"python": str(python), "env": env, **facts}
 
 
 def smoke_test(package: pathlib.Path) -> str:
     """Imports the built package and runs a callback and a native op on the CPU."""
-    code = ("import jax, jax.numpy as jnp, numpy as np, xlabind\n"
-            "op = xlabind.callback(lambda x: x * 2, lambda x: x)\n"
-            "assert float(jax.jit(op)(jnp.ones(()))) == 2.0\n"
-            "from xlabind.ops import map_coordinates\n"
-            "grid = jnp.arange(4.0)\n"
-            "assert float(map_coordinates(grid, [jnp.asarray([1.5])], order=1)[0]) == 1.5\n"
-            "print(xlabind.__file__, sorted(xlabind._runtime.extension.REGISTRATIONS),\n"
-            "      'CUDA ops:', 'missing' if xlabind._runtime.extension.UNAVAILABLE else 'built')\n")
-    done = subprocess.run([sys.executable, "-c", code], env=environment(package, "cpu"),
-                          capture_output=True, text=True, cwd=REPO)
+    code = (
+        "import jax, jax.numpy as jnp, numpy as np, xlabind\n"
+        "op = xlabind.callback(lambda x: x * 2, lambda x: x)\n"
+        "assert float(jax.jit(op)(jnp.ones(()))) == 2.0\n"
+        "from xlabind.ops import map_coordinates\n"
+        "grid = jnp.arange(4.0)\n"
+        "assert float(map_coordinates(grid, [jnp.asarray([1.5])], order=1)[0]) == 1.5\n"
+        "print(xlabind.__file__, sorted(xlabind._runtime.extension.REGISTRATIONS),\n"
+        "      'CUDA ops:', 'missing' if xlabind._runtime.extension.UNAVAILABLE else 'built')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=environment(package, "cpu"),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     if done.returncode != 0:
         raise RuntimeError("the built package does not work:\n" + done.stderr[-3000:])
     return done.stdout.strip()
@@ -399,9 +527,15 @@ SUMMARY_RESERVE = 10
 # longest file, which bounds the build on 16); the GPU files from the last
 # runs there (~150-200 s one after the other). gpu_check.json records every
 # run's own; --timings FILE plans with one run's instead.
-STEP_SECONDS = {"build": 90.0, "wheel": 15.0, "cpu_tests": 240.0,
-                "test_gpu.py": 60.0, "test_gpu_graphs.py": 25.0,
-                "test_gpu_map_coordinates.py": 70.0, "test_gpu_native_api.py": 30.0}
+STEP_SECONDS = {
+    "build": 90.0,
+    "wheel": 15.0,
+    "cpu_tests": 240.0,
+    "test_gpu.py": 60.0,
+    "test_gpu_graphs.py": 25.0,
+    "test_gpu_map_coordinates.py": 70.0,
+    "test_gpu_native_api.py": 30.0,
+}
 #: --quick must fit this, leaving room in the GPU machine's 15 minutes for a
 #: second run.
 QUICK_LIMIT = 360.0
@@ -415,8 +549,7 @@ def _text(data) -> str:
     return data.decode(errors="replace") if isinstance(data, bytes) else data
 
 
-def run_step(name: str, command: list[str], env: dict, timeout: float,
-             logs: pathlib.Path) -> dict:
+def run_step(name: str, command: list[str], env: dict, timeout: float, logs: pathlib.Path) -> dict:
     """Runs one step, time-boxed, in a process group of its own: when it runs out
     of time the whole group is stopped (a benchmark's workers too), and its
     output so far is in logs/<name>.log."""
@@ -425,8 +558,14 @@ def run_step(name: str, command: list[str], env: dict, timeout: float,
     start = time.perf_counter()
     log = logs / f"{name}.log"
     with open(log, "w") as sink:
-        process = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                   cwd=REPO, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
         try:
             returncode, timed_out = process.wait(timeout=max(1.0, timeout)), False
         except subprocess.TimeoutExpired:
@@ -438,9 +577,13 @@ def run_step(name: str, command: list[str], env: dict, timeout: float,
                     break
                 except (ProcessLookupError, subprocess.TimeoutExpired):
                     continue
-    return {"name": name, "seconds": round(time.perf_counter() - start, 1),
-            "returncode": returncode, "timed_out": timed_out,
-            "output": log.read_text(errors="replace")}
+    return {
+        "name": name,
+        "seconds": round(time.perf_counter() - start, 1),
+        "returncode": returncode,
+        "timed_out": timed_out,
+        "output": log.read_text(errors="replace"),
+    }
 
 
 def test_result(step: dict, path: pathlib.Path, platforms: str | None) -> dict:
@@ -455,8 +598,13 @@ def test_result(step: dict, path: pathlib.Path, platforms: str | None) -> dict:
     elif step["returncode"] not in (0, 5) and counts["failed"] == 0:
         counts["failed"] = 1  # it crashed before pytest could count
         note = f"exit status {step['returncode']}"
-    return {"file": path.name, "platform": platforms or "gpu", "seconds": step["seconds"],
-            "note": note, **counts}
+    return {
+        "file": path.name,
+        "platform": platforms or "gpu",
+        "seconds": step["seconds"],
+        "note": note,
+        **counts,
+    }
 
 
 class Deadline:
@@ -486,8 +634,9 @@ def _benchmark_module():
     return gpu_benchmark
 
 
-def plan(quick: bool, wheel: bool, benchmark: bool, timings: dict,
-         gpu_jobs: int) -> list[tuple[str, float]]:
+def plan(
+    quick: bool, wheel: bool, benchmark: bool, timings: dict, gpu_jobs: int
+) -> list[tuple[str, float]]:
     """The steps in the order they run, each with what it takes on the GPU
     machine. With --quick and --wheel the GPU files run on the wheel only
     (the artifact users install; the build's modules are the same sources)."""
@@ -503,8 +652,9 @@ def plan(quick: bool, wheel: bool, benchmark: bool, timings: dict,
         steps.append(("cpu_tests", timings["cpu_tests"]))
     if benchmark:
         bench = _benchmark_module()
-        groups, boxes = ((QUICK_GROUPS, bench.QUICK_SECONDS) if quick else
-                         (bench.GROUPS, bench.FULL_SECONDS))
+        groups, boxes = (
+            (QUICK_GROUPS, bench.QUICK_SECONDS) if quick else (bench.GROUPS, bench.FULL_SECONDS)
+        )
         steps.append(("benchmark", sum(boxes[g] for g in groups)))
     return steps
 
@@ -515,8 +665,13 @@ def print_plan(steps: list[tuple[str, float]], limit: float | None) -> float:
     for name, seconds in steps:
         total += seconds
         print(f"{name:20} {seconds:8.0f} {total:8.0f}")
-    fits = "" if limit is None else (f"  fits {limit:.0f} s" if total + SUMMARY_RESERVE <= limit
-                                     else f"  OVER {limit:.0f} s")
+    fits = (
+        ""
+        if limit is None
+        else (
+            f"  fits {limit:.0f} s" if total + SUMMARY_RESERVE <= limit else f"  OVER {limit:.0f} s"
+        )
+    )
     print(f"{'total':20} {total + SUMMARY_RESERVE:8.0f}{fits}  (with the summary)", flush=True)
     return total + SUMMARY_RESERVE
 
@@ -525,8 +680,10 @@ def dry_run_command(seconds: float, hang: bool = False) -> list[str]:
     """--dry-run's stand-in for a step: its output after its duration, or,
     `hang`ing, partial output and no end."""
     if hang:
-        code = ("import time; print('partial output of a step that hangs', flush=True); "
-                "time.sleep(3600)")
+        code = (
+            "import time; print('partial output of a step that hangs', flush=True); "
+            "time.sleep(3600)"
+        )
     else:
         code = f"import time; time.sleep({seconds}); print('..s'); print('2 passed, 1 skipped in 0.1s')"
     return [sys.executable, "-c", code]
@@ -534,14 +691,17 @@ def dry_run_command(seconds: float, hang: bool = False) -> list[str]:
 
 def print_summary(summary: dict) -> None:
     results = summary.get("tests", [])
-    print(f"\n{'test file':36} {'where':6} {'passed':>7} {'failed':>7} {'skipped':>8} "
-          f"{'seconds':>8}  note")
+    print(
+        f"\n{'test file':36} {'where':6} {'passed':>7} {'failed':>7} {'skipped':>8} "
+        f"{'seconds':>8}  note"
+    )
     for r in results:
-        print(f"{r['file']:36} {r['platform']:6} {r['passed']:>7} {r['failed']:>7} "
-              f"{r['skipped']:>8} {r['seconds']:>8}  {r['note']}")
+        print(
+            f"{r['file']:36} {r['platform']:6} {r['passed']:>7} {r['failed']:>7} "
+            f"{r['skipped']:>8} {r['seconds']:>8}  {r['note']}"
+        )
     totals = {k: sum(r[k] for r in results) for k in ("passed", "failed", "skipped")}
-    print(f"{'total':36} {'':6} {totals['passed']:>7} {totals['failed']:>7} "
-          f"{totals['skipped']:>8}")
+    print(f"{'total':36} {'':6} {totals['passed']:>7} {totals['failed']:>7} {totals['skipped']:>8}")
     for line in summary.get("not_run", []):
         print(f"not run: {line}")
     for line in summary.get("errors", []):
@@ -552,74 +712,125 @@ def print_summary(summary: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or tempfile.mkdtemp(
-        prefix="xlabind-gpu-check-"), help="where the build, logs and summary go")
-    parser.add_argument("--build-only", action="store_true",
-                        help="build and import the extension, then stop")
-    parser.add_argument("--quick", action="store_true",
-                        help="build, GPU tests and benchmark only (no CPU suite): fits "
-                             f"{QUICK_LIMIT:.0f} s on the GPU machine")
+    parser.add_argument(
+        "--out",
+        default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="xlabind-gpu-check-"),
+        help="where the build, logs and summary go",
+    )
+    parser.add_argument(
+        "--build-only", action="store_true", help="build and import the extension, then stop"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="build, GPU tests and benchmark only (no CPU suite): fits "
+        f"{QUICK_LIMIT:.0f} s on the GPU machine",
+    )
     parser.add_argument("--no-benchmark", action="store_true")
-    parser.add_argument("--deadline", type=float, default=None,
-                        help=f"seconds for the whole run (default {QUICK_LIMIT:.0f} with "
-                             "--quick, else 570)")
-    parser.add_argument("--step-seconds", type=float, default=None,
-                        help="at most this long for any one step (default: each step's own cap)")
-    parser.add_argument("--plan", action="store_true",
-                        help="print the steps with what each takes on the GPU machine, and stop")
-    parser.add_argument("--timings", type=pathlib.Path, default=None,
-                        help="plan with the step times a run recorded (its gpu_check.json)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="stand-ins for every step, each taking its planned time times "
-                             "--time-scale: this script's control flow and time boxes, tested "
-                             "on any machine")
-    parser.add_argument("--time-scale", type=float, default=1.0,
-                        help="with --dry-run: scales every duration and the deadline")
-    parser.add_argument("--overrun", default=None,
-                        help="with --dry-run: the step that never ends (a GPU test file, or "
-                             "benchmark:GROUP)")
-    parser.add_argument("--wheel", type=pathlib.Path, default=None,
-                        help="also install this wheel in a venv and run the GPU test files "
-                             "against it (the artifact users install)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help=f"seconds for the whole run (default {QUICK_LIMIT:.0f} with --quick, else 570)",
+    )
+    parser.add_argument(
+        "--step-seconds",
+        type=float,
+        default=None,
+        help="at most this long for any one step (default: each step's own cap)",
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the steps with what each takes on the GPU machine, and stop",
+    )
+    parser.add_argument(
+        "--timings",
+        type=pathlib.Path,
+        default=None,
+        help="plan with the step times a run recorded (its gpu_check.json)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="stand-ins for every step, each taking its planned time times "
+        "--time-scale: this script's control flow and time boxes, tested "
+        "on any machine",
+    )
+    parser.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="with --dry-run: scales every duration and the deadline",
+    )
+    parser.add_argument(
+        "--overrun",
+        default=None,
+        help="with --dry-run: the step that never ends (a GPU test file, or benchmark:GROUP)",
+    )
+    parser.add_argument(
+        "--wheel",
+        type=pathlib.Path,
+        default=None,
+        help="also install this wheel in a venv and run the GPU test files "
+        "against it (the artifact users install)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--gpu-jobs", type=int, default=len(GPU_TESTS),
-                        help="GPU test files at a time (default: all at once)")
-    parser.add_argument("--fast-build", action="store_true",
-                        help="unoptimized, PTX only: checks that everything builds (not for "
-                             "measuring or a GPU run)")
+    parser.add_argument(
+        "--gpu-jobs",
+        type=int,
+        default=len(GPU_TESTS),
+        help="GPU test files at a time (default: all at once)",
+    )
+    parser.add_argument(
+        "--fast-build",
+        action="store_true",
+        help="unoptimized, PTX only: checks that everything builds (not for "
+        "measuring or a GPU run)",
+    )
     args = parser.parse_args(argv)
     timings = dict(STEP_SECONDS)
     if args.timings:
         timings.update(json.loads(args.timings.read_text()).get("step_seconds", {}))
-    steps = plan(args.quick, args.wheel is not None, not args.no_benchmark, timings,
-                 args.gpu_jobs)
+    steps = plan(args.quick, args.wheel is not None, not args.no_benchmark, timings, args.gpu_jobs)
     planned = print_plan(steps, QUICK_LIMIT if args.quick else None)
     if args.plan:
         return 0 if not args.quick or planned <= QUICK_LIMIT else 1
     scale = args.time_scale if args.dry_run else 1.0
-    deadline = Deadline((args.deadline or (QUICK_LIMIT if args.quick else 570.0)) * scale
-                        + (SUMMARY_RESERVE if args.dry_run else 0), args.step_seconds)
+    deadline = Deadline(
+        (args.deadline or (QUICK_LIMIT if args.quick else 570.0)) * scale
+        + (SUMMARY_RESERVE if args.dry_run else 0),
+        args.step_seconds,
+    )
     # What a later step keeps at the least: the benchmark its first two
     # groups (the host cost and the captured copy), the others 30 s.
     floors = {name: min(seconds, 30.0) * scale for name, seconds in steps}
     if "benchmark" in floors:
         bench = _benchmark_module()
         first = (QUICK_GROUPS if args.quick else bench.GROUPS)[:2]
-        floors["benchmark"] = sum((bench.QUICK_SECONDS if args.quick else bench.FULL_SECONDS)[g]
-                                  for g in first) * scale
+        floors["benchmark"] = (
+            sum((bench.QUICK_SECONDS if args.quick else bench.FULL_SECONDS)[g] for g in first)
+            * scale
+        )
 
     def budget(step: str, cap: float) -> float:
         """What `step` may take: at most `cap` (its planned time and half again),
         and no more than leaves the later steps their floors."""
         names = [name for name, _ in steps]
-        later = sum(floors[n] for n in names[names.index(step) + 1:]) if step in names else 0
+        later = sum(floors[n] for n in names[names.index(step) + 1 :]) if step in names else 0
         return deadline.left(cap * scale, later)
 
     out = pathlib.Path(args.out).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"python": sys.version.split()[0], "plan": steps, "tests": [],
-                     "not_run": [], "errors": [], "step_seconds": {}}
+    summary: dict = {
+        "python": sys.version.split()[0],
+        "plan": steps,
+        "tests": [],
+        "not_run": [],
+        "errors": [],
+        "step_seconds": {},
+    }
     failed = False
     package = None
     files = sorted((REPO / "tests").glob("*/test_*.py"))
@@ -638,20 +849,27 @@ def main(argv: list[str] | None = None) -> int:
         where = "wheel" if label.endswith("wheel") else None
 
         def one(path):
-            command = (dry_run_command(timings[path.name] * scale, hang=args.overrun == path.name)
-                       if args.dry_run else pytest_command(path, python))
-            return test_result(run_step(f"{label}_{path.stem}", command, env, seconds, logs),
-                               path, where)
+            command = (
+                dry_run_command(timings[path.name] * scale, hang=args.overrun == path.name)
+                if args.dry_run
+                else pytest_command(path, python)
+            )
+            return test_result(
+                run_step(f"{label}_{path.stem}", command, env, seconds, logs), path, where
+            )
 
         start = time.perf_counter()
         with concurrent.futures.ThreadPoolExecutor(max(1, args.gpu_jobs)) as pool:
             for result in pool.map(one, gpu_files):
                 summary["tests"].append(result)
-                print(f"[{label}] {result['file']}: {result['passed']} passed, "
-                      f"{result['failed']} failed, {result['skipped']} skipped "
-                      f"{result['note']}", flush=True)
+                print(
+                    f"[{label}] {result['file']}: {result['passed']} passed, "
+                    f"{result['failed']} failed, {result['skipped']} skipped "
+                    f"{result['note']}",
+                    flush=True,
+                )
         summary["step_seconds"][label] = round(time.perf_counter() - start, 1)
-        for result in summary["tests"][-len(gpu_files):]:
+        for result in summary["tests"][-len(gpu_files) :]:
             summary["step_seconds"].setdefault(result["file"], result["seconds"])
 
     def record_error(step: str, error: Exception) -> None:
@@ -673,9 +891,11 @@ def main(argv: list[str] | None = None) -> int:
                 package = build(out / "build", args.jobs, fast=args.fast_build)
                 summary["import"] = smoke_test(package)
             summary["step_seconds"]["build"] = round(time.perf_counter() - start, 1)
-            print(f"built {package} in {summary['step_seconds']['build']} s: "
-                  f"{summary['import']}", flush=True)
-        except Exception as error:  # noqa: BLE001  (the wheel's steps may still run)
+            print(
+                f"built {package} in {summary['step_seconds']['build']} s: {summary['import']}",
+                flush=True,
+            )
+        except Exception as error:
             record_error("build", error)
             package = None
         if args.build_only:
@@ -702,11 +922,14 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError("no build: the tests' own modules are missing")
                     installed = install_wheel(args.wheel.resolve(), out, package)
                     summary["wheel"] = {k: v for k, v in installed.items() if k != "env"}
-                    print(f"[wheel] {installed['wheel']} ({installed['installed']}): xlabind "
-                          f"from {installed['xlabind']}, libcudart {installed['cudart_real']} "
-                          f"({installed['cuda_runtime']})", flush=True)
+                    print(
+                        f"[wheel] {installed['wheel']} ({installed['installed']}): xlabind "
+                        f"from {installed['xlabind']}, libcudart {installed['cudart_real']} "
+                        f"({installed['cuda_runtime']})",
+                        flush=True,
+                    )
                 summary["step_seconds"]["wheel"] = round(time.perf_counter() - start, 1)
-            except Exception as error:  # noqa: BLE001  (the benchmark still runs)
+            except Exception as error:
                 record_error("wheel", error)
             if installed is not None:
                 gpu_tests("gpu_tests_wheel", installed["python"], installed["env"])
@@ -721,9 +944,12 @@ def main(argv: list[str] | None = None) -> int:
                 left = deadline.left(seconds)
                 if left <= 0:
                     return None
-                command = (dry_run_command(0.01) if args.dry_run else pytest_command(path))
-                return test_result(run_step(path.stem, command, environment(package, "cpu"),
-                                            left, logs), path, "cpu")
+                command = dry_run_command(0.01) if args.dry_run else pytest_command(path)
+                return test_result(
+                    run_step(path.stem, command, environment(package, "cpu"), left, logs),
+                    path,
+                    "cpu",
+                )
 
             with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs // 2)) as pool:
                 for path, result in zip(cpu, pool.map(one, cpu)):
@@ -739,13 +965,21 @@ def main(argv: list[str] | None = None) -> int:
             seconds = budget("benchmark", float("inf"))
             if seconds <= 0 or package is None and not args.dry_run:
                 summary["not_run"].append(
-                    "gpu_benchmark.py: " + ("no time left" if seconds <= 0 else "no build"))
+                    "gpu_benchmark.py: " + ("no time left" if seconds <= 0 else "no build")
+                )
             else:
                 groups = QUICK_GROUPS if args.quick else _benchmark_module().GROUPS
-                command = [sys.executable, str(REPO / "tools" / "gpu_benchmark.py"),
-                           "--json", str(out / "gpu_benchmark.json"),
-                           "--deadline", str(max(1.0, seconds - 5 * scale)),
-                           "--only", *groups, *(["--quick"] if args.quick else [])]
+                command = [
+                    sys.executable,
+                    str(REPO / "tools" / "gpu_benchmark.py"),
+                    "--json",
+                    str(out / "gpu_benchmark.json"),
+                    "--deadline",
+                    str(max(1.0, seconds - 5 * scale)),
+                    "--only",
+                    *groups,
+                    *(["--quick"] if args.quick else []),
+                ]
                 if args.dry_run:
                     command += ["--dry-run", "--time-scale", str(scale)]
                     if (args.overrun or "").startswith("benchmark:"):
@@ -753,11 +987,13 @@ def main(argv: list[str] | None = None) -> int:
                 env = environment(package, None) if package else dict(os.environ)
                 step = run_step("gpu_benchmark", command, env, seconds, logs)
                 summary["step_seconds"]["benchmark"] = step["seconds"]
-                summary["benchmark"] = (step["output"] if not step["timed_out"] else
-                                        f"timed out after {step['seconds']} s; so far:\n"
-                                        + step["output"])
+                summary["benchmark"] = (
+                    step["output"]
+                    if not step["timed_out"]
+                    else f"timed out after {step['seconds']} s; so far:\n" + step["output"]
+                )
                 failed |= step["timed_out"] or step["returncode"] != 0
-    except Exception as error:  # noqa: BLE001  (the summary below must still come)
+    except Exception as error:
         record_error("gpu_check", error)
     finally:
         if not args.build_only or summary["errors"]:

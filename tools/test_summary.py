@@ -17,8 +17,11 @@ def main() -> int:
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     silent = []
     for log in logs:
-        summary = [l for l in log.read_text(errors="replace").splitlines()
-                   if re.search(r"\d+ (passed|failed|skipped)", l) and " in " in l]
+        summary = [
+            l
+            for l in log.read_text(errors="replace").splitlines()
+            if re.search(r"\d+ (passed|failed|skipped)", l) and " in " in l
+        ]
         target = str(log.parent.relative_to(pathlib.Path("bazel-testlogs").resolve()))
         if not summary:
             # Not a pytest target (e.g. the demo): counted by its exit status.
@@ -38,7 +41,9 @@ def main() -> int:
     if silent:
         print(f"targets without a result: {', '.join(silent)}")
         totals["failed"] += len(silent)
-    print(f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
+    print(
+        f"tests: {totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped"
+    )
     return 1 if totals["failed"] else 0
 
 

@@ -24,6 +24,6 @@ static ffi::Error Scale(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y,
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleScaleCpu, Scale,
                               ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()      // x
-                                  .Ret<ffi::AnyBuffer>()      // y
+                                  .Arg<ffi::AnyBuffer>()     // x
+                                  .Ret<ffi::AnyBuffer>()     // y
                                   .Attr<double>("factor"));  // a keyword argument

@@ -65,14 +65,11 @@ ffi::Error SquareJvpCpu(ffi::AnyBuffer x, ffi::AnyBuffer t,
 }  // namespace
 
 // [bind]
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleSquareCpu, SquareCpu,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    ExampleSquareCpu, SquareCpu,
+    ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleSquareJvpCpu, SquareJvpCpu,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    ExampleSquareJvpCpu, SquareJvpCpu,
+    ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>());
 // [bind]

@@ -63,8 +63,8 @@ ffi::ErrorOr<Description> Describe(const ffi::Dictionary& table) {
   XLABIND_ASSIGN_OR_RETURN(d.lo, native::Field<double>(kOp, table, "range.lo"));
   XLABIND_ASSIGN_OR_RETURN(d.hi, native::Field<double>(kOp, table, "range.hi"));
   if (d.size < 2) {
-    return native::Failure(native::InvalidArgument(
-        kOp, ": table size must be at least 2, got ", d.size));
+    return native::Failure(
+        native::InvalidArgument(kOp, ": table size must be at least 2, got ", d.size));
   }
   if (!(d.hi > d.lo)) {
     return native::Failure(native::InvalidArgument(
@@ -134,18 +134,19 @@ ffi::Error TableCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuffer
     T* out = y->typed_data<T>();
     native::ParallelChunks(&pool, n, kChunk, kChunk,
                            [&](int, int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) position[i] = table->Position(in[i]);
-      for (int64_t i = begin; i < end; ++i) {
-        if (position[i] != position[i]) {  // x is NaN
-          out[i] = static_cast<T>(position[i]);
-          continue;
-        }
-        const int64_t cell = table->Cell(position[i]);
-        const double w = position[i] - static_cast<double>(cell);
-        out[i] = static_cast<T>(table->values[cell] * (1.0 - w) +
-                                table->values[cell + 1] * w);
-      }
-    });
+                             for (int64_t i = begin; i < end; ++i)
+                               position[i] = table->Position(in[i]);
+                             for (int64_t i = begin; i < end; ++i) {
+                               if (position[i] != position[i]) {  // x is NaN
+                                 out[i] = static_cast<T>(position[i]);
+                                 continue;
+                               }
+                               const int64_t cell = table->Cell(position[i]);
+                               const double w = position[i] - static_cast<double>(cell);
+                               out[i] = static_cast<T>(table->values[cell] * (1.0 - w) +
+                                                       table->values[cell + 1] * w);
+                             }
+                           });
     return ffi::Error::Success();
   });
 }
@@ -167,17 +168,19 @@ ffi::Error TableJvpCpuExecute(ffi::ThreadPool pool, TableCpu* table, ffi::AnyBuf
     T* out = dy->typed_data<T>();
     native::ParallelChunks(&pool, static_cast<int64_t>(x.element_count()), kChunk,
                            kChunk, [&](int, int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        // Flat outside the range; NaN stays NaN.
-        if (!(xs[i] >= d.lo && xs[i] <= d.hi)) {
-          out[i] = xs[i] != xs[i] ? xs[i] : T(0);
-          continue;
-        }
-        const int64_t cell = table->Cell(table->Position(xs[i]));
-        const double slope = (table->values[cell + 1] - table->values[cell]) * per_unit;
-        out[i] = static_cast<T>(slope * ts[i]);
-      }
-    });
+                             for (int64_t i = begin; i < end; ++i) {
+                               // Flat outside the range; NaN stays NaN.
+                               if (!(xs[i] >= d.lo && xs[i] <= d.hi)) {
+                                 out[i] = xs[i] != xs[i] ? xs[i] : T(0);
+                                 continue;
+                               }
+                               const int64_t cell = table->Cell(table->Position(xs[i]));
+                               const double slope =
+                                   (table->values[cell + 1] - table->values[cell]) *
+                                   per_unit;
+                               out[i] = static_cast<T>(slope * ts[i]);
+                             }
+                           });
     return ffi::Error::Success();
   });
 }
@@ -256,12 +259,12 @@ XLABIND_DEFINE_STATE_TYPE(ExampleTableCpu, TableCpu);
 XLABIND_DEFINE_STATE_TYPE(ExampleTableCuda, TableCuda);
 
 // Both targets of a platform build their table the same way.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableBuildCpu, BuildCpu,
-                              ffi::Ffi::BindInstantiate()
-                                  .Attr<ffi::Dictionary>("table"));
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableBuildCuda, BuildCuda,
-                              ffi::Ffi::BindInstantiate()
-                                  .Attr<ffi::Dictionary>("table"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    ExampleTableBuildCpu, BuildCpu,
+    ffi::Ffi::BindInstantiate().Attr<ffi::Dictionary>("table"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    ExampleTableBuildCuda, BuildCuda,
+    ffi::Ffi::BindInstantiate().Attr<ffi::Dictionary>("table"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCpu, TableCpuExecute,
                               ffi::Ffi::Bind()
@@ -281,10 +284,9 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableJvpCpu, TableJvpCpuExecute,
                                   .Ret<ffi::AnyBuffer>()
                                   .Attr<ffi::Dictionary>("table"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTablesBuilt, TablesBuilt,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::BufferR0<ffi::S32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    ExampleTablesBuilt, TablesBuilt,
+    ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::BufferR0<ffi::S32>>());
 
 // [cuda_bind]
 XLA_FFI_DEFINE_HANDLER_SYMBOL(ExampleTableCuda, TableCudaExecute,

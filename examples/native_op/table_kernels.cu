@@ -14,8 +14,8 @@ __device__ double Position(double x, int64_t size, double lo, double hi) {
   return isnan(t) ? t : fmin(fmax(t, 0.0), static_cast<double>(size - 1));
 }
 
-__global__ void Locate(const float* x, double* position, int64_t n, int64_t size, double lo,
-                       double hi) {
+__global__ void Locate(const float* x, double* position, int64_t n, int64_t size,
+                       double lo, double hi) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i < n) position[i] = Position(x[i], size, lo, hi);
 }
@@ -33,20 +33,24 @@ __global__ void Interpolate(const double* table, int64_t size, const double* pos
   y[i] = static_cast<float>(table[cell] * (1.0 - w) + table[cell + 1] * w);
 }
 
-__global__ void Jvp(const double* table, int64_t size, double lo, double hi, const float* x,
-                    const float* t, float* dy, int64_t n) {
+__global__ void Jvp(const double* table, int64_t size, double lo, double hi,
+                    const float* x, const float* t, float* dy, int64_t n) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= n) return;
   if (!(x[i] >= lo && x[i] <= hi)) {  // flat outside the range; NaN stays NaN
     dy[i] = isnan(x[i]) ? x[i] : 0.0f;
     return;
   }
-  const int64_t cell = min(static_cast<int64_t>(Position(x[i], size, lo, hi)), size - 2);
-  const double slope = (table[cell + 1] - table[cell]) * static_cast<double>(size - 1) / (hi - lo);
+  const int64_t cell =
+      min(static_cast<int64_t>(Position(x[i], size, lo, hi)), size - 2);
+  const double slope =
+      (table[cell + 1] - table[cell]) * static_cast<double>(size - 1) / (hi - lo);
   dy[i] = static_cast<float>(slope * t[i]);
 }
 
-unsigned Blocks(int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+unsigned Blocks(int64_t n) {
+  return static_cast<unsigned>((n + kThreads - 1) / kThreads);
+}
 
 const char* LastError() {
   const cudaError_t error = cudaGetLastError();
@@ -55,9 +59,11 @@ const char* LastError() {
 
 }  // namespace
 
-extern "C" const char* ExampleTableUpload(const double* values, int64_t size, double** device) {
+extern "C" const char* ExampleTableUpload(const double* values, int64_t size,
+                                          double** device) {
   if (cudaMalloc(device, size * sizeof(double)) != cudaSuccess) return LastError();
-  if (cudaMemcpy(*device, values, size * sizeof(double), cudaMemcpyHostToDevice) != cudaSuccess) {
+  if (cudaMemcpy(*device, values, size * sizeof(double), cudaMemcpyHostToDevice) !=
+      cudaSuccess) {
     return LastError();
   }
   return "";
@@ -65,9 +71,10 @@ extern "C" const char* ExampleTableUpload(const double* values, int64_t size, do
 
 extern "C" void ExampleTableFree(double* device) { cudaFree(device); }
 
-extern "C" const char* ExampleTableLaunchF32(const double* table, int64_t size, double lo,
-                                              double hi, const float* x, float* y,
-                                              double* scratch, int64_t n, void* stream) {
+extern "C" const char* ExampleTableLaunchF32(const double* table, int64_t size,
+                                             double lo, double hi, const float* x,
+                                             float* y, double* scratch, int64_t n,
+                                             void* stream) {
   if (n == 0) return "";
   auto on = static_cast<cudaStream_t>(stream);
   Locate<<<Blocks(n), kThreads, 0, on>>>(x, scratch, n, size, lo, hi);
@@ -75,11 +82,12 @@ extern "C" const char* ExampleTableLaunchF32(const double* table, int64_t size, 
   return LastError();
 }
 
-extern "C" const char* ExampleTableJvpLaunchF32(const double* table, int64_t size, double lo,
-                                                 double hi, const float* x, const float* t,
-                                                 float* dy, int64_t n, void* stream) {
+extern "C" const char* ExampleTableJvpLaunchF32(const double* table, int64_t size,
+                                                double lo, double hi, const float* x,
+                                                const float* t, float* dy, int64_t n,
+                                                void* stream) {
   if (n == 0) return "";
-  Jvp<<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(table, size, lo, hi, x, t,
-                                                                     dy, n);
+  Jvp<<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(table, size, lo,
+                                                                     hi, x, t, dy, n);
   return LastError();
 }

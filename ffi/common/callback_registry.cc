@@ -132,8 +132,7 @@ CallbackData::~CallbackData() {
 CallbackEntry::CallbackEntry(PyObject* callable, std::string name, CallStyle style,
                              bool single_result, PyObject* kwargs, PyObject* out_builder,
                              uint64_t preferred_key)
-    : data_(new CallbackData(callable, std::move(name), style, single_result, kwargs,
-                             out_builder),
+    : data_(new CallbackData(callable, std::move(name), style, single_result, kwargs, out_builder),
             Release) {
   CollectReleasedCallbacks();
   Registry& registry = TheRegistry();

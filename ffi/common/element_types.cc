@@ -18,12 +18,11 @@ std::vector<std::pair<int, const char*>> ElementTypeNames() {
   // Every type NumPy or ml_dtypes has a dtype for (XLA's 1-bit integers and
   // tokens have none).
   constexpr T kTypes[] = {
-      T::PRED,          T::S2,         T::S4,         T::S8,           T::S16,
-      T::S32,           T::S64,        T::U2,         T::U4,           T::U8,
-      T::U16,           T::U32,        T::U64,        T::F16,          T::F32,
-      T::F64,           T::BF16,       T::C64,        T::C128,         T::F8E5M2,
-      T::F8E4M3,        T::F8E4M3FN,   T::F8E4M3B11FNUZ, T::F8E5M2FNUZ, T::F8E4M3FNUZ,
-      T::F8E3M4,        T::F4E2M1FN,   T::F8E8M0FNU,
+      T::PRED,       T::S2,     T::S4,       T::S8,        T::S16,           T::S32,
+      T::S64,        T::U2,     T::U4,       T::U8,        T::U16,           T::U32,
+      T::U64,        T::F16,    T::F32,      T::F64,       T::BF16,          T::C64,
+      T::C128,       T::F8E5M2, T::F8E4M3,   T::F8E4M3FN,  T::F8E4M3B11FNUZ, T::F8E5M2FNUZ,
+      T::F8E4M3FNUZ, T::F8E3M4, T::F4E2M1FN, T::F8E8M0FNU,
   };
   std::vector<std::pair<int, const char*>> names;
   for (T type : kTypes) names.emplace_back(static_cast<int>(type), native::DtypeName(type));
@@ -41,7 +40,8 @@ bool SetDtypeObjects(PyObject* dtypes) {
   while (PyDict_Next(dtypes, &pos, &key, &value)) {
     long code = PyLong_AsLong(key);
     if (code < 0 || code >= 256) {
-      if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "element type code %ld out of range", code);
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "element type code %ld out of range", code);
       return false;
     }
     Py_INCREF(value);

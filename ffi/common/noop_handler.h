@@ -8,10 +8,10 @@
 
 #include "xla/ffi/api/api.h"
 
-extern "C" __attribute__((visibility("default")))
-XLA_FFI_Error* XlabindNoop(XLA_FFI_CallFrame* call_frame);
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* XlabindNoop(
+    XLA_FFI_CallFrame* call_frame);
 
-extern "C" __attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCpuCopy(XLA_FFI_CallFrame* call_frame);
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* XlabindCpuCopy(
+    XLA_FFI_CallFrame* call_frame);
 
 #endif  // XLABIND_FFI_COMMON_NOOP_HANDLER_H_

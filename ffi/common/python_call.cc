@@ -99,7 +99,8 @@ std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObj
   if (returned != Py_None) {
     return "raised TypeError: " + data.name +
            " is a jaxbind callback: it must write its results into `out` (out[i][...] = "
-           "value) and return None, but it returned " + Py_TYPE(returned)->tp_name;
+           "value) and return None, but it returned " +
+           Py_TYPE(returned)->tp_name;
   }
   const size_t num_results = views.size() - num_operands;
   const size_t now = static_cast<size_t>(PyList_GET_SIZE(out));
@@ -107,8 +108,8 @@ std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObj
     if (i >= now || PyList_GET_ITEM(out, i) != views[num_operands + i]) {
       return "raised TypeError: " + data.name + " replaced out[" + std::to_string(i) +
              "] instead of writing into it: the result arrays are XLA's own memory, so write "
-             "with out[" + std::to_string(i) + "][()] = value (or out[" + std::to_string(i) +
-             "][...] = value).";
+             "with out[" +
+             std::to_string(i) + "][()] = value (or out[" + std::to_string(i) + "][...] = value).";
     }
   }
   if (now != num_results) {
@@ -147,7 +148,8 @@ std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_
   if (data.style == CallStyle::kJaxbind) {
     return "raised TypeError: " + data.name + " wrote nothing into out[" + index +
            "] (its first and last elements are still as xlabind left them): a jaxbind "
-           "callback must fill every result, e.g. out[" + index + "][...] = value";
+           "callback must fill every result, e.g. out[" +
+           index + "][...] = value";
   }
   const std::string which = num_results == 1 ? "`out`" : "result " + index + " of `out`";
   return "raised TypeError: " + data.name + " wrote nothing into " + which +
@@ -175,7 +177,8 @@ std::string InvokeAndCheck(const CallbackData& data, ViewList& views, size_t num
       // The one place that decides: every in-place call comes through here.
       error = "raised TypeError: " + data.name +
               " is an in_place function: it must write into `out` and return None, but it "
-              "returned " + Py_TYPE(returned.get())->tp_name;
+              "returned " +
+              Py_TYPE(returned.get())->tp_name;
     } else if (data.style == CallStyle::kJaxbind) {
       error = CheckJaxbindCall(data, returned.get(), out_container.get(), views, num_operands);
     }

@@ -179,8 +179,8 @@ inline FrameLayout LayoutOf(xla::ffi::RemainingArgs args, xla::ffi::RemainingRet
 
 // Views of every operand, then of every result, into `views`; or the error.
 template <typename Platform>
-std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args,
-                     xla::ffi::RemainingRets rets, const FrameLayout& layout, ViewList& views) {
+std::string AddViews(Platform& platform, xla::ffi::RemainingArgs args, xla::ffi::RemainingRets rets,
+                     const FrameLayout& layout, ViewList& views) {
   namespace ffi = xla::ffi;
   auto add = [&](const ffi::AnyBuffer& buffer, bool is_result) {
     PyObject* view = platform.View(buffer, is_result);
@@ -234,8 +234,7 @@ std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_
 // exception crosses into XLA.
 template <typename Platform>
 xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs args,
-                           xla::ffi::RemainingRets rets, size_t num_rets,
-                           Platform& platform) {
+                           xla::ffi::RemainingRets rets, size_t num_rets, Platform& platform) {
   namespace ffi = xla::ffi;
   try {
     if (InterpreterIsGone()) {
@@ -244,8 +243,7 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
     }
     const FrameLayout layout = LayoutOf(args, rets, num_rets);
     GilScope gil;
-    ViewList views(layout.num_args + layout.num_results, layout.num_args,
-                   Platform::kReleaseView);
+    ViewList views(layout.num_args + layout.num_results, layout.num_args, Platform::kReleaseView);
     std::string error = AddViews(platform, args, rets, layout, views);
     if (!error.empty()) return CallbackError(data.name, "failed: " + error);
     // XLA's result memory is uninitialised: a function that writes its results

@@ -128,13 +128,13 @@ PyObject* ViewBuffer(const ffi::AnyBuffer& buffer, bool writable) {
   void* data = buffer.untyped_data() != nullptr ? buffer.untyped_data() : empty_storage;
   const int bits = PackedBits(static_cast<int>(buffer.element_type()));
   if (bits == 0) {
-    if (PyObject* view = TakeFromPool(descr, static_cast<int>(dims.size()), shape.data(), data,
-                                      writable)) {
+    if (PyObject* view =
+            TakeFromPool(descr, static_cast<int>(dims.size()), shape.data(), data, writable)) {
       return view;
     }
     Py_INCREF(descr);  // PyArray_NewFromDescr steals it.
-    return PyArray_NewFromDescr(&PyArray_Type, descr, static_cast<int>(dims.size()),
-                                shape.data(), /*strides=*/nullptr, data, ViewFlags(writable),
+    return PyArray_NewFromDescr(&PyArray_Type, descr, static_cast<int>(dims.size()), shape.data(),
+                                /*strides=*/nullptr, data, ViewFlags(writable),
                                 /*obj=*/nullptr);
   }
   Py_INCREF(descr);
@@ -152,8 +152,9 @@ void StoreResult(const ffi::AnyBuffer& buffer, PyObject* view) {
   const int bits = PackedBits(static_cast<int>(buffer.element_type()));
   if (bits == 0 || buffer.untyped_data() == nullptr) return;
   auto* array = reinterpret_cast<PyArrayObject*>(view);
-  Pack(static_cast<const uint8_t*>(PyArray_DATA(array)), static_cast<uint8_t*>(buffer.untyped_data()),
-       static_cast<size_t>(PyArray_SIZE(array)), bits);
+  Pack(static_cast<const uint8_t*>(PyArray_DATA(array)),
+       static_cast<uint8_t*>(buffer.untyped_data()), static_cast<size_t>(PyArray_SIZE(array)),
+       bits);
 }
 
 }  // namespace xlabind

@@ -21,12 +21,12 @@
 #include "xla/ffi/api/api.h"
 
 extern "C" {
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCpuPythonCallbackInstantiate(XLA_FFI_CallFrame* call_frame);
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCpuPythonCallback(XLA_FFI_CallFrame* call_frame);
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCpuPythonCallbackReportingStatus(XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCpuPythonCallbackInstantiate(
+    XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCpuPythonCallback(
+    XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCpuPythonCallbackReportingStatus(
+    XLA_FFI_CallFrame* call_frame);
 }
 
 namespace xlabind {

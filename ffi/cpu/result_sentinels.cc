@@ -20,18 +20,29 @@ constexpr size_t kMarkedPerEnd = 4;
 void Sentinel(size_t width, uint8_t* out) {
   std::memset(out, 0xA5, width);
   switch (width) {
-    case 2: out[1] = 0x7D; break;  // float16 0x7DA5
-    case 4: out[3] = 0x7F; break;  // float32 0x7FA5A5A5
-    case 8: out[7] = 0x7F; out[6] = 0xF5; break;  // float64 0x7FF5A5A5A5A5A5A5
-    case 16: out[7] = out[15] = 0x7F; out[6] = out[14] = 0xF5; break;  // complex128
-    default: break;
+    case 2:
+      out[1] = 0x7D;
+      break;  // float16 0x7DA5
+    case 4:
+      out[3] = 0x7F;
+      break;  // float32 0x7FA5A5A5
+    case 8:
+      out[7] = 0x7F;
+      out[6] = 0xF5;
+      break;  // float64 0x7FF5A5A5A5A5A5A5
+    case 16:
+      out[7] = out[15] = 0x7F;
+      out[6] = out[14] = 0xF5;
+      break;  // complex128
+    default:
+      break;
   }
 }
 
 struct Layout {
   uint8_t* data;
-  size_t width;   // bytes per element
-  size_t count;   // elements
+  size_t width;  // bytes per element
+  size_t count;  // elements
   bool checked;
 };
 
@@ -79,9 +90,8 @@ bool StillUnwritten(PyObject* view) {
   if (!layout.checked) return false;
   uint8_t sentinel[16];
   Sentinel(layout.width, sentinel);
-  return ForMarked(layout, [&](uint8_t* element) {
-    return std::memcmp(element, sentinel, layout.width) == 0;
-  });
+  return ForMarked(
+      layout, [&](uint8_t* element) { return std::memcmp(element, sentinel, layout.width) == 0; });
 }
 
 }  // namespace xlabind

@@ -10,8 +10,8 @@
 namespace {
 namespace ffi = xla::ffi;
 
-ffi::Error CheckStatus(ffi::AnyBuffer statuses, ffi::RemainingArgs values,
-                       ffi::RemainingRets outs, ffi::Span<const int64_t> processes) {
+ffi::Error CheckStatus(ffi::AnyBuffer statuses, ffi::RemainingArgs values, ffi::RemainingRets outs,
+                       ffi::Span<const int64_t> processes) {
   const std::string failure = xlabind::native::FirstFailure(
       static_cast<const uint8_t*>(statuses.untyped_data()),
       statuses.size_bytes() / xlabind::native::kStatusBytes, processes.begin(), processes.size());

@@ -9,7 +9,7 @@
 
 #include "xla/ffi/api/api.h"
 
-extern "C" __attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCpuCheckStatus(XLA_FFI_CallFrame* call_frame);
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* XlabindCpuCheckStatus(
+    XLA_FFI_CallFrame* call_frame);
 
 #endif  // XLABIND_FFI_CPU_STATUS_CHECK_HANDLER_H_

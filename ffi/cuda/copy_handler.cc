@@ -13,10 +13,10 @@ ffi::Error CopyOnStream(void* stream, ffi::AnyBuffer in, ffi::Result<ffi::AnyBuf
   if (in.size_bytes() != out->size_bytes()) {
     return ffi::Error::InvalidArgument("xlabind_cuda_copy: operand and result sizes differ");
   }
-  std::string error = xlabind::cuda::CopyDeviceToDevice(
-      reinterpret_cast<uintptr_t>(out->untyped_data()),
-      reinterpret_cast<uintptr_t>(in.untyped_data()), in.size_bytes(),
-      reinterpret_cast<uintptr_t>(stream));
+  std::string error =
+      xlabind::cuda::CopyDeviceToDevice(reinterpret_cast<uintptr_t>(out->untyped_data()),
+                                        reinterpret_cast<uintptr_t>(in.untyped_data()),
+                                        in.size_bytes(), reinterpret_cast<uintptr_t>(stream));
   if (!error.empty()) return ffi::Error::Internal(error);
   return ffi::Error::Success();
 }
@@ -24,9 +24,7 @@ ffi::Error CopyOnStream(void* stream, ffi::AnyBuffer in, ffi::Result<ffi::AnyBuf
 }  // namespace
 
 // One asynchronous copy: capturable into a CUDA graph.
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaCopy, CopyOnStream,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::PlatformStream<void*>>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>(),
-                              {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    XlabindCudaCopy, CopyOnStream,
+    ffi::Ffi::Bind().Ctx<ffi::PlatformStream<void*>>().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>(),
+    {ffi::Traits::kCmdBufferCompatible});

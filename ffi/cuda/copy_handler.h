@@ -6,7 +6,7 @@
 
 #include "xla/ffi/api/api.h"
 
-extern "C" __attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCudaCopy(XLA_FFI_CallFrame* call_frame);
+extern "C" __attribute__((visibility("default"))) XLA_FFI_Error* XlabindCudaCopy(
+    XLA_FFI_CallFrame* call_frame);
 
 #endif  // XLABIND_FFI_CUDA_COPY_HANDLER_H_

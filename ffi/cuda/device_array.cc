@@ -34,30 +34,54 @@ struct TypeInfo {
 std::optional<TypeInfo> InfoOf(int element_type) {
   using T = xla::ffi::DataType;
   switch (static_cast<T>(element_type)) {
-    case T::PRED: return TypeInfo{"|b1", dlpack::kBool, 8};
-    case T::S8: return TypeInfo{"|i1", dlpack::kInt, 8};
-    case T::S16: return TypeInfo{"<i2", dlpack::kInt, 16};
-    case T::S32: return TypeInfo{"<i4", dlpack::kInt, 32};
-    case T::S64: return TypeInfo{"<i8", dlpack::kInt, 64};
-    case T::U8: return TypeInfo{"|u1", dlpack::kUInt, 8};
-    case T::U16: return TypeInfo{"<u2", dlpack::kUInt, 16};
-    case T::U32: return TypeInfo{"<u4", dlpack::kUInt, 32};
-    case T::U64: return TypeInfo{"<u8", dlpack::kUInt, 64};
-    case T::F16: return TypeInfo{"<f2", dlpack::kFloat, 16};
-    case T::F32: return TypeInfo{"<f4", dlpack::kFloat, 32};
-    case T::F64: return TypeInfo{"<f8", dlpack::kFloat, 64};
-    case T::BF16: return TypeInfo{"<V2", dlpack::kBfloat, 16};
-    case T::C64: return TypeInfo{"<c8", dlpack::kComplex, 64};
-    case T::C128: return TypeInfo{"<c16", dlpack::kComplex, 128};
-    case T::F8E3M4: return TypeInfo{"|V1", dlpack::kFloat8_e3m4, 8};
-    case T::F8E4M3: return TypeInfo{"|V1", dlpack::kFloat8_e4m3, 8};
-    case T::F8E4M3B11FNUZ: return TypeInfo{"|V1", dlpack::kFloat8_e4m3b11fnuz, 8};
-    case T::F8E4M3FN: return TypeInfo{"|V1", dlpack::kFloat8_e4m3fn, 8};
-    case T::F8E4M3FNUZ: return TypeInfo{"|V1", dlpack::kFloat8_e4m3fnuz, 8};
-    case T::F8E5M2: return TypeInfo{"|V1", dlpack::kFloat8_e5m2, 8};
-    case T::F8E5M2FNUZ: return TypeInfo{"|V1", dlpack::kFloat8_e5m2fnuz, 8};
-    case T::F8E8M0FNU: return TypeInfo{"|V1", dlpack::kFloat8_e8m0fnu, 8};
-    default: return std::nullopt;
+    case T::PRED:
+      return TypeInfo{"|b1", dlpack::kBool, 8};
+    case T::S8:
+      return TypeInfo{"|i1", dlpack::kInt, 8};
+    case T::S16:
+      return TypeInfo{"<i2", dlpack::kInt, 16};
+    case T::S32:
+      return TypeInfo{"<i4", dlpack::kInt, 32};
+    case T::S64:
+      return TypeInfo{"<i8", dlpack::kInt, 64};
+    case T::U8:
+      return TypeInfo{"|u1", dlpack::kUInt, 8};
+    case T::U16:
+      return TypeInfo{"<u2", dlpack::kUInt, 16};
+    case T::U32:
+      return TypeInfo{"<u4", dlpack::kUInt, 32};
+    case T::U64:
+      return TypeInfo{"<u8", dlpack::kUInt, 64};
+    case T::F16:
+      return TypeInfo{"<f2", dlpack::kFloat, 16};
+    case T::F32:
+      return TypeInfo{"<f4", dlpack::kFloat, 32};
+    case T::F64:
+      return TypeInfo{"<f8", dlpack::kFloat, 64};
+    case T::BF16:
+      return TypeInfo{"<V2", dlpack::kBfloat, 16};
+    case T::C64:
+      return TypeInfo{"<c8", dlpack::kComplex, 64};
+    case T::C128:
+      return TypeInfo{"<c16", dlpack::kComplex, 128};
+    case T::F8E3M4:
+      return TypeInfo{"|V1", dlpack::kFloat8_e3m4, 8};
+    case T::F8E4M3:
+      return TypeInfo{"|V1", dlpack::kFloat8_e4m3, 8};
+    case T::F8E4M3B11FNUZ:
+      return TypeInfo{"|V1", dlpack::kFloat8_e4m3b11fnuz, 8};
+    case T::F8E4M3FN:
+      return TypeInfo{"|V1", dlpack::kFloat8_e4m3fn, 8};
+    case T::F8E4M3FNUZ:
+      return TypeInfo{"|V1", dlpack::kFloat8_e4m3fnuz, 8};
+    case T::F8E5M2:
+      return TypeInfo{"|V1", dlpack::kFloat8_e5m2, 8};
+    case T::F8E5M2FNUZ:
+      return TypeInfo{"|V1", dlpack::kFloat8_e5m2fnuz, 8};
+    case T::F8E8M0FNU:
+      return TypeInfo{"|V1", dlpack::kFloat8_e8m0fnu, 8};
+    default:
+      return std::nullopt;
   }
 }
 
@@ -66,9 +90,9 @@ TypeInfo InfoOrThrow(int element_type) {
   if (!info) {
     const std::string type =
         native::DtypeDescription(static_cast<xla::ffi::DataType>(element_type));
-    throw nb::type_error(("xlabind: " + type +
-                          " has no device-array form (sub-byte types are packed by XLA)")
-                             .c_str());
+    throw nb::type_error(
+        ("xlabind: " + type + " has no device-array form (sub-byte types are packed by XLA)")
+            .c_str());
   }
   return *info;
 }
@@ -182,12 +206,14 @@ nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::objec
   a.CheckAlive();
   const TypeInfo info = InfoOrThrow(a.element_type);
   if (copy.value_or(false)) {
-    throw nb::buffer_error("xlabind device arrays are views of XLA's memory; __dlpack__ "
-                           "cannot copy (copy=True): copy on the consumer's side");
+    throw nb::buffer_error(
+        "xlabind device arrays are views of XLA's memory; __dlpack__ "
+        "cannot copy (copy=True): copy on the consumer's side");
   }
   if (dl_device && *dl_device != std::make_tuple(dlpack::kCUDA, a.device)) {
-    throw nb::buffer_error("xlabind device arrays live on their CUDA device; __dlpack__ "
-                           "cannot move them (dl_device)");
+    throw nb::buffer_error(
+        "xlabind device arrays live on their CUDA device; __dlpack__ "
+        "cannot move them (dl_device)");
   }
   // The consumer will use the data on its stream: order it after XLA's work,
   // on the device (no host sync). DLPack's CUDA values: None or 1 the legacy
@@ -196,9 +222,10 @@ nb::object Dlpack(nb::handle self, const DeviceArray& a, std::optional<nb::objec
   int64_t consumer = cuda::kLegacyStream;
   if (stream && !stream->is_none()) consumer = nb::cast<int64_t>(*stream);
   if (consumer == 0) {
-    throw nb::buffer_error("xlabind: __dlpack__(stream=0) is not allowed for CUDA (DLPack "
-                           "forbids it as ambiguous): pass None or 1 (the legacy default "
-                           "stream), 2 (the per-thread default stream) or a stream handle");
+    throw nb::buffer_error(
+        "xlabind: __dlpack__(stream=0) is not allowed for CUDA (DLPack "
+        "forbids it as ambiguous): pass None or 1 (the legacy default "
+        "stream), 2 (the per-thread default stream) or a stream handle");
   }
   if (consumer != -1 && a.stream != 0) {
     std::string error = cuda::StreamWaitsFor(static_cast<uintptr_t>(consumer), a.stream);
@@ -295,61 +322,67 @@ void DefineDeviceArray(nb::module_ module) {
           [](nb::handle self, std::optional<nb::object> stream,
              std::optional<std::tuple<int, int>> max_version,
              std::optional<std::tuple<int, int>> dl_device, std::optional<bool> copy) {
-            return Dlpack(self, nb::cast<const DeviceArray&>(self), stream, max_version,
-                          dl_device, copy);
+            return Dlpack(self, nb::cast<const DeviceArray&>(self), stream, max_version, dl_device,
+                          copy);
           },
           nb::kw_only(), nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(),
           nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none(),
           "DLPack export (what torch.from_dlpack and jax.dlpack call). A consumer's "
           "stream is ordered after XLA's work with an event; stream=0 is refused.")
-      .def("__dlpack_device__",
-           [](const DeviceArray& a) {
-             a.CheckAlive();
-             return std::make_pair(dlpack::kCUDA, a.device);
-           },
-           "(kDLCUDA, the device ordinal), as DLPack asks.")
+      .def(
+          "__dlpack_device__",
+          [](const DeviceArray& a) {
+            a.CheckAlive();
+            return std::make_pair(dlpack::kCUDA, a.device);
+          },
+          "(kDLCUDA, the device ordinal), as DLPack asks.")
       .def_prop_ro("shape", &ShapeTuple, "The dimensions, a tuple of ints.")
-      .def_prop_ro("ndim", [](const DeviceArray& a) { return a.shape.size(); },
-                   "The number of dimensions.")
+      .def_prop_ro(
+          "ndim", [](const DeviceArray& a) { return a.shape.size(); }, "The number of dimensions.")
       .def_prop_ro("size", &DeviceArray::size, "The number of elements.")
       .def_prop_ro("nbytes", &DeviceArray::nbytes, "The size in bytes.")
-      .def_prop_ro("dtype",
-                   [](const DeviceArray& a) -> nb::object {
-                     PyObject* dtype = DtypeObject(a.element_type);
-                     return dtype ? nb::borrow(dtype) : nb::none();
-                   },
-                   "The NumPy dtype (ml_dtypes' for bfloat16 and the float8 types; None for "
-                   "a type NumPy has no name for).")
-      .def_prop_ro("ptr",
-                   [](const DeviceArray& a) {
-                     a.CheckAlive();
-                     return a.data;
-                   },
-                   "The device address of the first element.")
-      .def_prop_ro("readonly", [](const DeviceArray& a) { return a.readonly; },
-                   "True for operands, False for results (which the callback writes).")
-      .def_prop_ro("stream", [](const DeviceArray& a) { return a.stream; },
-                   "XLA's CUDA stream for this call (a CUstream as an integer).")
-      .def_prop_ro("device", [](const DeviceArray& a) { return a.device; },
-                   "The CUDA device ordinal.")
+      .def_prop_ro(
+          "dtype",
+          [](const DeviceArray& a) -> nb::object {
+            PyObject* dtype = DtypeObject(a.element_type);
+            return dtype ? nb::borrow(dtype) : nb::none();
+          },
+          "The NumPy dtype (ml_dtypes' for bfloat16 and the float8 types; None for "
+          "a type NumPy has no name for).")
+      .def_prop_ro(
+          "ptr",
+          [](const DeviceArray& a) {
+            a.CheckAlive();
+            return a.data;
+          },
+          "The device address of the first element.")
+      .def_prop_ro(
+          "readonly", [](const DeviceArray& a) { return a.readonly; },
+          "True for operands, False for results (which the callback writes).")
+      .def_prop_ro(
+          "stream", [](const DeviceArray& a) { return a.stream; },
+          "XLA's CUDA stream for this call (a CUstream as an integer).")
+      .def_prop_ro(
+          "device", [](const DeviceArray& a) { return a.device; }, "The CUDA device ordinal.")
       .def("__len__",
            [](const DeviceArray& a) -> size_t {
              if (a.shape.empty()) throw nb::type_error("len() of a 0-d device array");
              return static_cast<size_t>(a.shape[0]);
            })
-      .def("__repr__", [](const DeviceArray& a) {
-        std::string text = "xlabind.DeviceArray(shape=(";
-        for (size_t i = 0; i < a.shape.size(); ++i) {
-          text += (i ? ", " : "") + std::to_string(a.shape[i]);
-        }
-        if (a.shape.size() == 1) text += ",";
-        PyObject* dtype = DtypeObject(a.element_type);
-        text += "), dtype=" + (dtype ? std::string(nb::str(nb::handle(dtype)).c_str()) : "?");
-        text += ", device=cuda:" + std::to_string(a.device);
-        text += a.readonly ? ", read-only" : "";
-        text += a.released ? ", released)" : ")";
-        return text;
-      })
+      .def("__repr__",
+           [](const DeviceArray& a) {
+             std::string text = "xlabind.DeviceArray(shape=(";
+             for (size_t i = 0; i < a.shape.size(); ++i) {
+               text += (i ? ", " : "") + std::to_string(a.shape[i]);
+             }
+             if (a.shape.size() == 1) text += ",";
+             PyObject* dtype = DtypeObject(a.element_type);
+             text += "), dtype=" + (dtype ? std::string(nb::str(nb::handle(dtype)).c_str()) : "?");
+             text += ", device=cuda:" + std::to_string(a.device);
+             text += a.readonly ? ", read-only" : "";
+             text += a.released ? ", released)" : ")";
+             return text;
+           })
       // For tests: a DeviceArray over any address (never dereferenced here).
       .def_static(
           "_for_testing",

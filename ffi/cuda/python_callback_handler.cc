@@ -62,9 +62,7 @@ struct CudaBuffers {
            "and must not be used. Keep or pass a copy instead (e.g. cupy.array(x)).";
   }
 
-  ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t, size_t) {
-    return ffi::Error::Success();
-  }
+  ffi::Error Finish(ffi::RemainingRets, ViewList&, size_t, size_t) { return ffi::Error::Success(); }
 
   // Device memory: checking a result would cost a copy and a host sync per
   // call, so a CUDA function that writes its results must write them all.
@@ -130,8 +128,8 @@ ffi::Error Execute(void* stream, int32_t device, CudaCallbackState* state, uint6
   });
 }
 
-ffi::Error ExecuteReportingStatus(void* stream, int32_t device, CudaCallbackState* state,
-                                  uint64_t, ffi::RemainingArgs args, ffi::RemainingRets rets) {
+ffi::Error ExecuteReportingStatus(void* stream, int32_t device, CudaCallbackState* state, uint64_t,
+                                  ffi::RemainingArgs args, ffi::RemainingRets rets) {
   return OnXlaStream({reinterpret_cast<uintptr_t>(stream), device}, [&](CudaBuffers& buffers) {
     return CallPythonReportingStatus(*state->data, args, rets, buffers);
   });
@@ -249,5 +247,4 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackReportingStatus,
                               xlabind::ExecuteReportingStatus, xlabind::ExecuteBinding());
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindCudaPythonCallbackCapturable, xlabind::ExecuteCapturable,
-                              xlabind::ExecuteBinding(),
-                              {xla::ffi::Traits::kCmdBufferCompatible});
+                              xlabind::ExecuteBinding(), {xla::ffi::Traits::kCmdBufferCompatible});

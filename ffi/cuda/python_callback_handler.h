@@ -26,14 +26,14 @@
 #include "xla/ffi/api/api.h"
 
 extern "C" {
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCudaPythonCallbackInstantiate(XLA_FFI_CallFrame* call_frame);
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCudaPythonCallback(XLA_FFI_CallFrame* call_frame);
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCudaPythonCallbackReportingStatus(XLA_FFI_CallFrame* call_frame);
-__attribute__((visibility("default")))
-XLA_FFI_Error* XlabindCudaPythonCallbackCapturable(XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCudaPythonCallbackInstantiate(
+    XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCudaPythonCallback(
+    XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCudaPythonCallbackReportingStatus(
+    XLA_FFI_CallFrame* call_frame);
+__attribute__((visibility("default"))) XLA_FFI_Error* XlabindCudaPythonCallbackCapturable(
+    XLA_FFI_CallFrame* call_frame);
 }
 
 namespace xlabind {
@@ -54,11 +54,11 @@ bool CurrentCudaCallIsCapturing();
 // views kept for reuse) but on buffers that are only addresses and with no
 // XLA frame to decode; without a GPU the driver is absent, so no context is
 // pushed (tests/runtime/test_fake_driver.py loads a stand-in for it). Asks
-// the driver whether `stream` is being captured, as the capturable stage does. The first `num_operands` buffers are the operands. Returns the
-// seconds taken; throws with the callback's error if a call fails. Requires
-// the GIL (released while the calls run, as XLA runs them). `foreign_thread`:
-// the calls run on a new std::thread, as on XLA's own threads, which Python
-// did not start.
+// the driver whether `stream` is being captured, as the capturable stage does. The first
+// `num_operands` buffers are the operands. Returns the seconds taken; throws with the callback's
+// error if a call fails. Requires the GIL (released while the calls run, as XLA runs them).
+// `foreign_thread`: the calls run on a new std::thread, as on XLA's own threads, which Python did
+// not start.
 struct HostCallBuffer {
   uintptr_t data;
   std::vector<int64_t> dims;

@@ -28,9 +28,9 @@ ffi::Error CheckStatus(void* stream_ptr, ffi::AnyBuffer statuses, ffi::Remaining
     auto out = outs.get<ffi::AnyBuffer>(i);
     if (in.has_error() || out.has_error()) return ffi::Error::Internal("xlabind: bad buffer");
     if ((*out)->untyped_data() != in->untyped_data()) {
-      error = xlabind::cuda::CopyDeviceToDevice(
-          reinterpret_cast<uintptr_t>((*out)->untyped_data()),
-          reinterpret_cast<uintptr_t>(in->untyped_data()), in->size_bytes(), stream);
+      error = xlabind::cuda::CopyDeviceToDevice(reinterpret_cast<uintptr_t>((*out)->untyped_data()),
+                                                reinterpret_cast<uintptr_t>(in->untyped_data()),
+                                                in->size_bytes(), stream);
       if (!error.empty()) return ffi::Error::Internal(error);
     }
   }

@@ -65,16 +65,15 @@ inline std::string FirstFailure(const uint8_t* statuses, size_t rows,
     if (statuses[r * kStatusBytes] != 0 && failed++ == 0) first = r;
   }
   if (failed == 0) return "";
-  const std::string process =
-      processes != nullptr && num_processes == rows
-          ? " (process " + std::to_string(processes[first]) + ")"
-          : "";
+  const std::string process = processes != nullptr && num_processes == rows
+                                  ? " (process " + std::to_string(processes[first]) + ")"
+                                  : "";
   std::string where;
   if (rows == 1) {
     where = "the call ran once, on the program's first device" + process;
   } else {
-    where = "on device " + std::to_string(first) + process + " of the " +
-            std::to_string(rows) + " that ran the call";
+    where = "on device " + std::to_string(first) + process + " of the " + std::to_string(rows) +
+            " that ran the call";
     if (failed > 1) where += " (" + std::to_string(failed) + " of them failed; this is the first)";
   }
   return DecodeStatus(statuses + first * kStatusBytes) + "\n(xlabind: " + where +
@@ -118,8 +117,9 @@ inline XLA_FFI_Error* CallReportingStatus(XLA_FFI_Handler* handler, const char* 
     EncodeStatus(false, "", status);
     return nullptr;
   }
-  EncodeStatus(true, std::string("xlabind: native target '") + name + "' failed: " +
-                         internal::TakeErrorMessage(frame->api, error),
+  EncodeStatus(true,
+               std::string("xlabind: native target '") + name +
+                   "' failed: " + internal::TakeErrorMessage(frame->api, error),
                status);
   return nullptr;
 }

@@ -51,9 +51,9 @@ inline PropagatedError Failure(xla::ffi::Error error) { return PropagatedError{s
 }  // namespace xlabind::native
 
 // Returns the ffi::Error `expr` from the enclosing handler if it is a failure.
-#define XLABIND_RETURN_IF_ERROR(expr)                   \
-  do {                                                  \
-    ::xla::ffi::Error xlabind_error_ = (expr);          \
+#define XLABIND_RETURN_IF_ERROR(expr)                    \
+  do {                                                   \
+    ::xla::ffi::Error xlabind_error_ = (expr);           \
     if (xlabind_error_.failure()) return xlabind_error_; \
   } while (false)
 
@@ -64,11 +64,11 @@ inline PropagatedError Failure(xla::ffi::Error error) { return PropagatedError{s
   XLABIND_ASSIGN_OR_RETURN_(lhs, expr, XLABIND_CONCAT_(xlabind_or_, __LINE__))
 #define XLABIND_CONCAT_(a, b) XLABIND_CONCAT_IMPL_(a, b)
 #define XLABIND_CONCAT_IMPL_(a, b) a##b
-#define XLABIND_ASSIGN_OR_RETURN_(lhs, expr, name) \
-  auto name = (expr);                              \
-  if (!name.has_value()) {                         \
+#define XLABIND_ASSIGN_OR_RETURN_(lhs, expr, name)           \
+  auto name = (expr);                                        \
+  if (!name.has_value()) {                                   \
     return ::xlabind::native::PropagatedError{name.error()}; \
-  }                                                \
+  }                                                          \
   lhs = std::move(name.value())
 
 #endif  // XLABIND_FFI_NATIVE_ERRORS_H_

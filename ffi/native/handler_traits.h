@@ -20,8 +20,7 @@ inline XLA_FFI_Error* CallWithTraits(XLA_FFI_Handler* inner, uint32_t traits,
                                      XLA_FFI_CallFrame* frame) {
   XLA_FFI_Error* error = inner(frame);
   auto* extension = frame->extension_start;  // the header's base type was renamed in API 0.4
-  if (error == nullptr && extension != nullptr &&
-      extension->type == XLA_FFI_Extension_Metadata) {
+  if (error == nullptr && extension != nullptr && extension->type == XLA_FFI_Extension_Metadata) {
     reinterpret_cast<XLA_FFI_Metadata_Extension*>(extension)->metadata->traits |= traits;
   }
   return error;

@@ -46,8 +46,8 @@ class Scratch {
       }
       return static_cast<T*>(*memory);
     }
-    void* memory = ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{kHostAlignment},
-                                  std::nothrow);
+    void* memory =
+        ::operator new(bytes == 0 ? 1 : bytes, std::align_val_t{kHostAlignment}, std::nothrow);
     if (memory == nullptr) return Failed<T>(op, count, "could not be allocated");
     host_.emplace_back(memory);
     return static_cast<T*>(memory);
@@ -64,9 +64,9 @@ class Scratch {
   template <typename T>
   static xla::ffi::ErrorOr<T*> Failed(const char* op, size_t count, const char* why) {
     return xla::ffi::Unexpected<xla::ffi::Error>(xla::ffi::Error(
-        xla::ffi::ErrorCode::kResourceExhausted,
-        std::string(op) + ": scratch memory for " + std::to_string(count) + " values of " +
-            std::to_string(sizeof(T)) + " bytes " + why));
+        xla::ffi::ErrorCode::kResourceExhausted, std::string(op) + ": scratch memory for " +
+                                                     std::to_string(count) + " values of " +
+                                                     std::to_string(sizeof(T)) + " bytes " + why));
   }
 
   xla::ffi::ScratchAllocator* device_ = nullptr;

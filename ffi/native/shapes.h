@@ -47,8 +47,8 @@ template <typename Buffer>
 xla::ffi::Error CheckShape(const char* op, const char* what, const Buffer& buffer,
                            const std::vector<int64_t>& shape) {
   if (ShapeOf(buffer) == shape) return xla::ffi::Error::Success();
-  return InvalidArgument(op, ": ", what, " has shape ", ShapeString(ShapeOf(buffer)),
-                         ", expected ", ShapeString(shape));
+  return InvalidArgument(op, ": ", what, " has shape ", ShapeString(ShapeOf(buffer)), ", expected ",
+                         ShapeString(shape));
 }
 
 // An error unless `buffer` has the element type `dtype`.

@@ -40,8 +40,7 @@ template <typename Self>
 struct State {
   static inline xla::ffi::TypeId id = XLA_FFI_UNKNOWN_TYPE_ID;
   static constexpr XLA_FFI_TypeInfo kTypeInfo = {
-      XLA_FFI_TypeInfo_STRUCT_SIZE, nullptr,
-      [](void* state) { delete static_cast<Self*>(state); }};
+      XLA_FFI_TypeInfo_STRUCT_SIZE, nullptr, [](void* state) { delete static_cast<Self*>(state); }};
 };
 
 }  // namespace xlabind::native
@@ -49,8 +48,8 @@ struct State {
 // Exports state type TYPE under SYMBOL for the module xlabind_extension
 // generates (its `state_types` argument names SYMBOL): two C functions, the
 // type's id and its type info.
-#define XLABIND_DEFINE_STATE_TYPE(SYMBOL, TYPE)                                  \
-  extern "C" XLA_FFI_TypeId* SYMBOL##_type_id() { return &TYPE::id; }            \
+#define XLABIND_DEFINE_STATE_TYPE(SYMBOL, TYPE)                       \
+  extern "C" XLA_FFI_TypeId* SYMBOL##_type_id() { return &TYPE::id; } \
   extern "C" const XLA_FFI_TypeInfo* SYMBOL##_type_info() { return &TYPE::kTypeInfo; }
 
 #endif  // XLABIND_FFI_NATIVE_STATE_H_

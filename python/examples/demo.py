@@ -43,8 +43,10 @@ print(f"grad    max |error| vs SciPy     = {float(jnp.max(jnp.abs(g - g_ref))):.
 # 3. hessian: the derivative functions are bound functions with derivatives.
 points = jnp.array([0.5, 1.0, 2.0, 4.0])
 h = jax.hessian(lambda x: jnp.sum(gammaln(x)))(points)
-print(f"hessian diagonal                 = {np.round(np.diag(h), 4)} "
-      f"(polygamma(1, x): {np.round(scipy.special.polygamma(1, np.asarray(points)), 4)})")
+print(
+    f"hessian diagonal                 = {np.round(np.diag(h), 4)} "
+    f"(polygamma(1, x): {np.round(scipy.special.polygamma(1, np.asarray(points)), 4)})"
+)
 
 # 4. vmap: a batch of 8 rows, one call per row (vmap_method="sequential").
 rows = x[:8_000].reshape(8, 1000)
@@ -60,14 +62,19 @@ except Exception as e:  # jax raises JaxRuntimeError carrying the Python error
 
 # 6. Timing against jax.pure_callback doing the same work (forward only:
 #    pure_callback has no derivatives).
-pure = jax.jit(lambda x: jax.pure_callback(
-    lambda v: scipy.special.gammaln(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x))
+pure = jax.jit(
+    lambda x: jax.pure_callback(
+        lambda v: scipy.special.gammaln(v), jax.ShapeDtypeStruct(x.shape, x.dtype), x
+    )
+)
 ours = jax.jit(gammaln)
 for n in (1, 1_000_000):
     xn = x[:n]
     t_pure, t_ours = median_ms(pure, xn), median_ms(ours, xn)
-    print(f"time    n={n:>9,}: xlabind {t_ours:8.3f} ms, pure_callback {t_pure:8.3f} ms, "
-          f"ratio {t_pure / t_ours:5.2f}x")
+    print(
+        f"time    n={n:>9,}: xlabind {t_ours:8.3f} ms, pure_callback {t_pure:8.3f} ms, "
+        f"ratio {t_pure / t_ours:5.2f}x"
+    )
 
 assert np.isclose(value, expected) and np.allclose(g, g_ref, rtol=1e-9, atol=1e-9)
 assert np.allclose(np.diag(h), scipy.special.polygamma(1, np.asarray(points)))

@@ -48,19 +48,39 @@ def _real_same_shape(x, **kwargs):
 
 
 def _c2c(x, *, out, axes=None, forward=True, nthreads=1, batch_axes=None):
-    ducc0.fft.c2c(x, axes=_transform_axes(x.ndim, axes, batch_axes), forward=forward,
-                  out=out, nthreads=nthreads)
+    ducc0.fft.c2c(
+        x,
+        axes=_transform_axes(x.ndim, axes, batch_axes),
+        forward=forward,
+        out=out,
+        nthreads=nthreads,
+    )
 
 
 def _fht(x, *, out, axes=None, nthreads=1, batch_axes=None):
-    ducc0.fft.genuine_fht(x, axes=_transform_axes(x.ndim, axes, batch_axes), out=out,
-                          nthreads=nthreads)
+    ducc0.fft.genuine_fht(
+        x, axes=_transform_axes(x.ndim, axes, batch_axes), out=out, nthreads=nthreads
+    )
 
 
 #: c2c(x, *, axes=None, forward=True, nthreads=1): ducc0.fft.c2c without normalization.
-c2c = xlabind.linear(_c2c, _c2c, _complex_same_shape, transpose_shape_dtypes=_same_shape,
-                     in_place=True, vmap_method="native", name="ducc0.fft.c2c")
+c2c = xlabind.linear(
+    _c2c,
+    _c2c,
+    _complex_same_shape,
+    transpose_shape_dtypes=_same_shape,
+    in_place=True,
+    vmap_method="native",
+    name="ducc0.fft.c2c",
+)
 
 #: genuine_fht(x, *, axes=None, nthreads=1): ducc0.fft.genuine_fht without normalization.
-genuine_fht = xlabind.linear(_fht, _fht, _real_same_shape, transpose_shape_dtypes=_same_shape,
-                             in_place=True, vmap_method="native", name="ducc0.fft.genuine_fht")
+genuine_fht = xlabind.linear(
+    _fht,
+    _fht,
+    _real_same_shape,
+    transpose_shape_dtypes=_same_shape,
+    in_place=True,
+    vmap_method="native",
+    name="ducc0.fft.genuine_fht",
+)

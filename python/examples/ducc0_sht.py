@@ -29,21 +29,25 @@ def nalm(lmax: int) -> int:
 
 
 def _synthesis(alm, *, out, lmax, ntheta, nphi, geometry="GL", nthreads=1):
-    ducc0.sht.synthesis_2d(alm=alm, map=out, spin=0, lmax=lmax, geometry=geometry,
-                           nthreads=nthreads)
+    ducc0.sht.synthesis_2d(
+        alm=alm, map=out, spin=0, lmax=lmax, geometry=geometry, nthreads=nthreads
+    )
 
 
 def _synthesis_transpose(map_ct, *, out, lmax, ntheta, nphi, geometry="GL", nthreads=1):
-    ducc0.sht.adjoint_synthesis_2d(map=map_ct, alm=out, spin=0, lmax=lmax, geometry=geometry,
-                                   nthreads=nthreads)
-    out[:, lmax + 1:] *= 2  # m > 0 coefficients (stored after the lmax + 1 with m = 0)
+    ducc0.sht.adjoint_synthesis_2d(
+        map=map_ct, alm=out, spin=0, lmax=lmax, geometry=geometry, nthreads=nthreads
+    )
+    out[:, lmax + 1 :] *= 2  # m > 0 coefficients (stored after the lmax + 1 with m = 0)
     np.conjugate(out, out=out)
 
 
 def _map_shape(alm, *, lmax, ntheta, nphi, **_):
     if np.dtype(alm.dtype) not in _REAL or alm.shape != (1, nalm(lmax)):
-        raise TypeError(f"synthesis: alm must be complex with shape (1, {nalm(lmax)}), got "
-                        f"{alm.dtype} {alm.shape}")
+        raise TypeError(
+            f"synthesis: alm must be complex with shape (1, {nalm(lmax)}), got "
+            f"{alm.dtype} {alm.shape}"
+        )
     return jax.ShapeDtypeStruct((1, ntheta, nphi), _REAL[np.dtype(alm.dtype)])
 
 
@@ -52,6 +56,11 @@ def _alm_shape(map_ct, *, lmax, **_):
 
 
 #: synthesis(alm, *, lmax, ntheta, nphi, geometry="GL", nthreads=1) -> map
-synthesis = xlabind.linear(_synthesis, _synthesis_transpose, _map_shape,
-                           transpose_shape_dtypes=_alm_shape, in_place=True,
-                           name="ducc0.sht.synthesis_2d")
+synthesis = xlabind.linear(
+    _synthesis,
+    _synthesis_transpose,
+    _map_shape,
+    transpose_shape_dtypes=_alm_shape,
+    in_place=True,
+    name="ducc0.sht.synthesis_2d",
+)

@@ -27,8 +27,10 @@ def _digamma_times_jvp(x, t, dx, dt):
 
 
 def _digamma_times_vjp(x, t, ct):
-    return (_cast(scipy.special.polygamma(1, x) * t * ct, x),
-            _cast(scipy.special.digamma(x) * ct, x))
+    return (
+        _cast(scipy.special.polygamma(1, x) * t * ct, x),
+        _cast(scipy.special.digamma(x) * ct, x),
+    )
 
 
 def _like_first(x, *rest):
@@ -38,9 +40,19 @@ def _like_first(x, *rest):
 
 
 #: digamma_times(x, t) = digamma(x) * t, with first derivatives.
-digamma_times = xlabind.nonlinear(_digamma_times, _like_first, jvp=_digamma_times_jvp,
-                                  vjp=_digamma_times_vjp, name="digamma_times")
+digamma_times = xlabind.nonlinear(
+    _digamma_times,
+    _like_first,
+    jvp=_digamma_times_jvp,
+    vjp=_digamma_times_vjp,
+    name="digamma_times",
+)
 
 #: gammaln(x) = log|Gamma(x)|, differentiable twice in every mode.
-gammaln = xlabind.nonlinear(lambda x: _cast(scipy.special.gammaln(x), x), _like_first,
-                            jvp=digamma_times, vjp=digamma_times, name="scipy.special.gammaln")
+gammaln = xlabind.nonlinear(
+    lambda x: _cast(scipy.special.gammaln(x), x),
+    _like_first,
+    jvp=digamma_times,
+    vjp=digamma_times,
+    name="scipy.special.gammaln",
+)

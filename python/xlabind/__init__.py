@@ -42,12 +42,17 @@ _compatibility.check()
 from xlabind._lowering import rule as _lowering_rule  # noqa: F401
 from xlabind._primitive import batching as _batching  # noqa: F401
 from xlabind._primitive import derivatives as _derivatives  # noqa: F401
-from xlabind._primitive.definition import (EFFECTS, VMAP_METHODS, BatchedResult,
-                                           BoundFunction, ResultSpec)
+from xlabind._primitive.definition import (
+    EFFECTS,
+    VMAP_METHODS,
+    BatchedResult,
+    BoundFunction,
+    ResultSpec,
+)
 from xlabind._primitive.factors import Rule, ShardingRule
 from xlabind._primitive.traced_rules import Traceable, traceable
-from xlabind._runtime.extension import SUPPORTED_DTYPES, register_ffi_targets
 from xlabind._runtime.binding import Function
+from xlabind._runtime.extension import SUPPORTED_DTYPES, register_ffi_targets
 from xlabind._runtime.native_targets import FfiTarget, ffi_target
 from xlabind.callback import callback
 from xlabind.linear import linear
@@ -60,8 +65,28 @@ from xlabind.sharding_check import check_sharding
 Callback = BoundFunction
 
 __version__ = "0.5.0"
-__all__ = ["BatchedResult", "BoundFunction", "Callback", "EFFECTS", "FfiTarget", "Function",
-           "ResultSpec", "Rule", "SUPPORTED_DTYPES", "ShardingRule", "Traceable",
-           "UntestedVersionWarning", "VMAP_METHODS", "callback", "check_sharding", "cmake_dir",
-           "ffi_target", "include_dir", "linear", "multilinear", "nonlinear",
-           "register_ffi_targets", "traceable"]
+__all__ = [
+    "BatchedResult",
+    "BoundFunction",
+    "Callback",
+    "EFFECTS",
+    "FfiTarget",
+    "Function",
+    "ResultSpec",
+    "Rule",
+    "SUPPORTED_DTYPES",
+    "ShardingRule",
+    "Traceable",
+    "UntestedVersionWarning",
+    "VMAP_METHODS",
+    "callback",
+    "check_sharding",
+    "cmake_dir",
+    "ffi_target",
+    "include_dir",
+    "linear",
+    "multilinear",
+    "nonlinear",
+    "register_ffi_targets",
+    "traceable",
+]

@@ -14,16 +14,25 @@ def report() -> tuple[list[str], bool]:
     """The report's lines, and whether every version is supported."""
     from xlabind import _compatibility
 
-    lines = [f"Python {sys.version.split()[0]} (cp{sys.version_info.major}"
-             f"{sys.version_info.minor}) at {sys.executable}"]
+    lines = [
+        f"Python {sys.version.split()[0]} (cp{sys.version_info.major}"
+        f"{sys.version_info.minor}) at {sys.executable}"
+    ]
     versions = _compatibility.installed_versions()
     for name, version in versions.items():
         low, high = _compatibility.TESTED[name]
-        verdict = "not installed" if version is None else (
-            "tested" if _compatibility.is_tested(name, version) else
-            "untested, should work" if _compatibility.works(name, version) else "TOO OLD")
-        lines.append(f"{name} {version or ''}: {verdict} (xlabind's tests ran on "
-                     f">={low},<{high})")
+        verdict = (
+            "not installed"
+            if version is None
+            else (
+                "tested"
+                if _compatibility.is_tested(name, version)
+                else "untested, should work"
+                if _compatibility.works(name, version)
+                else "TOO OLD"
+            )
+        )
+        lines.append(f"{name} {version or ''}: {verdict} (xlabind's tests ran on >={low},<{high})")
     message = _compatibility.failing_message(versions)
     for text in (message, _compatibility.untested_message(versions)):
         if text:
@@ -34,26 +43,34 @@ def report() -> tuple[list[str], bool]:
     lines.append(f"xlabind {xlabind.__version__} at {xlabind.__file__}")
 
     import jax
+
     platforms = {}
     for device in jax.devices():
         platforms.setdefault(device.platform, []).append(device.device_kind)
-    lines.append("jax devices: " + "; ".join(f"{p}: {len(d)} x {d[0]}"
-                                             for p, d in platforms.items()))
-    lines.append("Python callbacks: CPU and CUDA handlers registered "
-                 f"({', '.join(sorted(_extension.REGISTRATIONS))})")
+    lines.append(
+        "jax devices: " + "; ".join(f"{p}: {len(d)} x {d[0]}" for p, d in platforms.items())
+    )
+    lines.append(
+        "Python callbacks: CPU and CUDA handlers registered "
+        f"({', '.join(sorted(_extension.REGISTRATIONS))})"
+    )
     if _extension.UNAVAILABLE:
         reason = next(iter(_extension.UNAVAILABLE.values()))
         lines.append(f"native CUDA kernels (xlabind.ops on GPUs): unavailable — {reason}")
     else:
         lines.append("native CUDA kernels (xlabind.ops on GPUs): available")
     if "gpu" not in platforms:
-        lines.append("no GPU visible to jax: CUDA callbacks and kernels lower, but run only "
-                     "where jax sees a CUDA device (pip install 'jax[cuda13]')")
+        lines.append(
+            "no GPU visible to jax: CUDA callbacks and kernels lower, but run only "
+            "where jax sees a CUDA device (pip install 'jax[cuda13]')"
+        )
     cache = jax.config.jax_compilation_cache_dir
     if cache:
-        lines.append(f"persistent compilation cache at {cache}: programs that call Python "
-                     "functions are written once and found by other processes, as native "
-                     "ones (a function is named by a key derived from what it is)")
+        lines.append(
+            f"persistent compilation cache at {cache}: programs that call Python "
+            "functions are written once and found by other processes, as native "
+            "ones (a function is named by a key derived from what it is)"
+        )
     return lines, message is None
 
 
@@ -62,12 +79,18 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="python -m xlabind",
-        description="Without options: what this installation can do (a report).")
-    parser.add_argument("--includes", action="store_true",
-                        help="print the -I flags a handler library needs: xlabind's "
-                             "headers and jax's FFI headers")
-    parser.add_argument("--cmake-dir", action="store_true",
-                        help="print the folder of xlabindConfig.cmake (xlabind_DIR)")
+        description="Without options: what this installation can do (a report).",
+    )
+    parser.add_argument(
+        "--includes",
+        action="store_true",
+        help="print the -I flags a handler library needs: xlabind's headers and jax's FFI headers",
+    )
+    parser.add_argument(
+        "--cmake-dir",
+        action="store_true",
+        help="print the folder of xlabindConfig.cmake (xlabind_DIR)",
+    )
     args = parser.parse_args(argv)
     if args.includes or args.cmake_dir:
         from xlabind import native_build

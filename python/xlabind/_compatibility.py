@@ -39,10 +39,16 @@ TESTED: dict[str, tuple[str, str]] = {
 
 #: {distribution: (first version that works, why an older one cannot)}
 FLOORS: dict[str, tuple[str, str]] = {
-    "jaxlib": ("0.9.1", "XLA refuses xlabind's handlers: they are built for XLA FFI API 0.3, "
-                        "which jaxlib 0.9.1 introduced"),
-    "jax": ("0.9.1", "it comes with a jaxlib older than 0.9.1, whose XLA refuses xlabind's "
-                     "handlers (XLA FFI API 0.3)"),
+    "jaxlib": (
+        "0.9.1",
+        "XLA refuses xlabind's handlers: they are built for XLA FFI API 0.3, "
+        "which jaxlib 0.9.1 introduced",
+    ),
+    "jax": (
+        "0.9.1",
+        "it comes with a jaxlib older than 0.9.1, whose XLA refuses xlabind's "
+        "handlers (XLA FFI API 0.3)",
+    ),
     "numpy": ("2.0", "xlabind's compiled modules use NumPy 2's C API"),
 }
 
@@ -108,6 +114,7 @@ def installed_versions() -> dict[str, str | None]:
         # Installed without metadata (a source tree on sys.path): ask the modules.
         import jax
         import jaxlib.version
+
         found["jax"] = found["jax"] or jax.__version__
         found["jaxlib"] = found["jaxlib"] or jaxlib.version.__version__
     return found
@@ -115,28 +122,40 @@ def installed_versions() -> dict[str, str | None]:
 
 def failing_message(versions: dict[str, str | None]) -> str | None:
     """Why `versions` cannot work (some are below their FLOORS), or None."""
-    below = {name: version for name, version in versions.items()
-             if version is not None and not works(name, version)}
+    below = {
+        name: version
+        for name, version in versions.items()
+        if version is not None and not works(name, version)
+    }
     if not below:
         return None
-    reasons = "; ".join(f"{name} {version} is older than {FLOORS[name][0]}: {FLOORS[name][1]}"
-                        for name, version in below.items())
+    reasons = "; ".join(
+        f"{name} {version} is older than {FLOORS[name][0]}: {FLOORS[name][1]}"
+        for name, version in below.items()
+    )
     wanted = " ".join(f"'{name}>={FLOORS[name][0]}'" for name in below)
-    return (f"xlabind cannot work here: {reasons}. Install newer versions (pip install "
-            f"{wanted}), or set {OVERRIDE}=1 to try anyway.")
+    return (
+        f"xlabind cannot work here: {reasons}. Install newer versions (pip install "
+        f"{wanted}), or set {OVERRIDE}=1 to try anyway."
+    )
 
 
 def untested_message(versions: dict[str, str | None]) -> str | None:
     """Which of `versions` (that work) the tests have not run against, or None."""
-    untested = {name: version for name, version in versions.items()
-                if version is not None and works(name, version) and not is_tested(name, version)}
+    untested = {
+        name: version
+        for name, version in versions.items()
+        if version is not None and works(name, version) and not is_tested(name, version)
+    }
     if not untested:
         return None
     found = ", ".join(f"{name} {version}" for name, version in untested.items())
     ranges = ", ".join(f"{name} >={TESTED[name][0]},<{TESTED[name][1]}" for name in untested)
-    return (f"xlabind's tests have not run beside {found} (they ran on {ranges}); it should "
-            f"work, since newer releases keep what xlabind uses. Please report what does not: "
-            f"`python -m xlabind` prints what this installation can do.")
+    return (
+        f"xlabind's tests have not run beside {found} (they ran on {ranges}); it should "
+        f"work, since newer releases keep what xlabind uses. Please report what does not: "
+        f"`python -m xlabind` prints what this installation can do."
+    )
 
 
 def check() -> None:

@@ -6,8 +6,6 @@ touches one file. Each is what jax's own callbacks and custom partitioning use;
 from __future__ import annotations
 
 import jax
-from jax.sharding import NamedSharding, PartitionSpec
-
 from jax._src import callback as _callback
 from jax._src import core as _core
 from jax._src import dispatch as _dispatch
@@ -16,6 +14,7 @@ from jax._src import sharding_impls as _sharding_impls
 from jax._src import util as _util
 from jax._src.custom_partitioning import custom_partitioning
 from jax._src.custom_partitioning_sharding_rule import ArrayMapping, SdyShardingRule
+from jax.sharding import NamedSharding, PartitionSpec
 
 #: The jax releases CI runs xlabind beside: third_party/python/lower_bound.lock,
 #: requirements.lock and newest.lock.
@@ -57,13 +56,33 @@ SPMDAxisContext = _sharding_impls.SPMDAxisContext
 # jax 0.10+ (0.9 records varying axes as a frozenset, `vma`).
 _ManualAxisType = getattr(_core, "ManualAxisType", None)
 
-__all__ = ["KNOWN_JAX", "PRIVATE_NAMES", "ArrayMapping", "SdyShardingRule", "ShardingContext", "SPMDAxisContext",
-           "abstract_token", "agree_on_varying_axes", "cached_weakly", "custom_partitioning",
-           "adjust_last_partitioning", "detached_ordered_token", "effects_of",
-           "IOEffect", "OrderedIOEffect", "ordered_token",
-           "InconclusiveDimensionOperation", "is_symbolic_dim", "set_ordered_token",
-           "gspmd_aborts_in_partly_manual", "manual_axes",
-           "needs_devices_to_lower", "vary_over", "varying_axes", "varying_like"]
+__all__ = [
+    "KNOWN_JAX",
+    "PRIVATE_NAMES",
+    "ArrayMapping",
+    "SdyShardingRule",
+    "ShardingContext",
+    "SPMDAxisContext",
+    "abstract_token",
+    "agree_on_varying_axes",
+    "cached_weakly",
+    "custom_partitioning",
+    "adjust_last_partitioning",
+    "detached_ordered_token",
+    "effects_of",
+    "IOEffect",
+    "OrderedIOEffect",
+    "ordered_token",
+    "InconclusiveDimensionOperation",
+    "is_symbolic_dim",
+    "set_ordered_token",
+    "gspmd_aborts_in_partly_manual",
+    "manual_axes",
+    "needs_devices_to_lower",
+    "vary_over",
+    "varying_axes",
+    "varying_like",
+]
 
 
 def cached_weakly(param_type: type) -> None:
@@ -111,9 +130,10 @@ def agree_on_varying_axes(operands):
     union = frozenset().union(*varying)
     if not union:
         return operands
-    return [x if axes == union else jax.lax.pcast(x, tuple(sorted(union - axes, key=str)),
-                                                  to="varying")
-            for x, axes in zip(operands, varying)]
+    return [
+        x if axes == union else jax.lax.pcast(x, tuple(sorted(union - axes, key=str)), to="varying")
+        for x, axes in zip(operands, varying)
+    ]
 
 
 def varying_like(results, operand_avals) -> list:
@@ -126,8 +146,12 @@ def varying_like(results, operand_avals) -> list:
     for aval in results:
         sharding = NamedSharding(mesh, PartitionSpec(*([None] * len(aval.shape))))
         if hasattr(template, "manual_axis_type"):
-            out.append(aval.update(sharding=sharding, manual_axis_type=_ManualAxisType(
-                varying=varying_axes(template))))
+            out.append(
+                aval.update(
+                    sharding=sharding,
+                    manual_axis_type=_ManualAxisType(varying=varying_axes(template)),
+                )
+            )
         else:
             out.append(aval.update(sharding=sharding, vma=varying_axes(template)))
     return out
@@ -139,8 +163,7 @@ def manual_axes(axis_context) -> tuple:
     if not isinstance(axis_context, SPMDAxisContext):
         return ()
     mesh = axis_context.mesh
-    return tuple(a for a in mesh.axis_names
-                 if a in axis_context.manual_axes and mesh.shape[a] > 1)
+    return tuple(a for a in mesh.axis_names if a in axis_context.manual_axes and mesh.shape[a] > 1)
 
 
 def gspmd_aborts_in_partly_manual(axis_context) -> bool:
@@ -165,6 +188,7 @@ def backends_are_initialized() -> bool:
     """Whether jax has started its backends (then an FFI type registered for
     a plugin platform such as CUDA reaches XLA at once)."""
     from jax._src import xla_bridge
+
     return xla_bridge.backends_are_initialized()
 
 
@@ -208,7 +232,7 @@ _IO_EFFECT = IOEffect()
 _ORDERED_IO_EFFECT = OrderedIOEffect()
 
 
-def effects_of(effect: "str | None") -> set:
+def effects_of(effect: str | None) -> set:
     """The jax effects of a call of a function with this `effect`."""
     if effect is None:
         return set()
@@ -233,8 +257,9 @@ def detached_ordered_token(ctx):
     from jax.extend.mlir.dialects import stablehlo
 
     token = ctx.tokens_in.get(_ORDERED_IO_EFFECT)
-    sharding = _callback._callback_op_sharding(ctx.module_context.axis_context, None,
-                                               [abstract_token])
+    sharding = _callback._callback_op_sharding(
+        ctx.module_context.axis_context, None, [abstract_token]
+    )
     if token is None or sharding is None:
         return ctx
     barrier = stablehlo.OptimizationBarrierOp([token])
@@ -253,7 +278,7 @@ def set_ordered_token(ctx, token) -> None:
     ctx.set_tokens_out(ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_IO_EFFECT: token})))
 
 
-def adjust_last_partitioning(ctx, side_effect: bool, key: "str | None") -> None:
+def adjust_last_partitioning(ctx, side_effect: bool, key: str | None) -> None:
     """Adjusts the custom partitioning call just emitted: `side_effect` marks it
     side-effecting (jax's lowering makes it pure, whatever the function it
     partitions does), so that XLA keeps it when its results are unused; `key`
@@ -265,9 +290,10 @@ def adjust_last_partitioning(ctx, side_effect: bool, key: "str | None") -> None:
     from jax.extend.mlir import ir
 
     for op in reversed(list(ir.InsertionPoint.current.block.operations)):
-        if (op.operation.name == "stablehlo.custom_call"
-                and ir.StringAttr(op.attributes["call_target_name"]).value
-                == "CustomSPMDPartitioning"):
+        if (
+            op.operation.name == "stablehlo.custom_call"
+            and ir.StringAttr(op.attributes["call_target_name"]).value == "CustomSPMDPartitioning"
+        ):
             break
     else:  # pragma: no cover
         raise AssertionError("xlabind: no custom partitioning call to adjust")

@@ -28,8 +28,9 @@ def platform_names(where: str, platforms: Any) -> tuple[str, ...]:
     try:
         names = [platform_name(where, p) for p in platforms]
     except TypeError:
-        raise TypeError(f"{where}: platforms must be 'cpu', 'cuda' or a sequence of them, got "
-                        f"{platforms!r}") from None
+        raise TypeError(
+            f"{where}: platforms must be 'cpu', 'cuda' or a sequence of them, got {platforms!r}"
+        ) from None
     if not names:
         raise ValueError(f"{where}: platforms is empty; give 'cpu' and/or 'cuda'")
     return tuple(dict.fromkeys(names))

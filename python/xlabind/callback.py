@@ -4,19 +4,27 @@ with jit and vmap (no derivatives: see linear.py, multilinear.py, nonlinear.py).
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from xlabind._primitive.definition import BoundFunction, ResultSpec
 from xlabind._primitive.factors import Rule
 from xlabind._runtime.binding import Function, make_definition
 
-def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-             in_place: bool = False, vmap_method: str = "sequential",
-             platforms: Sequence[str] = ("cpu",),
-             sharding_rule: Rule | None = None, synchronize: bool = False,
-             input_output_aliases: Mapping[int, int] | None = None,
-             effect: str | None = None, name: str | None = None,
-             command_buffer_compatible: bool = False) -> BoundFunction:
+
+def callback(
+    fn: Function,
+    result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+    *,
+    in_place: bool = False,
+    vmap_method: str = "sequential",
+    platforms: Sequence[str] = ("cpu",),
+    sharding_rule: Rule | None = None,
+    synchronize: bool = False,
+    input_output_aliases: Mapping[int, int] | None = None,
+    effect: str | None = None,
+    name: str | None = None,
+    command_buffer_compatible: bool = False,
+) -> BoundFunction:
     """Binds a Python function so that JAX can call it, eagerly, under ``jax.jit``
     and ``jax.vmap``. It has no derivatives: see :func:`xlabind.linear`,
     :func:`xlabind.multilinear` and :func:`xlabind.nonlinear` for those.
@@ -85,8 +93,18 @@ def callback(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resul
       >>> _ = jax.jit(lambda x: (log(x), x + 1)[1])(jnp.ones(3)); seen
       [3.0]
     """
-    return BoundFunction(make_definition(
-        fn, result_shape_dtypes, in_place=in_place, platforms=platforms, vmap_method=vmap_method,
-        name=name, sharding_rule=sharding_rule, synchronize=synchronize,
-        input_output_aliases=input_output_aliases, effect=effect,
-        command_buffer_compatible=command_buffer_compatible))
+    return BoundFunction(
+        make_definition(
+            fn,
+            result_shape_dtypes,
+            in_place=in_place,
+            platforms=platforms,
+            vmap_method=vmap_method,
+            name=name,
+            sharding_rule=sharding_rule,
+            synchronize=synchronize,
+            input_output_aliases=input_output_aliases,
+            effect=effect,
+            command_buffer_compatible=command_buffer_compatible,
+        )
+    )

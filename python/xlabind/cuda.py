@@ -24,8 +24,7 @@ __all__ = ["DeviceArray", "current_device", "current_stream", "is_capturing"]
 def _current() -> tuple[int, int]:
     call = extension.cuda_current_call()
     if call is None:
-        raise RuntimeError("xlabind.cuda.current_stream() is only defined inside a CUDA "
-                           "callback")
+        raise RuntimeError("xlabind.cuda.current_stream() is only defined inside a CUDA callback")
     return call
 
 

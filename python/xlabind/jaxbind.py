@@ -28,7 +28,8 @@ fit the unbatched one is an error instead of a wrong answer.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,8 +72,9 @@ def load_kwargs(kwargs_dump: Any, /) -> dict:
         import pickle  # jaxbind's own serialized form, for callbacks that build one
 
         return pickle.loads(kwargs_dump.tobytes())
-    raise TypeError(f"load_kwargs expects the kwargs_dump a callback received, got "
-                    f"{type(kwargs_dump).__name__}")
+    raise TypeError(
+        f"load_kwargs expects the kwargs_dump a callback received, got {type(kwargs_dump).__name__}"
+    )
 
 
 def _jaxbind_batch_axes(batch_axes):
@@ -105,15 +107,15 @@ class _JaxbindCallback:
 
     def __init__(self, f: Callable, batched: bool):
         if not callable(f):
-            raise TypeError(f"xlabind.jaxbind: callbacks must be callable, got "
-                            f"{type(f).__name__}")
+            raise TypeError(f"xlabind.jaxbind: callbacks must be callable, got {type(f).__name__}")
         self.callback = f
         self.batched = batched
         self.__qualname__ = getattr(f, "__qualname__", repr(f))
 
     def __call__(self, *args, **kwargs):
-        raise TypeError(f"{self.__qualname__} is a jaxbind callback: call it as "
-                        f"f(out, args, kwargs_dump)")
+        raise TypeError(
+            f"{self.__qualname__} is a jaxbind callback: call it as f(out, args, kwargs_dump)"
+        )
 
     def kwargs_dump(self, kwargs: dict) -> _KwargsDump:
         return _KwargsDump(_jaxbind_kwargs(kwargs, self.batched))
@@ -127,15 +129,18 @@ class _JaxbindCallback:
             given = list(results)
             returned = f(results, args, dump(kwargs))
             if returned is not None:
-                raise TypeError(f"{name} is a jaxbind callback: it must write its results into "
-                                f"`out` (out[i][...] = value) and return None, but it returned "
-                                f"{type(returned).__name__}")
+                raise TypeError(
+                    f"{name} is a jaxbind callback: it must write its results into "
+                    f"`out` (out[i][...] = value) and return None, but it returned "
+                    f"{type(returned).__name__}"
+                )
             for i, (now, then) in enumerate(zip(results, given)):
                 if now is not then or len(results) != len(given):
                     raise TypeError(
                         f"{name} replaced out[{i}] instead of writing into it: the result "
                         f"arrays are XLA's own memory, so write with out[{i}][()] = value "
-                        f"(or out[{i}][...] = value).")
+                        f"(or out[{i}][...] = value)."
+                    )
 
         in_place.__qualname__ = name
         return in_place
@@ -161,17 +166,26 @@ def _abstract(abstract: Callable | None, batched: bool) -> Callable | None:
 
 def _results(name: str, results) -> list:
     """What an abstract function returned, as its list of per-result tuples."""
-    expected = ("one (shape, dtype) or (shape, dtype, batch_axis) tuple per result, e.g. "
-                "((x.shape, x.dtype),)")
+    expected = (
+        "one (shape, dtype) or (shape, dtype, batch_axis) tuple per result, e.g. "
+        "((x.shape, x.dtype),)"
+    )
     if not isinstance(results, (tuple, list)):
-        raise TypeError(f"xlabind.jaxbind: abstract function {name} returned "
-                        f"{type(results).__name__}; expected {expected}")
+        raise TypeError(
+            f"xlabind.jaxbind: abstract function {name} returned "
+            f"{type(results).__name__}; expected {expected}"
+        )
     first = results[0] if results else None
-    if len(results) in (2, 3) and isinstance(first, (tuple, list)) and all(
-            isinstance(d, (int, np.integer)) for d in first) and (
-            isinstance(results[1], (type, np.dtype, str)) or hasattr(results[1], "dtype")):
-        raise TypeError(f"xlabind.jaxbind: abstract function {name} returned one (shape, "
-                        f"dtype) pair, {results!r}; expected {expected} (wrap it in a tuple)")
+    if (
+        len(results) in (2, 3)
+        and isinstance(first, (tuple, list))
+        and all(isinstance(d, (int, np.integer)) for d in first)
+        and (isinstance(results[1], (type, np.dtype, str)) or hasattr(results[1], "dtype"))
+    ):
+        raise TypeError(
+            f"xlabind.jaxbind: abstract function {name} returned one (shape, "
+            f"dtype) pair, {results!r}; expected {expected} (wrap it in a tuple)"
+        )
     return list(results)
 
 
@@ -180,29 +194,35 @@ def _result(name: str, index: int, r) -> BatchedResult:
         shape = tuple(int(d) for d in r[0])
         dtype = np.dtype(r[1])
     except (TypeError, IndexError, ValueError) as e:
-        raise TypeError(f"xlabind.jaxbind: abstract function {name} returned {r!r} for result "
-                        f"{index}; expected (shape, dtype) or (shape, dtype, batch_axis) ({e})"
-                        ) from None
+        raise TypeError(
+            f"xlabind.jaxbind: abstract function {name} returned {r!r} for result "
+            f"{index}; expected (shape, dtype) or (shape, dtype, batch_axis) ({e})"
+        ) from None
     axis = r[2] if len(r) > 2 and isinstance(r[2], int) else None
     return BatchedResult(shape, dtype, axis)
 
 
 def _checked_fixed(first_n_args_fixed) -> int:
-    if isinstance(first_n_args_fixed, bool) or not isinstance(first_n_args_fixed,
-                                                               (int, np.integer)):
-        raise TypeError(f"xlabind.jaxbind: first_n_args_fixed must be an int, got "
-                        f"{first_n_args_fixed!r}")
+    if isinstance(first_n_args_fixed, bool) or not isinstance(
+        first_n_args_fixed, (int, np.integer)
+    ):
+        raise TypeError(
+            f"xlabind.jaxbind: first_n_args_fixed must be an int, got {first_n_args_fixed!r}"
+        )
     if first_n_args_fixed < 0:
-        raise ValueError(f"xlabind.jaxbind: first_n_args_fixed must be 0 or more, got "
-                         f"{first_n_args_fixed}")
+        raise ValueError(
+            f"xlabind.jaxbind: first_n_args_fixed must be 0 or more, got {first_n_args_fixed}"
+        )
     return int(first_n_args_fixed)
 
 
 def _as_list_call(op, first_n_args_fixed: int) -> Callable:
     def call(*args, **kwargs) -> list:
         if first_n_args_fixed > len(args):
-            raise ValueError(f"{op.name}: first_n_args_fixed={first_n_args_fixed}, but the call "
-                             f"has only {len(args)} positional arguments")
+            raise ValueError(
+                f"{op.name}: first_n_args_fixed={first_n_args_fixed}, but the call "
+                f"has only {len(args)} positional arguments"
+            )
         return list(op(*args, **kwargs))
 
     call.__doc__ = getattr(op.fn, "callback", op.fn).__doc__
@@ -210,9 +230,16 @@ def _as_list_call(op, first_n_args_fixed: int) -> Callable:
     return call
 
 
-def get_linear_call(f: Callable, f_T: Callable | Sequence[Callable | None] | None, /,
-                    abstract: Callable, abstract_T: Callable | Sequence[Callable | None] | None, *,
-                    first_n_args_fixed: int = 0, func_can_batch: bool = False) -> Callable:
+def get_linear_call(
+    f: Callable,
+    f_T: Callable | Sequence[Callable | None] | None,
+    /,
+    abstract: Callable,
+    abstract_T: Callable | Sequence[Callable | None] | None,
+    *,
+    first_n_args_fixed: int = 0,
+    func_can_batch: bool = False,
+) -> Callable:
     """A linear (or, with a tuple of transposes, multilinear) function as a JAX call.
 
     ``f`` is linear in its arguments after the first ``first_n_args_fixed``
@@ -236,21 +263,42 @@ def get_linear_call(f: Callable, f_T: Callable | Sequence[Callable | None] | Non
     """
     fixed = _checked_fixed(first_n_args_fixed)
     b = bool(func_can_batch)
-    common = dict(nondiff_argnums=range(fixed), in_place=True,
-                  vmap_method="native" if b else "sequential", platforms=_PLATFORMS)
+    common = dict(
+        nondiff_argnums=range(fixed),
+        in_place=True,
+        vmap_method="native" if b else "sequential",
+        platforms=_PLATFORMS,
+    )
     if isinstance(f_T, (tuple, list)):
         abstracts = tuple(abstract_T) if isinstance(abstract_T, (tuple, list)) else ()
-        op = multilinear(_callback(f, b), [_callback(t, b) for t in f_T], _abstract(abstract, b),
-                         transpose_shape_dtypes=[_abstract(a, b) for a in abstracts], **common)
+        op = multilinear(
+            _callback(f, b),
+            [_callback(t, b) for t in f_T],
+            _abstract(abstract, b),
+            transpose_shape_dtypes=[_abstract(a, b) for a in abstracts],
+            **common,
+        )
     else:
-        op = linear(_callback(f, b), _callback(f_T, b), _abstract(abstract, b),
-                    transpose_shape_dtypes=_abstract(abstract_T, b), **common)
+        op = linear(
+            _callback(f, b),
+            _callback(f_T, b),
+            _abstract(abstract, b),
+            transpose_shape_dtypes=_abstract(abstract_T, b),
+            **common,
+        )
     return _as_list_call(op, fixed)
 
 
-def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
-                       abstract: Callable, abstract_reverse: Callable | None, *,
-                       first_n_args_fixed: int = 0, func_can_batch: bool = False) -> Callable:
+def get_nonlinear_call(
+    f: Callable,
+    f_derivative: tuple[Callable, Callable],
+    /,
+    abstract: Callable,
+    abstract_reverse: Callable | None,
+    *,
+    first_n_args_fixed: int = 0,
+    func_can_batch: bool = False,
+) -> Callable:
     """A nonlinear function with its ``(jvp, vjp)`` callbacks as a JAX call.
 
     ``jvp(out, (*args, *tangents_of_non_fixed_args), kwargs_dump)`` writes the
@@ -275,8 +323,15 @@ def get_nonlinear_call(f: Callable, f_derivative: tuple[Callable, Callable], /,
     jvp, vjp = f_derivative
     fixed = _checked_fixed(first_n_args_fixed)
     b = bool(func_can_batch)
-    op = nonlinear(_callback(f, b), _abstract(abstract, b), jvp=_callback(jvp, b),
-                   vjp=_callback(vjp, b), vjp_shape_dtypes=_abstract(abstract_reverse, b),
-                   nondiff_argnums=range(fixed), in_place=True,
-                   vmap_method="native" if b else "sequential", platforms=_PLATFORMS)
+    op = nonlinear(
+        _callback(f, b),
+        _abstract(abstract, b),
+        jvp=_callback(jvp, b),
+        vjp=_callback(vjp, b),
+        vjp_shape_dtypes=_abstract(abstract_reverse, b),
+        nondiff_argnums=range(fixed),
+        in_place=True,
+        vmap_method="native" if b else "sequential",
+        platforms=_PLATFORMS,
+    )
     return _as_list_call(op, fixed)

@@ -10,15 +10,16 @@ order.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from xlabind._primitive.trees import flat_results_tree, interleave
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
-from xlabind._runtime.binding import Function, derived_function, make_definition
 from xlabind._primitive.derivatives import LinearityRules
 from xlabind._primitive.derived_calls import bind_derived
 from xlabind._primitive.factors import Rule
 from xlabind._primitive.traced_rules import Traceable, traced_tangent, transposed_tangent
+from xlabind._primitive.trees import flat_results_tree, interleave
+from xlabind._runtime.binding import Function, derived_function, make_definition
 
 
 def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
@@ -32,21 +33,29 @@ class _LinearPair:
         #: The arguments f is not linear in; differentiable only with a jvp rule.
         self.nondiff = tuple(sorted(set(int(i) for i in options["nondiff_argnums"])))
         if jvp is not None and not isinstance(jvp, Traceable):
-            raise TypeError(f"xlabind.linear: jvp must be a rule written in JAX, "
-                            f"xlabind.traceable(rule), got {type(jvp).__name__}")
+            raise TypeError(
+                f"xlabind.linear: jvp must be a rule written in JAX, "
+                f"xlabind.traceable(rule), got {type(jvp).__name__}"
+            )
         self.jvp = jvp
         fixed_tangent = None
         if jvp is not None:
             # Differentiable in every argument: the nondiff ones through the rule.
             options = {**options, "nondiff_argnums": ()}
-            fixed_tangent = lambda op, primals, tangents, call: traced_tangent(  # noqa: E731
-                jvp.fn, self.nondiff, primals, tangents, call)
+            fixed_tangent = lambda op, primals, tangents, call: traced_tangent(
+                jvp.fn, self.nondiff, primals, tangents, call
+            )
         self.forward = make_definition(
-            fn, result_shape_dtypes, **options,
-            rules=LinearityRules(groups=self._groups,
-                                 transposes=[self._call_transpose] if transpose is not None else [],
-                                 params_tangent=fixed_tangent,
-                                 missing_transpose_hint="Pass transpose= to xlabind.linear."))
+            fn,
+            result_shape_dtypes,
+            **options,
+            rules=LinearityRules(
+                groups=self._groups,
+                transposes=[self._call_transpose] if transpose is not None else [],
+                params_tangent=fixed_tangent,
+                missing_transpose_hint="Pass transpose= to xlabind.linear.",
+            ),
+        )
         self.transpose_fn = transpose
         self.transpose_shape_dtypes = transpose_shape_dtypes
         self.platforms = options["platforms"]
@@ -55,8 +64,10 @@ class _LinearPair:
     def _groups(self, n: int) -> list[list[int]]:
         out_of_range = [i for i in self.nondiff if i >= n]
         if out_of_range:
-            raise ValueError(f"{self.forward.name}: nondiff_argnums {out_of_range} out of range "
-                             f"for a call with {n} positional arguments")
+            raise ValueError(
+                f"{self.forward.name}: nondiff_argnums {out_of_range} out of range "
+                f"for a call with {n} positional arguments"
+            )
         return [_diff_positions(n, self.nondiff)]
 
     def transposed(self, forward_out_tree) -> Definition:
@@ -66,15 +77,22 @@ class _LinearPair:
             k = len(self.nondiff)
             fixed_tangent = None
             if self.jvp is not None:
-                fixed_tangent = lambda op, primals, tangents, call: transposed_tangent(  # noqa: E731
-                    self.jvp.fn, self.nondiff, primals, tangents, call)
+                fixed_tangent = lambda op, primals, tangents, call: transposed_tangent(
+                    self.jvp.fn, self.nondiff, primals, tangents, call
+                )
             op = derived_function(
-                self.forward, self.platforms, self.transpose_fn, self.transpose_shape_dtypes,
-                "transpose", nondiff_argnums=range(k) if self.jvp is None else (),
+                self.forward,
+                self.platforms,
+                self.transpose_fn,
+                self.transpose_shape_dtypes,
+                "transpose",
+                nondiff_argnums=range(k) if self.jvp is None else (),
                 rules=LinearityRules(
                     groups=lambda n: [list(range(k, n))],
                     transposes=[lambda *a: self._call_forward(forward_out_tree, *a)],
-                    params_tangent=fixed_tangent))
+                    params_tangent=fixed_tangent,
+                ),
+            )
             self._transposes[forward_out_tree] = op
         return op
 
@@ -83,9 +101,14 @@ class _LinearPair:
         n = len(outside) + len(group_avals)
         diff = _diff_positions(n, self.nondiff)
         return bind_derived(
-            self.transposed(call.out_tree), call, [*outside, *cts],
+            self.transposed(call.out_tree),
+            call,
+            [*outside, *cts],
             [("arg", i) for i in self.nondiff] + [("out", j) for j in range(len(cts))],
-            flat_results_tree(len(diff)), group_avals, [("arg", i) for i in diff])
+            flat_results_tree(len(diff)),
+            group_avals,
+            [("arg", i) for i in diff],
+        )
 
     def _call_forward(self, forward_out_tree, op, outside, cts, group_avals, call):
         # The transpose transposed: f again. outside: the transpose's nondiff args
@@ -93,21 +116,37 @@ class _LinearPair:
         k = len(outside)
         n = k + len(cts)
         operands = interleave(n, self.nondiff, outside, cts)
-        entries = interleave(n, self.nondiff, [("arg", i) for i in range(k)],
-                             [("out", j) for j in range(len(cts))])
-        return bind_derived(self.forward, call, operands, entries, forward_out_tree, group_avals,
-                            [("arg", i) for i in range(k, k + len(group_avals))])
+        entries = interleave(
+            n, self.nondiff, [("arg", i) for i in range(k)], [("out", j) for j in range(len(cts))]
+        )
+        return bind_derived(
+            self.forward,
+            call,
+            operands,
+            entries,
+            forward_out_tree,
+            group_avals,
+            [("arg", i) for i in range(k, k + len(group_avals))],
+        )
 
 
-def linear(fn: Function, transpose: Function | None,
-           result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-           transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
-           nondiff_argnums: Sequence[int] = (), jvp: Traceable | None = None,
-           in_place: bool = False,
-           vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-           sharding_rule: Rule | None = None, synchronize: bool = False,
-           input_output_aliases: Mapping[int, int] | None = None,
-           effect: str | None = None, name: str | None = None) -> BoundFunction:
+def linear(
+    fn: Function,
+    transpose: Function | None,
+    result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+    *,
+    transpose_shape_dtypes: Callable[..., ResultSpec] | None = None,
+    nondiff_argnums: Sequence[int] = (),
+    jvp: Traceable | None = None,
+    in_place: bool = False,
+    vmap_method: str = "sequential",
+    platforms: Sequence[str] = ("cpu",),
+    sharding_rule: Rule | None = None,
+    synchronize: bool = False,
+    input_output_aliases: Mapping[int, int] | None = None,
+    effect: str | None = None,
+    name: str | None = None,
+) -> BoundFunction:
     """Binds a linear function and its transpose as one differentiable JAX operation.
 
     Args:
@@ -166,9 +205,19 @@ def linear(fn: Function, transpose: Function | None,
       >>> jax.grad(lambda x: matvec(x).sum())(jnp.ones(2))
       Array([4., 6.], dtype=float32)
     """
-    options = dict(nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
-                   platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
-                   input_output_aliases=input_output_aliases, effect=effect,
-                   name=name)
-    return BoundFunction(_LinearPair(fn, transpose, result_shape_dtypes, transpose_shape_dtypes,
-                                     jvp, options).forward)
+    options = dict(
+        nondiff_argnums=nondiff_argnums,
+        in_place=in_place,
+        vmap_method=vmap_method,
+        platforms=platforms,
+        sharding_rule=sharding_rule,
+        synchronize=synchronize,
+        input_output_aliases=input_output_aliases,
+        effect=effect,
+        name=name,
+    )
+    return BoundFunction(
+        _LinearPair(
+            fn, transpose, result_shape_dtypes, transpose_shape_dtypes, jvp, options
+        ).forward
+    )

@@ -15,21 +15,25 @@ every mode, given the m transposes.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from xlabind._primitive.trees import flat_results_tree
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
-from xlabind._runtime.binding import Function, derived_function, make_definition
 from xlabind._primitive.derivatives import LinearityRules
 from xlabind._primitive.derived_calls import bind_derived
 from xlabind._primitive.factors import Rule
+from xlabind._primitive.trees import flat_results_tree
+from xlabind._runtime.binding import Function, derived_function, make_definition
 
 
 class _Multilinear:
     def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes, options):
         self.forward = make_definition(
-            fn, result_shape_dtypes, **options,
-            rules=LinearityRules(groups=self._groups, transposes=self._transpose_for_group))
+            fn,
+            result_shape_dtypes,
+            **options,
+            rules=LinearityRules(groups=self._groups, transposes=self._transpose_for_group),
+        )
         self.user_transposes = tuple(transposes)
         self.transpose_shape_dtypes = tuple(transpose_shape_dtypes or ())
         self.platforms = options["platforms"]
@@ -40,9 +44,11 @@ class _Multilinear:
 
     def _groups(self, n):
         if len(self.user_transposes) != n:
-            raise TypeError(f"{self.forward.name}: transposes must have one entry per argument "
-                            f"(None for nondiff ones): got {len(self.user_transposes)} for a call "
-                            f"with {n} arguments")
+            raise TypeError(
+                f"{self.forward.name}: transposes must have one entry per argument "
+                f"(None for nondiff ones): got {len(self.user_transposes)} for a call "
+                f"with {n} arguments"
+            )
         return [[i] for i in self._diff(n)]
 
     def _transpose_for_group(self, g, n):
@@ -50,7 +56,8 @@ class _Multilinear:
         if self.user_transposes[i] is None:
             return None
         return lambda op, outside, cts, group_avals, call: self._call_transpose(
-            i, outside, cts, group_avals, call)
+            i, outside, cts, group_avals, call
+        )
 
     def transposed(self, i: int, n: int, forward_out_tree) -> Definition:
         """T_i: (args without i..., cotangents...) -> cotangent of arg i."""
@@ -80,16 +87,27 @@ class _Multilinear:
                     if self.user_transposes[j] is None:
                         return None
                     return lambda op, outside, cts, group_avals, call: self._call_cross(
-                        i, j, n, forward_out_tree, outside, cts, group_avals, call)
+                        i, j, n, forward_out_tree, outside, cts, group_avals, call
+                    )
                 return lambda op, outside, cts, group_avals, call: self._call_forward(
-                    i, n, forward_out_tree, outside, cts, group_avals, call)
+                    i, n, forward_out_tree, outside, cts, group_avals, call
+                )
 
             op = derived_function(
-                fwd, self.platforms, user, spec, f"transpose {i}", nondiff_argnums=nondiff,
+                fwd,
+                self.platforms,
+                user,
+                spec,
+                f"transpose {i}",
+                nondiff_argnums=nondiff,
                 rules=LinearityRules(
-                    groups=groups, transposes=transposes,
+                    groups=groups,
+                    transposes=transposes,
                     missing_transpose_hint=(
-                        "Transposing it again needs the transposes of the other arguments too.")))
+                        "Transposing it again needs the transposes of the other arguments too."
+                    ),
+                ),
+            )
             self._derived[key] = op
         return op
 
@@ -98,9 +116,14 @@ class _Multilinear:
         n = len(outside) + 1
         outside_positions = [j for j in range(n) if j != i]
         return bind_derived(
-            self.transposed(i, n, call.out_tree), call, [*outside, *cts],
+            self.transposed(i, n, call.out_tree),
+            call,
+            [*outside, *cts],
             [("arg", j) for j in outside_positions] + [("out", j) for j in range(len(cts))],
-            flat_results_tree(1), group_avals, [("arg", i)])
+            flat_results_tree(1),
+            group_avals,
+            [("arg", i)],
+        )
 
     def _call_cross(self, i, j, n, forward_out_tree, outside, cts, group_avals, call):
         # T_i transposed in x_j is T_j with c (T_i's cotangent) as x_i. T_i's operands
@@ -108,7 +131,7 @@ class _Multilinear:
         (c,) = cts
         t_positions = [p for p in range(n) if p != i]  # f's arg at each T_i operand slot
         kept_slots = [s for s, p in enumerate(t_positions) if p != j]
-        args_without_j, ybar = outside[:n - 2], outside[n - 2:]
+        args_without_j, ybar = outside[: n - 2], outside[n - 2 :]
         by_position = dict(zip((t_positions[s] for s in kept_slots), args_without_j))
         by_position[i] = c
         slot_of = {p: ("arg", s) for s, p in enumerate(t_positions)}
@@ -116,28 +139,51 @@ class _Multilinear:
         positions = [p for p in range(n) if p != j]
         operands = [by_position[p] for p in positions] + list(ybar)
         entries = [slot_of[p] for p in positions] + [("arg", n - 1 + k) for k in range(len(ybar))]
-        return bind_derived(self.transposed(j, n, forward_out_tree), call, operands, entries,
-                            flat_results_tree(1), group_avals, [slot_of[j]])
+        return bind_derived(
+            self.transposed(j, n, forward_out_tree),
+            call,
+            operands,
+            entries,
+            flat_results_tree(1),
+            group_avals,
+            [slot_of[j]],
+        )
 
     def _call_forward(self, i, n, forward_out_tree, outside, cts, group_avals, call):
         # T_i transposed in its cotangents: f with the new cotangent as argument i.
         # outside = T_i's args other than the cotangents = f's args without i.
         (ct,) = cts
         operands = [*outside[:i], ct, *outside[i:]]
-        entries = [("arg", j) for j in range(i)] + [("out", 0)] + [
-            ("arg", j) for j in range(i, n - 1)]
-        return bind_derived(self.forward, call, operands, entries, forward_out_tree, group_avals,
-                            [("arg", k) for k in range(n - 1, n - 1 + len(group_avals))])
+        entries = (
+            [("arg", j) for j in range(i)] + [("out", 0)] + [("arg", j) for j in range(i, n - 1)]
+        )
+        return bind_derived(
+            self.forward,
+            call,
+            operands,
+            entries,
+            forward_out_tree,
+            group_avals,
+            [("arg", k) for k in range(n - 1, n - 1 + len(group_avals))],
+        )
 
 
-def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | None],
-                result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-                transpose_shape_dtypes: Sequence[Callable | None] = (),
-                nondiff_argnums: Sequence[int] = (), in_place: bool = False,
-                vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-                sharding_rule: Rule | None = None, synchronize: bool = False,
-                input_output_aliases: Mapping[int, int] | None = None,
-                effect: str | None = None, name: str | None = None) -> BoundFunction:
+def multilinear(
+    fn: Function,
+    transposes: Sequence[Function | BoundFunction | None],
+    result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+    *,
+    transpose_shape_dtypes: Sequence[Callable | None] = (),
+    nondiff_argnums: Sequence[int] = (),
+    in_place: bool = False,
+    vmap_method: str = "sequential",
+    platforms: Sequence[str] = ("cpu",),
+    sharding_rule: Rule | None = None,
+    synchronize: bool = False,
+    input_output_aliases: Mapping[int, int] | None = None,
+    effect: str | None = None,
+    name: str | None = None,
+) -> BoundFunction:
     """Binds a function that is linear in each argument separately (multilinear).
 
     Args:
@@ -182,10 +228,22 @@ def multilinear(fn: Function, transposes: Sequence[Function | BoundFunction | No
       >>> jax.grad(lambda x, y: mul(x, y).sum(), argnums=(0, 1))(jnp.ones(2), 3 * jnp.ones(2))
       (Array([3., 3.], dtype=float32), Array([1., 1.], dtype=float32))
     """
-    return BoundFunction(_Multilinear(fn, transposes, result_shape_dtypes, transpose_shape_dtypes,
-                                      dict(nondiff_argnums=nondiff_argnums, in_place=in_place,
-                                           vmap_method=vmap_method, platforms=platforms,
-                                           sharding_rule=sharding_rule, synchronize=synchronize,
-                                           input_output_aliases=input_output_aliases,
-                                           effect=effect,
-                                           name=name)).forward)
+    return BoundFunction(
+        _Multilinear(
+            fn,
+            transposes,
+            result_shape_dtypes,
+            transpose_shape_dtypes,
+            dict(
+                nondiff_argnums=nondiff_argnums,
+                in_place=in_place,
+                vmap_method=vmap_method,
+                platforms=platforms,
+                sharding_rule=sharding_rule,
+                synchronize=synchronize,
+                input_output_aliases=input_output_aliases,
+                effect=effect,
+                name=name,
+            ),
+        ).forward
+    )

@@ -20,7 +20,8 @@ import json
 import os
 import pathlib
 import sys
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 # Not resolved: in Bazel's runfiles the headers lie beside this file's link, not
 # beside the source it links to.
@@ -56,6 +57,7 @@ def _generator() -> dict:
     """The names extension_module.bzl defines: the one generator of a module's
     source, written in the part of Starlark that is also Python (the
     xlabind_extension Bazel macro runs the same file)."""
+
     def fail(message):
         raise ValueError(message)
 
@@ -64,9 +66,12 @@ def _generator() -> dict:
     return namespace
 
 
-def extension_source(module: str, handlers: Mapping[str, Mapping[str, Any]],
-                     state_types: Mapping[str, Sequence[str]] | None = None,
-                     platforms: Sequence[str] | None = None) -> str:
+def extension_source(
+    module: str,
+    handlers: Mapping[str, Mapping[str, Any]],
+    state_types: Mapping[str, Sequence[str]] | None = None,
+    platforms: Sequence[str] | None = None,
+) -> str:
     """The C++ source of the Python extension module `module`, as Bazel's
     ``xlabind_extension`` makes it: ``handlers`` is ``{platform: {FFI target:
     C symbol or {stage: C symbol}}}``, ``state_types`` ``{platform: [symbol,
@@ -78,8 +83,10 @@ def extension_source(module: str, handlers: Mapping[str, Mapping[str, Any]],
         handlers = {p: t for p, t in handlers.items() if p.lower() in keep}
         state_types = {p: t for p, t in (state_types or {}).items() if p.lower() in keep}
     substitutions = generator["extension_module_substitutions"](
-        module, generator["module_handlers"](module, dict(handlers)),
-        generator["module_state_types"](module, dict(state_types or {})))
+        module,
+        generator["module_handlers"](module, dict(handlers)),
+        generator["module_state_types"](module, dict(state_types or {})),
+    )
     text = (_PACKAGE / "cmake" / "extension_module.cc.tmpl").read_text()
     for placeholder, value in substitutions.items():
         text = text.replace(placeholder, value)
@@ -96,7 +103,9 @@ def _load(spec: str, option: str) -> Any:
     namespace: dict = {}
     exec(compile(text, path, "exec"), namespace)
     if variable not in namespace:
-        raise SystemExit(f"xlabind._generate_extension: {option} {spec}: {path} defines no {variable}")
+        raise SystemExit(
+            f"xlabind._generate_extension: {option} {spec}: {path} defines no {variable}"
+        )
     return namespace[variable]
 
 
@@ -105,11 +114,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     FILE[:VAR] [--state-types FILE:VAR] [--platforms cpu,cuda] --out
     SOURCE.cc``: writes the module's source (what ``xlabind_add_extension``
     runs)."""
-    parser = argparse.ArgumentParser(prog="python -m xlabind._generate_extension",
-                                     description=main.__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m xlabind._generate_extension", description=main.__doc__
+    )
     parser.add_argument("--module", required=True)
-    parser.add_argument("--handlers", required=True,
-                        help="FILE.json, or FILE:VARIABLE of a .bzl/.py file")
+    parser.add_argument(
+        "--handlers", required=True, help="FILE.json, or FILE:VARIABLE of a .bzl/.py file"
+    )
     parser.add_argument("--state-types", help="FILE.json or FILE:VARIABLE")
     parser.add_argument("--platforms", help="comma-separated: only these (default: all)")
     parser.add_argument("--out", required=True)

@@ -12,28 +12,33 @@ own), their own rules apply, so ``jax.hessian`` works.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 
-from xlabind._primitive.trees import flat_results_tree
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
-from xlabind._runtime.binding import Function, derived_function, make_definition
 from xlabind._primitive.derivatives import LinearityRules, instantiate, output_tangents
 from xlabind._primitive.derived_calls import bind_derived
 from xlabind._primitive.factors import Rule
 from xlabind._primitive.traced_rules import Traceable, traced_tangent
+from xlabind._primitive.trees import flat_results_tree
+from xlabind._runtime.binding import Function, derived_function, make_definition
 
 
 class _Nonlinear:
     def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, options):
         tangent = self._traced_tangent if isinstance(jvp, Traceable) else self._tangent
         self.forward = make_definition(
-            fn, result_shape_dtypes, **options,
-            rules=LinearityRules(groups=lambda n: [], params_tangent=tangent))
+            fn,
+            result_shape_dtypes,
+            **options,
+            rules=LinearityRules(groups=lambda n: [], params_tangent=tangent),
+        )
         # A user's bound jvp / vjp stands for its definition (its rules, its functions).
-        self.jvp, self.vjp = (f.definition if isinstance(f, BoundFunction) else f
-                              for f in (jvp, vjp))
+        self.jvp, self.vjp = (
+            f.definition if isinstance(f, BoundFunction) else f for f in (jvp, vjp)
+        )
         self.vjp_shape_dtypes = vjp_shape_dtypes
         self.platforms = options["platforms"]
         self._derived: dict[Any, tuple[Definition, Definition | None]] = {}
@@ -58,34 +63,56 @@ class _Nonlinear:
             if isinstance(user, Definition) and user.rules is not None:
                 # Derivatives in the primals come from the user's own xlabind function.
                 return lambda op, primals, tangents, call: output_tangents(
-                    user, primals, tangents, call)
+                    user, primals, tangents, call
+                )
             return None
 
         def derived_op(user, shapes, suffix, **rules):
             function = user.implementation.functions if isinstance(user, Definition) else user
             return derived_function(
-                fwd, self.platforms, function, shapes, suffix,
+                fwd,
+                self.platforms,
+                function,
+                shapes,
+                suffix,
                 in_place=getattr(user, "in_place", fwd.in_place),
                 nondiff_argnums=fwd.nondiff_argnums,
-                rules=LinearityRules(groups=lambda n_all: [list(range(n, n_all))],
-                                     params_tangent=user_rules(user), **rules),
+                rules=LinearityRules(
+                    groups=lambda n_all: [list(range(n, n_all))],
+                    params_tangent=user_rules(user),
+                    **rules,
+                ),
                 # Under native vmap each tangent is laid out like its primal, so f's
                 # result-shape function describes the JVP's results too.
-                aligned_pairs=[(i, n + k) for k, i in enumerate(diff)] if suffix == "jvp" else ())
+                aligned_pairs=[(i, n + k) for k, i in enumerate(diff)] if suffix == "jvp" else (),
+            )
 
         def jvp_shapes(*structs, batch_axes=None, **kw):
             # f's result shapes, from f's own arguments (the first n).
-            extra = {"batch_axes": batch_axes[:n] if batch_axes else batch_axes} \
-                if fwd.vmap_method == "native" else {}
+            extra = (
+                {"batch_axes": batch_axes[:n] if batch_axes else batch_axes}
+                if fwd.vmap_method == "native"
+                else {}
+            )
             return fwd.result_shape_dtypes(*structs[:n], **kw, **extra)
 
         jvp_op = derived_op(
-            self.jvp, jvp_shapes if fwd.has_shape_function else None, "jvp",
+            self.jvp,
+            jvp_shapes if fwd.has_shape_function else None,
+            "jvp",
             transposes=[None if self.vjp is None else self._call_vjp],
-            missing_transpose_hint="Pass vjp= to xlabind.nonlinear.")
-        vjp_op = None if self.vjp is None else derived_op(
-            self.vjp, self.vjp_shape_dtypes, "vjp",
-            transposes=[lambda *a: self._call_jvp_from_vjp(out_tree, *a)])
+            missing_transpose_hint="Pass vjp= to xlabind.nonlinear.",
+        )
+        vjp_op = (
+            None
+            if self.vjp is None
+            else derived_op(
+                self.vjp,
+                self.vjp_shape_dtypes,
+                "vjp",
+                transposes=[lambda *a: self._call_jvp_from_vjp(out_tree, *a)],
+            )
+        )
         self._derived[key] = (jvp_op, vjp_op)
         return jvp_op, vjp_op
 
@@ -95,10 +122,15 @@ class _Nonlinear:
         diff = self._diff(n)
         jvp_op, _ = self.derived(n, call.out_tree)
         operands = [*primals, *(instantiate(tangents[i], jax.typeof(primals[i])) for i in diff)]
-        return bind_derived(jvp_op, call, operands,
-                            [("arg", i) for i in range(n)] + [("arg", i) for i in diff],
-                            call.out_tree, call.result_avals,
-                            [("out", j) for j in range(len(call.result_avals))])
+        return bind_derived(
+            jvp_op,
+            call,
+            operands,
+            [("arg", i) for i in range(n)] + [("arg", i) for i in diff],
+            call.out_tree,
+            call.result_avals,
+            [("out", j) for j in range(len(call.result_avals))],
+        )
 
     def _traced_tangent(self, op, primals, tangents, call):
         """f's output tangents from a JAX-traceable rule (on every vmap level's
@@ -110,29 +142,48 @@ class _Nonlinear:
         # `call` is the jvp op's call: its operands are (f's args, tangents of diff args).
         n = len(outside)
         _, vjp_op = self.derived(n, call.out_tree)
-        return bind_derived(vjp_op, call, [*outside, *cts],
-                            [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
-                            flat_results_tree(len(group_avals)), group_avals,
-                            [("arg", n + k) for k in range(len(group_avals))])
+        return bind_derived(
+            vjp_op,
+            call,
+            [*outside, *cts],
+            [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
+            flat_results_tree(len(group_avals)),
+            group_avals,
+            [("arg", n + k) for k in range(len(group_avals))],
+        )
 
     def _call_jvp_from_vjp(self, out_tree, op, outside, cts, group_avals, call):
         # The vjp op transposed in its cotangents: the jvp op on (args, cts).
         n = len(outside)
         jvp_op, _ = self.derived(n, out_tree)
-        return bind_derived(jvp_op, call, [*outside, *cts],
-                            [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
-                            out_tree, group_avals,
-                            [("arg", n + k) for k in range(len(group_avals))])
+        return bind_derived(
+            jvp_op,
+            call,
+            [*outside, *cts],
+            [("arg", i) for i in range(n)] + [("out", j) for j in range(len(cts))],
+            out_tree,
+            group_avals,
+            [("arg", n + k) for k in range(len(group_avals))],
+        )
 
 
-def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., ResultSpec], *,
-              jvp: Function | BoundFunction | Traceable, vjp: Function | BoundFunction | None = None,
-              vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
-              nondiff_argnums: Sequence[int] = (), in_place: bool = False,
-              vmap_method: str = "sequential", platforms: Sequence[str] = ("cpu",),
-              sharding_rule: Rule | None = None, synchronize: bool = False,
-              input_output_aliases: Mapping[int, int] | None = None,
-              effect: str | None = None, name: str | None = None) -> BoundFunction:
+def nonlinear(
+    fn: Function,
+    result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+    *,
+    jvp: Function | BoundFunction | Traceable,
+    vjp: Function | BoundFunction | None = None,
+    vjp_shape_dtypes: Callable[..., ResultSpec] | None = None,
+    nondiff_argnums: Sequence[int] = (),
+    in_place: bool = False,
+    vmap_method: str = "sequential",
+    platforms: Sequence[str] = ("cpu",),
+    sharding_rule: Rule | None = None,
+    synchronize: bool = False,
+    input_output_aliases: Mapping[int, int] | None = None,
+    effect: str | None = None,
+    name: str | None = None,
+) -> BoundFunction:
     """Binds a nonlinear function with its Jacobian-vector and vector-Jacobian products.
 
     Args:
@@ -188,8 +239,23 @@ def nonlinear(fn: Function, result_shape_dtypes: ResultSpec | Callable[..., Resu
       >>> float(jax.grad(lambda x: sin(x).sum())(jnp.zeros(3))[0])
       1.0
     """
-    return BoundFunction(_Nonlinear(fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, dict(
-        nondiff_argnums=nondiff_argnums, in_place=in_place, vmap_method=vmap_method,
-        platforms=platforms, sharding_rule=sharding_rule, synchronize=synchronize,
-        input_output_aliases=input_output_aliases, effect=effect,
-        name=name)).forward)
+    return BoundFunction(
+        _Nonlinear(
+            fn,
+            jvp,
+            vjp,
+            result_shape_dtypes,
+            vjp_shape_dtypes,
+            dict(
+                nondiff_argnums=nondiff_argnums,
+                in_place=in_place,
+                vmap_method=vmap_method,
+                platforms=platforms,
+                sharding_rule=sharding_rule,
+                synchronize=synchronize,
+                input_output_aliases=input_output_aliases,
+                effect=effect,
+                name=name,
+            ),
+        ).forward
+    )

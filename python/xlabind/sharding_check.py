@@ -32,12 +32,14 @@ def _tolerance(dtype: np.dtype) -> float:
 def _is_split(x: Any) -> bool:
     """Whether `x` is an array whose pieces live on different devices."""
     sharding = getattr(x, "sharding", None)
-    return (sharding is not None and len(sharding.device_set) > 1
-            and not sharding.is_fully_replicated)
+    return (
+        sharding is not None and len(sharding.device_set) > 1 and not sharding.is_fully_replicated
+    )
 
 
-def check_sharding(fn: Any, *args: Any, rtol: float | None = None, atol: float | None = None,
-                   **static_kwargs: Any) -> None:
+def check_sharding(
+    fn: Any, *args: Any, rtol: float | None = None, atol: float | None = None, **static_kwargs: Any
+) -> None:
     """Checks that `fn` (a bound function, or any function of arrays that calls
     one) gives the same numbers on `args` as placed (sharded over devices)
     and on one device, where every call sees whole arrays. Raises
@@ -68,25 +70,30 @@ def check_sharding(fn: Any, *args: Any, rtol: float | None = None, atol: float |
             f"xlabind.check_sharding: {name}: no argument is split across devices, so the "
             f"call as placed is the call on one device and there is nothing to compare. Place "
             f"an argument over several devices first, e.g. jax.device_put(x, "
-            f"jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('d'))).")
+            f"jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec('d')))."
+        )
     sharded = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(*args)
     one = jax.devices()[0]
     whole = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(
-        *[jax.device_put(np.asarray(x), one) if isinstance(x, jax.Array) else x for x in args])
+        *[jax.device_put(np.asarray(x), one) if isinstance(x, jax.Array) else x for x in args]
+    )
     got, want = jax.tree.leaves(sharded), jax.tree.leaves(whole)
     for j, (a, b) in enumerate(zip(got, want)):
         a, b = np.asarray(a), np.asarray(b)
         if a.shape != b.shape or a.dtype != b.dtype:
-            raise AssertionError(f"xlabind.check_sharding: {name}: result {j} is {a.dtype}"
-                                 f"{list(a.shape)} sharded, {b.dtype}{list(b.shape)} on one "
-                                 f"device")
+            raise AssertionError(
+                f"xlabind.check_sharding: {name}: result {j} is {a.dtype}"
+                f"{list(a.shape)} sharded, {b.dtype}{list(b.shape)} on one "
+                f"device"
+            )
         if not jnp.issubdtype(b.dtype, jnp.inexact):
             if not np.array_equal(a, b):
                 raise AssertionError(
                     f"xlabind.check_sharding: {name}: result {j} differs between the sharded "
                     f"call and the call on one device ({np.sum(a != b)} of {a.size} elements): "
                     f"check that the factors of its sharding_rule are independent or summed "
-                    f"as declared")
+                    f"as declared"
+                )
             continue
         r = _tolerance(b.dtype) if rtol is None else rtol
         # Compared as float64 or complex128: ml_dtypes' floats are not numpy's.
@@ -100,4 +107,5 @@ def check_sharding(fn: Any, *args: Any, rtol: float | None = None, atol: float |
                 f"xlabind.check_sharding: {name}: result {j} differs between the sharded call "
                 f"and the call on one device (largest difference {worst:.3g}, rtol={r:g}, "
                 f"atol={t:g}): check that the factors of its sharding_rule are independent "
-                f"or summed as declared")
+                f"or summed as declared"
+            )

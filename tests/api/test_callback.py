@@ -22,8 +22,11 @@ def test_many_inputs_and_a_pytree_of_outputs():
         return {"sum": a + b + c, "prod": (a * b * c).astype(np.float32), "n": np.int64(a.size)}
 
     def spec(a, b, c):
-        return {"sum": a, "prod": jax.ShapeDtypeStruct(a.shape, jnp.float32),
-                "n": jax.ShapeDtypeStruct((), jnp.int64)}
+        return {
+            "sum": a,
+            "prod": jax.ShapeDtypeStruct(a.shape, jnp.float32),
+            "n": jax.ShapeDtypeStruct((), jnp.int64),
+        }
 
     op = xlabind.callback(f, spec)
     a, b, c = jnp.arange(3.0), jnp.ones(3) * 2, jnp.full(3, 3.0)
@@ -66,8 +69,10 @@ def test_static_kwargs_of_equal_value_but_other_type_stay_distinct():
 
 
 def test_result_shape_may_depend_on_static_kwargs():
-    op = xlabind.callback(lambda x, *, n: np.tile(x, n),
-                          lambda x, *, n: jax.ShapeDtypeStruct((x.shape[0] * n,), x.dtype))
+    op = xlabind.callback(
+        lambda x, *, n: np.tile(x, n),
+        lambda x, *, n: jax.ShapeDtypeStruct((x.shape[0] * n,), x.dtype),
+    )
     np.testing.assert_array_equal(jax.jit(lambda x: op(x, n=3))(jnp.arange(2)), [0, 1] * 3)
 
 
@@ -83,14 +88,23 @@ def test_traced_kwarg_is_a_clear_error():
         jax.jit(lambda x: op(x, k=x))(jnp.ones(2))
 
 
-@pytest.mark.parametrize("returned, spec, message", [
-    (lambda x: x, lambda x: jax.ShapeDtypeStruct(x.shape, jnp.float32),
-     r"result 0 has dtype float64, expected dtype float32 and shape \(3,\)"),
-    (lambda x: x[:2], lambda x: x,
-     r"result 0 has shape \(2,\), expected dtype float64 and shape \(3,\)"),
-    (lambda x: {"a": x}, lambda x: (x, x), r"does not match the declared result structure"),
-    (lambda x: (x,), lambda x: (x, x), r"does not match the declared result structure"),
-])
+@pytest.mark.parametrize(
+    "returned, spec, message",
+    [
+        (
+            lambda x: x,
+            lambda x: jax.ShapeDtypeStruct(x.shape, jnp.float32),
+            r"result 0 has dtype float64, expected dtype float32 and shape \(3,\)",
+        ),
+        (
+            lambda x: x[:2],
+            lambda x: x,
+            r"result 0 has shape \(2,\), expected dtype float64 and shape \(3,\)",
+        ),
+        (lambda x: {"a": x}, lambda x: (x, x), r"does not match the declared result structure"),
+        (lambda x: (x,), lambda x: (x, x), r"does not match the declared result structure"),
+    ],
+)
 def test_wrong_results_are_reported_with_expected_and_actual(returned, spec, message):
     op = xlabind.callback(returned, spec, name="mine")
     with pytest.raises(Exception, match=r"xlabind callback 'mine' raised .*" + message):
@@ -110,7 +124,9 @@ def test_bad_arguments_name_the_function():
     with pytest.raises(TypeError, match=r"named: argument 0 must be an array, got object"):
         op(object())
     bad_spec = xlabind.callback(lambda x: x, lambda x: [1], name="spec")
-    with pytest.raises(TypeError, match=r"spec: result_shape_dtypes must be a pytree.*leaf 0 is int"):
+    with pytest.raises(
+        TypeError, match=r"spec: result_shape_dtypes must be a pytree.*leaf 0 is int"
+    ):
         bad_spec(jnp.ones(1))
 
 
@@ -140,8 +156,9 @@ def test_inputs_are_read_only():
 def test_large_arrays_ten_million_elements():
     n = 10_000_000
     # np.multiply(..., out=) returns `out`; in_place callbacks return None.
-    op = xlabind.callback(lambda x, *, out: (np.multiply(x, 2.0, out=out), None)[1],
-                          lambda x: x, in_place=True)
+    op = xlabind.callback(
+        lambda x, *, out: (np.multiply(x, 2.0, out=out), None)[1], lambda x: x, in_place=True
+    )
     y = jax.jit(op)(jnp.arange(n, dtype=jnp.float64))
     assert y.shape == (n,)
     assert float(y[n - 1]) == 2.0 * (n - 1) and float(jnp.sum(y)) == float(n) * (n - 1)
@@ -158,8 +175,9 @@ def test_a_bound_function_deep_copies_before_and_after_its_first_call():
     # As a jitted function does: a model config or dict holding one copies.
     import copy
 
-    op = xlabind.linear(lambda x: 2 * np.asarray(x), lambda ct: 2 * np.asarray(ct),
-                        lambda x: x, name="twice")
+    op = xlabind.linear(
+        lambda x: 2 * np.asarray(x), lambda ct: 2 * np.asarray(ct), lambda x: x, name="twice"
+    )
     config = {"op": op, "scale": [1.0]}
     before = copy.deepcopy(config)
     assert before["op"] is op and before["scale"] is not config["scale"]
@@ -168,5 +186,6 @@ def test_a_bound_function_deep_copies_before_and_after_its_first_call():
     after = copy.deepcopy(config)
     assert after["op"] is op and copy.copy(op) is op
     assert copy.deepcopy(op.definition) is op.definition
-    np.testing.assert_array_equal(jax.jit(jax.grad(lambda x: after["op"](x).sum()))(
-        jnp.arange(3.0)), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(
+        jax.jit(jax.grad(lambda x: after["op"](x).sum()))(jnp.arange(3.0)), [2.0, 2.0, 2.0]
+    )

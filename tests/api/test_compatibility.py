@@ -26,8 +26,9 @@ def pins(name: str) -> dict[str, str]:
 def test_the_lower_bounds_are_the_lower_bound_lock():
     lowest = pins("lower_bound.in")
     for name, (low, _) in _compatibility.TESTED.items():
-        assert (_compatibility.version_tuple(low) + (0, 0))[:3] == \
-            (_compatibility.version_tuple(lowest[name]) + (0, 0))[:3], name
+        assert (_compatibility.version_tuple(low) + (0, 0))[:3] == (
+            _compatibility.version_tuple(lowest[name]) + (0, 0)
+        )[:3], name
 
 
 def test_the_upper_bounds_follow_the_newest_lock():
@@ -44,14 +45,24 @@ def test_the_pinned_versions_are_tested_and_above_every_floor():
     for name in _compatibility.TESTED:
         assert _compatibility.is_tested(name, pinned[name]), (name, pinned[name])
     for name, (floor, _) in _compatibility.FLOORS.items():
-        assert _compatibility.is_tested(name, floor) or \
-            _compatibility.version_tuple(floor) < _compatibility.version_tuple(
-                _compatibility.TESTED[name][0]), name
+        assert _compatibility.is_tested(name, floor) or _compatibility.version_tuple(
+            floor
+        ) < _compatibility.version_tuple(_compatibility.TESTED[name][0]), name
 
 
-@pytest.mark.parametrize("version, tested", [
-    ("0.9.0.1", False), ("0.9.1", True), ("0.10.2", True), ("0.12.0.1", True),
-    ("0.12.9.dev20270101", True), ("0.13.0", False), ("0.13.0rc1", False), ("1.0", False)])
+@pytest.mark.parametrize(
+    "version, tested",
+    [
+        ("0.9.0.1", False),
+        ("0.9.1", True),
+        ("0.10.2", True),
+        ("0.12.0.1", True),
+        ("0.12.9.dev20270101", True),
+        ("0.13.0", False),
+        ("0.13.0rc1", False),
+        ("1.0", False),
+    ],
+)
 def test_versions_compare_by_their_release_numbers(version, tested):
     assert _compatibility.is_tested("jax", version) is tested
 
@@ -63,7 +74,8 @@ def test_the_requirements_are_lower_bounds_without_caps():
 
 def test_what_fails_says_why_and_the_way_out():
     message = _compatibility.failing_message(
-        {"jax": "0.8.0", "jaxlib": "0.8.0", "numpy": "2.4.6", "ml_dtypes": None})
+        {"jax": "0.8.0", "jaxlib": "0.8.0", "numpy": "2.4.6", "ml_dtypes": None}
+    )
     assert "jaxlib 0.8.0 is older than 0.9.1: XLA refuses xlabind's handlers" in message
     assert "numpy" not in message
     assert "pip install 'jax>=0.9.1' 'jaxlib>=0.9.1'" in message
@@ -71,8 +83,10 @@ def test_what_fails_says_why_and_the_way_out():
     assert "NumPy 2's C API" in _compatibility.failing_message({"numpy": "1.26.4"})
     assert _compatibility.failing_message(_compatibility.installed_versions()) is None
     # Untested but above every floor: no failure.
-    assert _compatibility.failing_message({"jax": "0.14.0", "ml_dtypes": "0.9.0",
-                                           "numpy": "3.0.0"}) is None
+    assert (
+        _compatibility.failing_message({"jax": "0.14.0", "ml_dtypes": "0.9.0", "numpy": "3.0.0"})
+        is None
+    )
 
 
 def run_import(versions: dict[str, str], **env) -> subprocess.CompletedProcess:
@@ -84,27 +98,39 @@ def run_import(versions: dict[str, str], **env) -> subprocess.CompletedProcess:
         "m.version = lambda name: fake.get(name) or real(name)\n"
         "import xlabind, jax.numpy as jnp\n"
         "op = xlabind.callback(lambda x: 2 * x, lambda x: x)\n"
-        "print('imported', xlabind.__version__, op(jnp.ones(2)).tolist())\n")
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=120)
+        "print('imported', xlabind.__version__, op(jnp.ones(2)).tolist())\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
 
 
 def test_a_jaxlib_below_the_floor_is_an_error_saying_why():
     done = run_import({"jax": "0.8.0", "jaxlib": "0.8.0"})
     assert done.returncode != 0
-    assert re.search(r"ImportError: xlabind cannot work here: jax 0\.8\.0 is older than 0\.9\.1.*"
-                     r"jaxlib 0\.8\.0 is older than 0\.9\.1: XLA refuses", done.stderr), \
-        done.stderr[-2000:]
+    assert re.search(
+        r"ImportError: xlabind cannot work here: jax 0\.8\.0 is older than 0\.9\.1.*"
+        r"jaxlib 0\.8\.0 is older than 0\.9\.1: XLA refuses",
+        done.stderr,
+    ), done.stderr[-2000:]
 
 
-@pytest.mark.parametrize("versions", [{"ml_dtypes": "0.9.0"}, {"numpy": "2.7.0"},
-                                      {"jax": "0.14.0", "jaxlib": "0.14.0"}])
+@pytest.mark.parametrize(
+    "versions", [{"ml_dtypes": "0.9.0"}, {"numpy": "2.7.0"}, {"jax": "0.14.0", "jaxlib": "0.14.0"}]
+)
 def test_an_untested_newer_release_warns_once_and_works(versions):
     done = run_import(versions)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "imported" in done.stdout and "[2.0, 2.0]" in done.stdout
-    warnings = re.findall(r"UntestedVersionWarning: xlabind's tests have not run beside "
-                          r"([^(]*) \(", done.stderr)
+    warnings = re.findall(
+        r"UntestedVersionWarning: xlabind's tests have not run beside "
+        r"([^(]*) \(",
+        done.stderr,
+    )
     assert len(warnings) == 1, done.stderr
     for name, version in versions.items():
         assert f"{name} {version}" in warnings[0]

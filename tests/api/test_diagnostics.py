@@ -11,8 +11,9 @@ import jax
 
 def run_report(prelude: str = "", **env) -> subprocess.CompletedProcess:
     script = prelude + "import runpy; runpy.run_module('xlabind', run_name='__main__')\n"
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, **env}
+    )
 
 
 def test_the_report_of_a_working_installation():
@@ -27,13 +28,14 @@ def test_the_report_of_a_working_installation():
 
 
 def test_versions_outside_the_tested_ranges_are_named_with_the_range():
-    newer = ("import importlib.metadata as m\nreal = m.version\n"
-             "m.version = lambda n: '0.13.0' if n in ('jax', 'jaxlib') else real(n)\n")
+    newer = (
+        "import importlib.metadata as m\nreal = m.version\n"
+        "m.version = lambda n: '0.13.0' if n in ('jax', 'jaxlib') else real(n)\n"
+    )
     # Newer than tested: a working report that says so.
     done = run_report(newer)
     assert done.returncode == 0, done.stderr
-    assert "jax 0.13.0: untested, should work (xlabind's tests ran on >=0.9.1,<0.13)" in \
-        done.stdout
+    assert "jax 0.13.0: untested, should work (xlabind's tests ran on >=0.9.1,<0.13)" in done.stdout
     assert "jax devices: cpu:" in done.stdout  # and the rest of the report
     older = newer.replace("'0.13.0'", "'0.8.0'")
     # Known to fail: xlabind does not import, and its ImportError is the report.
@@ -48,5 +50,7 @@ def test_versions_outside_the_tested_ranges_are_named_with_the_range():
 def test_the_report_mentions_the_persistent_cache_when_one_is_set(tmp_path):
     done = run_report(JAX_COMPILATION_CACHE_DIR=str(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert (f"persistent compilation cache at {tmp_path}: programs that call Python functions "
-            f"are written once and found by other processes") in done.stdout
+    assert (
+        f"persistent compilation cache at {tmp_path}: programs that call Python functions "
+        f"are written once and found by other processes"
+    ) in done.stdout

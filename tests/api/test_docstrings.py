@@ -5,13 +5,14 @@ tools/gpu_check.py)."""
 import os
 
 # Several devices, as the sharding examples (check_sharding) need.
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+)
 
-import pytest  # noqa: E402
+import docstring_examples
+import pytest
 
-import docstring_examples  # noqa: E402
-import xlabind  # noqa: E402,F401  (registers the primitive before the modules run)
+import xlabind  # noqa: F401  (registers the primitive before the modules run)
 
 
 @pytest.mark.parametrize("name", docstring_examples.MODULES + docstring_examples.COMPILED)

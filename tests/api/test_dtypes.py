@@ -11,12 +11,42 @@ import xlabind
 jax.config.update("jax_enable_x64", True)
 
 # The dtypes the issue requires, plus every float8 / sub-byte type ml_dtypes has.
-REQUIRED = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-            "float16", "bfloat16", "float32", "float64", "complex64", "complex128"]
-EXTRA = [name for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4",
-                           "float8_e4m3b11fnuz", "float8_e4m3fnuz", "float8_e5m2fnuz",
-                           "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4", "int2", "uint2")
-         if hasattr(ml_dtypes, name)]
+REQUIRED = [
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+]
+EXTRA = [
+    name
+    for name in (
+        "float8_e4m3fn",
+        "float8_e5m2",
+        "float8_e4m3",
+        "float8_e3m4",
+        "float8_e4m3b11fnuz",
+        "float8_e4m3fnuz",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "float4_e2m1fn",
+        "int4",
+        "uint4",
+        "int2",
+        "uint2",
+    )
+    if hasattr(ml_dtypes, name)
+]
 ALL = REQUIRED + EXTRA
 
 
@@ -35,8 +65,11 @@ def sample(name, shape):
     elif dtype.kind == "c":
         values = (np.arange(n) % 7 - 3) + 1j * (np.arange(n) % 5)
     else:
-        info = ml_dtypes.iinfo(dtype) if dtype.kind in "iu" or name in (
-            "int4", "uint4", "int2", "uint2") else None
+        info = (
+            ml_dtypes.iinfo(dtype)
+            if dtype.kind in "iu" or name in ("int4", "uint4", "int2", "uint2")
+            else None
+        )
         lo, hi = (int(info.min), int(info.max)) if info else (-3, 3)
         if name in ("float4_e2m1fn",):
             lo, hi = 0, 3

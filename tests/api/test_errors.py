@@ -20,7 +20,10 @@ def test_exception_type_message_and_traceback_reach_the_caller():
     with pytest.raises(Exception) as info:
         op(jnp.ones((2, 3)))
     text = str(info.value)
-    assert "xlabind callback 'test_exception_type_message_and_traceback_reach_the_caller.<locals>.fails'" in text
+    assert (
+        "xlabind callback 'test_exception_type_message_and_traceback_reach_the_caller.<locals>.fails'"
+        in text
+    )
     assert "CustomError: bad input of shape (2, 3)" in text
     assert "in fails" in text  # the traceback names the frame that raised
 
@@ -105,11 +108,13 @@ def test_in_place_callbacks_get_kwargs_and_every_out_layout():
         out["b"][0][...] = k
 
     x = jnp.arange(3.0)
-    np.testing.assert_allclose(xlabind.callback(single, lambda x, **_: x, in_place=True)(x, k=2.0),
-                               2 * x)
+    np.testing.assert_allclose(
+        xlabind.callback(single, lambda x, **_: x, in_place=True)(x, k=2.0), 2 * x
+    )
     a, b = xlabind.callback(pair, lambda x, **_: (x, x), in_place=True)(x, k=1.0)
     np.testing.assert_allclose(a, x + 1)
     np.testing.assert_allclose(b, x - 1)
+
     def one_tuple(x, *, out, k):
         out[0][...] = x * k  # `out` mirrors the declared structure: a 1-tuple
 
@@ -142,17 +147,24 @@ def test_a_message_with_a_lone_surrogate_keeps_its_text_and_traceback():
 
 
 def test_a_negative_result_dimension_names_the_function():
-    op = xlabind.callback(lambda x: x, lambda x: jax.ShapeDtypeStruct((2, -1), x.dtype),
-                          name="negative")
-    with pytest.raises(ValueError, match=r"negative: result 0 has shape \(2, -1\), with a negative "
-                                         r"dimension"):
+    op = xlabind.callback(
+        lambda x: x, lambda x: jax.ShapeDtypeStruct((2, -1), x.dtype), name="negative"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"negative: result 0 has shape \(2, -1\), with a negative "
+        r"dimension",
+    ):
         jax.jit(op)(jnp.ones(2))
 
 
 def test_jax_export_says_why_it_cannot_serialize_a_python_function():
     op = xlabind.callback(lambda x: x, lambda x: x, name="local_fn")
-    with pytest.raises(NotImplementedError, match=r"jax.export cannot serialize 'local_fn': it "
-                                                  r"calls a Python function"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"jax.export cannot serialize 'local_fn': it "
+        r"calls a Python function",
+    ):
         jax.export.export(jax.jit(op))(jax.ShapeDtypeStruct((2,), jnp.float32))
 
 
@@ -161,32 +173,47 @@ def test_serialize_executable_says_why_it_cannot_serialize_a_python_function():
 
     op = xlabind.callback(lambda x: x, lambda x: x, name="local_fn")
     compiled = jax.jit(op).lower(jnp.ones(2)).compile()
-    with pytest.raises(TypeError, match=r"an executable that calls the Python function "
-                                        r"'local_fn' cannot be serialized"):
+    with pytest.raises(
+        TypeError,
+        match=r"an executable that calls the Python function "
+        r"'local_fn' cannot be serialized",
+    ):
         serialize(compiled)
 
 
 def test_a_call_with_the_wrong_number_of_arguments_names_the_bound_function():
     one = xlabind.callback(lambda x: x, lambda x: x, name="one")
-    with pytest.raises(TypeError, match=r"one: called with 2 positional arguments, but its "
-                                        r"result_shape_dtypes function <lambda>\(x\) cannot "
-                                        r"take them"):
+    with pytest.raises(
+        TypeError,
+        match=r"one: called with 2 positional arguments, but its "
+        r"result_shape_dtypes function <lambda>\(x\) cannot "
+        r"take them",
+    ):
         one(jnp.ones(2), jnp.ones(3))
     fixed = xlabind.callback(lambda x: x, jax.ShapeDtypeStruct((2,), jnp.float32), name="fixed")
-    with pytest.raises(TypeError, match=r"fixed: called with 2 positional arguments, but its "
-                                        r"function <lambda>\(x\) cannot take them"):
+    with pytest.raises(
+        TypeError,
+        match=r"fixed: called with 2 positional arguments, but its "
+        r"function <lambda>\(x\) cannot take them",
+    ):
         jax.jit(fixed)(jnp.ones(2), jnp.ones(3))
-    with pytest.raises(TypeError, match=r"fixed: called with 1 positional argument and keyword "
-                                        r"arguments scale, but its function <lambda>\(x\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"fixed: called with 1 positional argument and keyword "
+        r"arguments scale, but its function <lambda>\(x\)",
+    ):
         fixed(jnp.ones(2), scale=2.0)
 
     def writes(x, out):
         out[...] = x
 
     in_place = xlabind.callback(writes, lambda x, y: x, in_place=True, name="writes")
-    with pytest.raises(TypeError, match=r"writes: called with 2 positional arguments, but its "
-                                        r"function writes\(x, out\) cannot take them \(with "
-                                        r"out, which xlabind passes\)"):
+    with pytest.raises(
+        TypeError,
+        match=r"writes: called with 2 positional arguments, but its "
+        r"function writes\(x, out\) cannot take them \(with "
+        r"out, which xlabind passes\)",
+    ):
         in_place(jnp.ones(2), jnp.ones(2))
     # Functions whose signature cannot be read are called as they are.
     np.testing.assert_allclose(xlabind.callback(np.sin, lambda x: x)(jnp.zeros(2)), [0.0, 0.0])

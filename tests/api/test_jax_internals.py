@@ -36,13 +36,21 @@ def private_names_used() -> set[str]:
                 else:
                     modules[alias.asname or alias.name] = f"{node.module}.{alias.name}"
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in modules):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
             used.add(f"{modules[node.value.id]}:{node.attr}")
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("getattr", "hasattr") and len(node.args) >= 2
-                and isinstance(node.args[0], ast.Name) and node.args[0].id in modules
-                and isinstance(node.args[1], ast.Constant)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in modules
+            and isinstance(node.args[1], ast.Constant)
+        ):
             used.add(f"{modules[node.args[0].id]}:{node.args[1].value}")
     return used
 
@@ -51,7 +59,8 @@ def test_this_jax_is_one_the_table_is_known_for():
     assert jax.__version__ in _jax_internals.KNOWN_JAX, (
         f"jax {jax.__version__} is not in xlabind._jax_internals.KNOWN_JAX "
         f"{_jax_internals.KNOWN_JAX}: run this test beside it and add it to the "
-        "releases of each name it imports")
+        "releases of each name it imports"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(_jax_internals.PRIVATE_NAMES))
@@ -71,9 +80,11 @@ def test_every_private_name_used_is_in_the_table():
     assert "jax._src.callback:_IOEffect" in used  # the scan sees module aliases
     assert "jax._src.custom_partitioning:custom_partitioning" in used  # and direct imports
     assert used <= set(_jax_internals.PRIVATE_NAMES), sorted(
-        used - set(_jax_internals.PRIVATE_NAMES))
+        used - set(_jax_internals.PRIVATE_NAMES)
+    )
     assert set(_jax_internals.PRIVATE_NAMES) <= used, sorted(
-        set(_jax_internals.PRIVATE_NAMES) - used)
+        set(_jax_internals.PRIVATE_NAMES) - used
+    )
 
 
 def test_no_other_module_imports_private_jax():
@@ -82,8 +93,14 @@ def test_no_other_module_imports_private_jax():
         if path == SOURCE:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             assert not any(n.startswith("jax._src") for n in names), (
                 f"{path.relative_to(package)} imports {names}: private jax APIs go "
-                "through xlabind/_jax_internals.py")
+                "through xlabind/_jax_internals.py"
+            )

@@ -15,17 +15,17 @@ jax.config.update("jax_enable_x64", True)
 def f(out, args, kwargs_dump):
     assert jaxbind.load_kwargs(kwargs_dump) == {}  # no keyword arguments in these calls
     x1, x2 = args
-    out[0][()] = x1 * x2 ** 2
+    out[0][()] = x1 * x2**2
 
 
 def f_jvp(out, args, kwargs_dump):
     x1, x2, dx1, dx2 = args
-    out[0][()] = x2 ** 2 * dx1 + 2 * x1 * x2 * dx2
+    out[0][()] = x2**2 * dx1 + 2 * x1 * x2 * dx2
 
 
 def f_vjp(out, args, kwargs_dump):
     x1, x2, dy = args
-    out[0][()] = x2 ** 2 * dy
+    out[0][()] = x2**2 * dy
     out[1][()] = 2 * x1 * x2 * dy
 
 
@@ -60,7 +60,7 @@ def test_nonlinear_with_a_fixed_argument():
     def g(out, args, kd):
         x, y = args
         out[0][()] = x * y
-        out[1][()] = y ** 2
+        out[1][()] = y**2
 
     def g_jvp(out, args, kd):
         x, y, dy = args
@@ -77,8 +77,9 @@ def test_nonlinear_with_a_fixed_argument():
     def g_abstract_T(*args, **kw):
         return ((args[0].shape, args[0].dtype),)
 
-    op = jaxbind.get_nonlinear_call(g, (g_jvp, g_vjp), g_abstract, g_abstract_T,
-                                    first_n_args_fixed=1)
+    op = jaxbind.get_nonlinear_call(
+        g, (g_jvp, g_vjp), g_abstract, g_abstract_T, first_n_args_fixed=1
+    )
     x, y = jnp.full(3, 2.0), jnp.arange(3.0)
     check_grads(lambda y: op(x, y), (y,), order=1, modes=("fwd", "rev"))
     with pytest.raises(TypeError, match="argument 0 is in nondiff_argnums"):
@@ -111,8 +112,9 @@ def mlin_abstract_T(*args, **kwargs):
 
 
 def test_multilinear_as_documented():
-    op = jaxbind.get_linear_call(mlin, (mlin_T1, mlin_T2), mlin_abstract,
-                                 (mlin_abstract_T, mlin_abstract_T))
+    op = jaxbind.get_linear_call(
+        mlin, (mlin_T1, mlin_T2), mlin_abstract, (mlin_abstract_T, mlin_abstract_T)
+    )
     rng = np.random.default_rng(42)
     inp = (jnp.asarray(rng.random((10, 10))), jnp.asarray(rng.random((10, 10))))
     a, b = op(*inp)
@@ -145,8 +147,9 @@ def test_linear_fft_with_native_batching():
     rng = np.random.default_rng(0)
     x = jnp.asarray(rng.normal(size=(10, 10)) + 1j * rng.normal(size=(10, 10)))
     np.testing.assert_allclose(fft(x)[0], np.fft.fft2(x), rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(fft(x, norm="ortho")[0], np.fft.fft2(x, norm="ortho"), rtol=1e-10,
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        fft(x, norm="ortho")[0], np.fft.fft2(x, norm="ortho"), rtol=1e-10, atol=1e-10
+    )
     np.testing.assert_allclose(jax.jit(fft)(x)[0], np.fft.fft2(x), rtol=1e-10, atol=1e-10)
     batched = jax.vmap(lambda v: fft(v)[0], in_axes=0)
     np.testing.assert_allclose(batched(x), np.fft.fft(x, axis=1), rtol=1e-10, atol=1e-10)
@@ -168,7 +171,9 @@ def test_kwargs_reach_callbacks_through_load_kwargs():
     op = jaxbind.get_linear_call(scale, scale, abstract, abstract)
     np.testing.assert_allclose(op(jnp.ones(2), factor=3.0)[0], [3.0, 3.0])
     assert seen[-1] == {"factor": 3.0}
-    np.testing.assert_allclose(jax.grad(lambda x: op(x, factor=2.0)[0].sum())(jnp.ones(2)), [2.0, 2.0])
+    np.testing.assert_allclose(
+        jax.grad(lambda x: op(x, factor=2.0)[0].sum())(jnp.ones(2)), [2.0, 2.0]
+    )
 
 
 def test_rebinding_an_output_instead_of_writing_into_it_is_an_error():
@@ -177,8 +182,11 @@ def test_rebinding_an_output_instead_of_writing_into_it_is_an_error():
         out[0] = 2 * x  # replaces the list entry; XLA's buffer stays unwritten
 
     op = jaxbind.get_linear_call(rebinds, None, lambda x, **kw: ((x.shape, x.dtype),), None)
-    with pytest.raises(Exception, match=r"rebinds replaced out\[0\] instead of writing into it.*"
-                                        r"out\[0\]\[\(\)\] = value"):
+    with pytest.raises(
+        Exception,
+        match=r"rebinds replaced out\[0\] instead of writing into it.*"
+        r"out\[0\]\[\(\)\] = value",
+    ):
         jax.jit(op)(jnp.ones(3))[0].block_until_ready()
 
 
@@ -196,8 +204,11 @@ def test_a_callback_that_returns_its_result_is_an_error():
         return 2 * args[0]
 
     op = jaxbind.get_linear_call(returns, _double, _abstract_like, _abstract_like)
-    with pytest.raises(Exception, match=r"returns is a jaxbind callback: it must write its "
-                                        r"results into `out` .* but it returned numpy.ndarray"):
+    with pytest.raises(
+        Exception,
+        match=r"returns is a jaxbind callback: it must write its "
+        r"results into `out` .* but it returned numpy.ndarray",
+    ):
         jax.jit(op)(jnp.ones(3))[0].block_until_ready()
 
 
@@ -209,8 +220,11 @@ def test_a_vjp_that_writes_nothing_is_an_error(shape):
     op = jaxbind.get_linear_call(_double, writes_nothing, _abstract_like, _abstract_like)
     x = jnp.ones(shape)
     np.testing.assert_array_equal(op(x)[0], 2 * np.ones(shape))
-    with pytest.raises(Exception, match=r"writes_nothing \(_double \(transpose\)\) wrote nothing "
-                                        r"into out\[0\]"):
+    with pytest.raises(
+        Exception,
+        match=r"writes_nothing \(_double \(transpose\)\) wrote nothing "
+        r"into out\[0\]",
+    ):
         jax.grad(lambda x: op(x)[0].sum())(x).block_until_ready()
 
 
@@ -218,8 +232,11 @@ def test_a_callback_that_writes_the_sentinel_value_itself_is_not_mistaken():
     # A result that legitimately holds NaNs, zeros, or extreme values passes.
     for value in (np.nan, 0.0, -np.inf, np.finfo(np.float64).max):
         op = jaxbind.get_linear_call(
-            lambda out, args, kd, v=value: out[0].__setitem__(..., v), _double,
-            _abstract_like, _abstract_like)
+            lambda out, args, kd, v=value: out[0].__setitem__(..., v),
+            _double,
+            _abstract_like,
+            _abstract_like,
+        )
         np.testing.assert_array_equal(jax.jit(op)(jnp.ones(4))[0], np.full(4, value))
 
 
@@ -235,8 +252,11 @@ def test_changing_the_out_list_is_an_error():
 
 def test_an_abstract_returning_one_pair_instead_of_a_tuple_of_them_says_so():
     op = jaxbind.get_linear_call(_double, _double, lambda x: (x.shape, x.dtype), _abstract_like)
-    with pytest.raises(TypeError, match=r"returned one \(shape, dtype\) pair, .*wrap it in a "
-                                        r"tuple"):
+    with pytest.raises(
+        TypeError,
+        match=r"returned one \(shape, dtype\) pair, .*wrap it in a "
+        r"tuple",
+    ):
         op(jnp.ones(3))
     op = jaxbind.get_linear_call(_double, _double, lambda x: 3, _abstract_like)
     with pytest.raises(TypeError, match=r"returned int; expected one \(shape, dtype\)"):
@@ -257,10 +277,15 @@ def test_a_batch_axes_keyword_without_func_can_batch_is_the_callers_own():
 
 def test_first_n_args_fixed_is_checked_and_named():
     with pytest.raises(ValueError, match=r"first_n_args_fixed must be 0 or more, got -1"):
-        jaxbind.get_linear_call(_double, _double, _abstract_like, _abstract_like,
-                                first_n_args_fixed=-1)
-    op = jaxbind.get_linear_call(_double, _double, _abstract_like, _abstract_like,
-                                 first_n_args_fixed=2)
-    with pytest.raises(ValueError, match=r"first_n_args_fixed=2, but the call has only 1 "
-                                         r"positional arguments"):
+        jaxbind.get_linear_call(
+            _double, _double, _abstract_like, _abstract_like, first_n_args_fixed=-1
+        )
+    op = jaxbind.get_linear_call(
+        _double, _double, _abstract_like, _abstract_like, first_n_args_fixed=2
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"first_n_args_fixed=2, but the call has only 1 "
+        r"positional arguments",
+    ):
         op(jnp.ones(3))

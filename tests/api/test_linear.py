@@ -46,8 +46,14 @@ def test_check_grads_orders_1_and_2(dtype):
     np.testing.assert_allclose(op(x), A @ x, rtol=TOL[dtype])
     check_grads(op, (x,), order=2, modes=("fwd", "rev"), rtol=TOL[dtype], atol=TOL[dtype])
     # Through a nonlinear JAX function around it, so second derivatives are nonzero.
-    check_grads(lambda x: jnp.sin(op(x)) * op(x), (x,), order=2, modes=("fwd", "rev"),
-                rtol=TOL[dtype], atol=TOL[dtype])
+    check_grads(
+        lambda x: jnp.sin(op(x)) * op(x),
+        (x,),
+        order=2,
+        modes=("fwd", "rev"),
+        rtol=TOL[dtype],
+        atol=TOL[dtype],
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
@@ -75,8 +81,11 @@ def test_third_and_fourth_derivatives():
     f = lambda x: jnp.sum(op(x) ** 4)
     x = random((4,), np.float64, seed=7)
     ref = lambda x: jnp.sum((jnp.asarray(A) @ x) ** 4)
-    np.testing.assert_allclose(jax.jacfwd(jax.jacrev(jax.hessian(f)))(x),
-                               jax.jacfwd(jax.jacrev(jax.hessian(ref)))(x), rtol=1e-9)
+    np.testing.assert_allclose(
+        jax.jacfwd(jax.jacrev(jax.hessian(f)))(x),
+        jax.jacfwd(jax.jacrev(jax.hessian(ref)))(x),
+        rtol=1e-9,
+    )
 
 
 def test_nondiff_argument_in_any_position():
@@ -93,14 +102,19 @@ def test_nondiff_argument_in_any_position():
     gx, gy = jax.grad(lambda x, y: op(x, s, y).sum(), argnums=(0, 1))(x, y)
     np.testing.assert_allclose(gx, s)
     np.testing.assert_allclose(gy, 2 * s)
-    with pytest.raises(TypeError, match=r"argument 1 is in nondiff_argnums.*cannot be differentiated"):
+    with pytest.raises(
+        TypeError, match=r"argument 1 is in nondiff_argnums.*cannot be differentiated"
+    ):
         jax.grad(lambda s: op(x, s, y).sum())(s)
 
 
 def test_symbolic_zero_tangents_call_nothing():
     calls = []
-    op = xlabind.linear(lambda x, y: calls.append("f") or x + y,
-                        lambda ct: (calls.append("T") or ct, ct), lambda x, y: x)
+    op = xlabind.linear(
+        lambda x, y: calls.append("f") or x + y,
+        lambda ct: (calls.append("T") or ct, ct),
+        lambda x, y: x,
+    )
     x = jnp.ones(3)
     # The tangent of y is a symbolic zero: one call for the primal, one for the JVP.
     jax.jvp(lambda x: op(x, jnp.zeros(3)), (x,), (x,))
@@ -113,12 +127,14 @@ def test_symbolic_zero_tangents_call_nothing():
 
 def test_zero_cotangent_of_an_unused_result_is_filled_in():
     seen = []
-    op = xlabind.linear(lambda x: (x, 2 * x),
-                        lambda a, b: seen.append((np.array(a), np.array(b))) or a + 2 * b,
-                        lambda x: (x, x))
+    op = xlabind.linear(
+        lambda x: (x, 2 * x),
+        lambda a, b: seen.append((np.array(a), np.array(b))) or a + 2 * b,
+        lambda x: (x, x),
+    )
     g = jax.grad(lambda x: jnp.sum(3 * op(x)[0]))(jnp.ones(2))
     np.testing.assert_allclose(g, [3.0, 3.0])
-    (a, b), = seen  # one transpose call; the unused result's cotangent arrives as zeros
+    ((a, b),) = seen  # one transpose call; the unused result's cotangent arrives as zeros
     np.testing.assert_allclose(a, [3.0, 3.0])
     np.testing.assert_allclose(b, [0.0, 0.0])
 

@@ -32,7 +32,10 @@ def imports() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 if node.module == "xlabind" or node.module in {
-                        "xlabind._primitive", "xlabind._runtime", "xlabind._lowering"}:
+                    "xlabind._primitive",
+                    "xlabind._runtime",
+                    "xlabind._lowering",
+                }:
                     found.update(f"{node.module}.{a.name}" for a in node.names)
                 elif node.module.startswith("xlabind."):
                     found.add(node.module)
@@ -51,8 +54,12 @@ def layer(module: str) -> int:
 
 def test_the_package_reads_its_layers():
     graph = imports()
-    for module in ("xlabind._primitive.primitive", "xlabind._primitive.factors",
-                   "xlabind._runtime.extension", "xlabind._lowering.partitioning"):
+    for module in (
+        "xlabind._primitive.primitive",
+        "xlabind._primitive.factors",
+        "xlabind._runtime.extension",
+        "xlabind._lowering.partitioning",
+    ):
         assert module in graph
     assert {layer(m) for m in graph} == {0, 1, 2, 3, 4}
 
@@ -63,8 +70,9 @@ def test_no_module_imports_a_higher_layer():
         for other in imported - COMPILED:
             other_layer = layer(other) if other != "xlabind" else 4
             if other_layer > layer(module):
-                wrong.append(f"{module} (layer {layer(module)}) imports {other} "
-                             f"(layer {other_layer})")
+                wrong.append(
+                    f"{module} (layer {layer(module)}) imports {other} (layer {other_layer})"
+                )
     assert not wrong, "\n".join(sorted(wrong))
 
 

@@ -35,10 +35,13 @@ def product3(calls=None):
 
     return xlabind.multilinear(
         f,
-        (lambda y, z, ct: log("T0") or y * z * ct,
-         lambda x, z, ct: log("T1") or x * z * ct,
-         lambda x, y, ct: log("T2") or x * y * ct),
-        lambda x, y, z: x)
+        (
+            lambda y, z, ct: log("T0") or y * z * ct,
+            lambda x, z, ct: log("T1") or x * z * ct,
+            lambda x, y, ct: log("T2") or x * y * ct,
+        ),
+        lambda x, y, z: x,
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -54,11 +57,15 @@ def test_hessian_matches_pure_jax():
     f = lambda x, y, z: jnp.sum(jnp.sin(op(x, y, z)))
     ref = lambda x, y, z: jnp.sum(jnp.sin(x * y * z))
     args = tuple(random((3,), np.float64, seed) for seed in range(3))
-    for got, want in zip(jax.tree_util.tree_leaves(jax.hessian(f, argnums=(0, 1, 2))(*args)),
-                         jax.tree_util.tree_leaves(jax.hessian(ref, argnums=(0, 1, 2))(*args))):
+    for got, want in zip(
+        jax.tree_util.tree_leaves(jax.hessian(f, argnums=(0, 1, 2))(*args)),
+        jax.tree_util.tree_leaves(jax.hessian(ref, argnums=(0, 1, 2))(*args)),
+    ):
         np.testing.assert_allclose(got, want, rtol=1e-10)
-    for got, want in zip(jax.tree_util.tree_leaves(jax.jacrev(jax.jacrev(f, (0, 1)), (0, 2))(*args)),
-                         jax.tree_util.tree_leaves(jax.jacrev(jax.jacrev(ref, (0, 1)), (0, 2))(*args))):
+    for got, want in zip(
+        jax.tree_util.tree_leaves(jax.jacrev(jax.jacrev(f, (0, 1)), (0, 2))(*args)),
+        jax.tree_util.tree_leaves(jax.jacrev(jax.jacrev(ref, (0, 1)), (0, 2))(*args)),
+    ):
         np.testing.assert_allclose(got, want, rtol=1e-10)
 
 
@@ -76,9 +83,13 @@ def test_jvp_is_the_product_rule_with_one_call_per_nonzero_tangent():
 
 def test_nondiff_argument_and_missing_transpose():
     # f(w, x, y) = w * x * y with w fixed; no transpose given for y.
-    op = xlabind.multilinear(lambda w, x, y: w * x * y,
-                             (None, lambda w, y, ct: w * y * ct, None),
-                             lambda w, x, y: x, nondiff_argnums=(0,), name="wxy")
+    op = xlabind.multilinear(
+        lambda w, x, y: w * x * y,
+        (None, lambda w, y, ct: w * y * ct, None),
+        lambda w, x, y: x,
+        nondiff_argnums=(0,),
+        name="wxy",
+    )
     w, x, y = jnp.full(2, 2.0), jnp.ones(2), jnp.full(2, 3.0)
     np.testing.assert_allclose(jax.grad(lambda x: op(w, x, y).sum())(x), w * y)
     np.testing.assert_allclose(jax.jvp(lambda y: op(w, x, y), (y,), (jnp.ones(2),))[1], w * x)
@@ -91,12 +102,15 @@ def test_nondiff_argument_and_missing_transpose():
 def test_transposing_two_factors_at_once_is_refused():
     op = product3()
     x = jnp.ones(2)
-    with pytest.raises(TypeError, match=r"cannot be transposed with respect to arguments \[0, 1, 2\]"):
+    with pytest.raises(
+        TypeError, match=r"cannot be transposed with respect to arguments \[0, 1, 2\]"
+    ):
         jax.linear_transpose(lambda x: op(x, x, x), x)(x)
 
 
 def test_wrong_number_of_transposes():
-    op = xlabind.multilinear(lambda x, y: x * y, (lambda y, ct: y * ct,), lambda x, y: x,
-                             name="short")
+    op = xlabind.multilinear(
+        lambda x, y: x * y, (lambda y, ct: y * ct,), lambda x, y: x, name="short"
+    )
     with pytest.raises(TypeError, match=r"short: transposes must have one entry per argument"):
         jax.grad(lambda x: op(x, x).sum())(jnp.ones(2))

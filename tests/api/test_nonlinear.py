@@ -33,17 +33,24 @@ def sin_first_order(calls=None):
         if calls is not None:
             calls.append(name)
 
-    return xlabind.nonlinear(lambda x: log("f") or np.sin(x), like,
-                             jvp=lambda x, t: log("jvp") or np.cos(x) * t,
-                             vjp=lambda x, ct: log("vjp") or np.cos(x) * ct, name="sin1")
+    return xlabind.nonlinear(
+        lambda x: log("f") or np.sin(x),
+        like,
+        jvp=lambda x, t: log("jvp") or np.cos(x) * t,
+        vjp=lambda x, ct: log("vjp") or np.cos(x) * ct,
+        name="sin1",
+    )
 
 
 def sin_second_order():
     """sin whose jvp and vjp, x, t -> cos(x) t, are bound with derivatives of their own."""
     cos_times = xlabind.nonlinear(
-        lambda x, t: np.cos(x) * t, like,
+        lambda x, t: np.cos(x) * t,
+        like,
         jvp=lambda x, t, dx, dt: -np.sin(x) * t * dx + np.cos(x) * dt,
-        vjp=lambda x, t, ct: (-np.sin(x) * t * ct, np.cos(x) * ct), name="cos_times")
+        vjp=lambda x, t, ct: (-np.sin(x) * t * ct, np.cos(x) * ct),
+        name="cos_times",
+    )
     return xlabind.nonlinear(np.sin, like, jvp=cos_times, vjp=cos_times, name="sin2")
 
 
@@ -68,8 +75,12 @@ def test_hessian_matches_pure_jax_in_every_mode_order():
     ref = lambda x: jnp.sum(jnp.sin(x) ** 2 * x)
     x = random((5,), np.float64, 2)
     want = jax.hessian(ref)(x)
-    for second in (jax.hessian, lambda g: jax.jacfwd(jax.jacfwd(g)),
-                   lambda g: jax.jacrev(jax.jacrev(g)), lambda g: jax.jacrev(jax.jacfwd(g))):
+    for second in (
+        jax.hessian,
+        lambda g: jax.jacfwd(jax.jacfwd(g)),
+        lambda g: jax.jacrev(jax.jacrev(g)),
+        lambda g: jax.jacrev(jax.jacfwd(g)),
+    ):
         np.testing.assert_allclose(second(f)(x), want, rtol=1e-10, atol=1e-12)
 
 
@@ -93,13 +104,13 @@ def test_second_derivative_without_bound_derivatives_says_what_to_do():
 def test_several_inputs_outputs_and_a_nondiff_argument():
     # f(x1, n, x2) = (x1 * x2**2, n * x1), n not differentiable.
     def f(x1, n, x2):
-        return x1 * x2 ** 2, n * x1
+        return x1 * x2**2, n * x1
 
     def jvp(x1, n, x2, dx1, dx2):
-        return x2 ** 2 * dx1 + 2 * x1 * x2 * dx2, n * dx1
+        return x2**2 * dx1 + 2 * x1 * x2 * dx2, n * dx1
 
     def vjp(x1, n, x2, ca, cb):
-        return x2 ** 2 * ca + n * cb, 2 * x1 * x2 * ca
+        return x2**2 * ca + n * cb, 2 * x1 * x2 * ca
 
     op = xlabind.nonlinear(f, lambda x1, n, x2: (x1, x1), jvp=jvp, vjp=vjp, nondiff_argnums=(1,))
     x1, n, x2 = jnp.array([1.0, 2.0]), jnp.array([3.0, 4.0]), jnp.array([0.5, -1.0])
@@ -144,7 +155,7 @@ def test_static_kwargs_reach_every_derivative_callback():
 
     def f(x, *, power):
         seen.append(("f", power))
-        return x ** power
+        return x**power
 
     def jvp(x, t, *, power):
         seen.append(("jvp", power))
@@ -163,17 +174,22 @@ def test_static_kwargs_reach_every_derivative_callback():
 def test_a_traceable_jvp_with_a_wrong_tangent_shape_is_refused_when_traced():
     # As jax.custom_jvp refuses it: in every transform that calls the rule.
     f = xlabind.nonlinear(np.sin, like, jvp=xlabind.traceable(lambda x, t: t[:2]), name="sin")
-    message = (r"sin: the traceable jvp returned a tangent of shape \(2,\) for result 0, which "
-               r"has shape \(3,\)")
+    message = (
+        r"sin: the traceable jvp returned a tangent of shape \(2,\) for result 0, which "
+        r"has shape \(3,\)"
+    )
     x = jnp.ones(3)
-    for transform in (lambda: jax.jvp(f, (x,), (x,)),
-                      lambda: jax.jit(lambda a, b: jax.jvp(f, (a,), (b,)))(x, x),
-                      lambda: jax.linearize(f, x),
-                      lambda: jax.grad(lambda a: f(a).sum())(x),
-                      lambda: jax.vmap(lambda a: jax.jvp(f, (a,), (a,)))(jnp.ones((2, 3)))):
+    for transform in (
+        lambda: jax.jvp(f, (x,), (x,)),
+        lambda: jax.jit(lambda a, b: jax.jvp(f, (a,), (b,)))(x, x),
+        lambda: jax.linearize(f, x),
+        lambda: jax.grad(lambda a: f(a).sum())(x),
+        lambda: jax.vmap(lambda a: jax.jvp(f, (a,), (a,)))(jnp.ones((2, 3))),
+    ):
         with pytest.raises(TypeError, match=message):
             transform()
-    complex_tangent = xlabind.nonlinear(np.sin, like, name="sin",
-                                        jvp=xlabind.traceable(lambda x, t: t * 1j))
+    complex_tangent = xlabind.nonlinear(
+        np.sin, like, name="sin", jvp=xlabind.traceable(lambda x, t: t * 1j)
+    )
     with pytest.raises(TypeError, match=r"sin: the traceable jvp returned a complex tangent"):
         jax.jvp(complex_tangent, (x,), (x,))

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import xlabind
-from xlabind._runtime import extension as _extension
 from xlabind._primitive.static_kwargs import StaticKwargs
+from xlabind._runtime import extension as _extension
 
 
 def recording_op():

@@ -12,12 +12,16 @@ import pytest
 # The Bazel-built probe, in this test's runfiles.
 os.environ["XLABIND_MACHINE_PROBE"] = os.path.abspath("tools/machine_probe")
 
-import roofline  # noqa: E402  (after the probe's path)
+import roofline
 
 
 def probe(*args):
-    out = subprocess.run([os.environ["XLABIND_MACHINE_PROBE"], *map(str, args)],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [os.environ["XLABIND_MACHINE_PROBE"], *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return out.returncode, out.stdout, out.stderr
 
 
@@ -50,12 +54,15 @@ def test_node_accesses_run_for_every_order(mode, nodes):
         assert json.loads(out)["seconds"] > 0
 
 
-@pytest.mark.parametrize("args,message", [
-    (("stream", "f64", 6, 1, 100, 1), "reads 0-5"),
-    (("nodes", "gather", "f64", 16, 7, 100, 1), "1 to 6 nodes"),
-    (("nodes", "gather", "f64", 3, 4, 100, 1), "1 to 6 nodes"),
-    (("bandwidth",), "usage"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("stream", "f64", 6, 1, 100, 1), "reads 0-5"),
+        (("nodes", "gather", "f64", 16, 7, 100, 1), "1 to 6 nodes"),
+        (("nodes", "gather", "f64", 3, 4, 100, 1), "1 to 6 nodes"),
+        (("bandwidth",), "usage"),
+    ],
+)
 def test_the_probe_refuses_what_it_cannot_measure(args, message):
     code, out, err = probe(*args)
     assert code == 2 and out == ""
@@ -70,7 +77,7 @@ def test_the_model_of_each_kind():
     values = _workload("values", 1)
     assert values.streams() == [(3, 1, 1000)] and values.visits() == ("gather", 2)
     grad = _workload("grid gradient", 3)
-    assert grad.streams() == [(4, 0, 1000), (0, 1, 64 ** 3)]
+    assert grad.streams() == [(4, 0, 1000), (0, 1, 64**3)]
     assert grad.visits() == ("scatter", 4)
     coords = _workload("coordinate gradient", 3)
     assert coords.streams() == [(4, 3, 1000)] and coords.visits() == ("gather", 4)
@@ -79,10 +86,10 @@ def test_the_model_of_each_kind():
     assert _workload("values", 0).flops() == 0
     # n^3 + n^2 + n multiply-adds and 3 axes of n weights of degree k, a point.
     n, k = 4, 3
-    assert _workload("values", 3).flops() == 2 * (n ** 3 + n ** 2 + n + 3 * n * k) * 1000
+    assert _workload("values", 3).flops() == 2 * (n**3 + n**2 + n + 3 * n * k) * 1000
     spline = _workload("values", 5, op="spline_filter")
-    assert spline.streams() == [(1, 1, 64 ** 3)] and spline.visits() is None
-    assert spline.flops() == 2 * 64 ** 3 * 3 * (2 * 2 + 1)  # two poles
+    assert spline.streams() == [(1, 1, 64**3)] and spline.visits() is None
+    assert spline.flops() == 2 * 64**3 * 3 * (2 * 2 + 1)  # two poles
 
 
 def test_workloads_cover_every_order_dtype_grid_and_kind():

@@ -6,7 +6,6 @@ every kind, each in a process of its own. No timing is asserted on."""
 import os
 
 import pytest
-
 import worker_threads
 from harness import run_worker
 
@@ -15,8 +14,7 @@ from harness import run_worker
 @pytest.mark.parametrize("kind", worker_threads.KINDS)
 def test_each_row_runs_where_its_label_says(kind, devices, threads):
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
-    report = run_worker(["--worker", "worker_threads", kind, "--rounds", "2"],
-                        {"XLA_FLAGS": flags})
+    report = run_worker(["--worker", "worker_threads", kind, "--rounds", "2"], {"XLA_FLAGS": flags})
     if "missing" in report:  # a jax without buffer_callback
         assert kind == "buffer_callback", report
         return
@@ -27,8 +25,11 @@ def test_each_row_runs_where_its_label_says(kind, devices, threads):
 
 
 def test_the_table_has_a_row_per_device_count(capsys):
-    rows = [{"kind": k, "devices": n, "us_per_call": 1.0 + i, "threads": "XLA's"}
-            for n in worker_threads.DEVICES for i, k in enumerate(worker_threads.KINDS)]
+    rows = [
+        {"kind": k, "devices": n, "us_per_call": 1.0 + i, "threads": "XLA's"}
+        for n in worker_threads.DEVICES
+        for i, k in enumerate(worker_threads.KINDS)
+    ]
     worker_threads.print_worker_threads(rows)
     lines = capsys.readouterr().out.strip().splitlines()
     table = [line.split() for line in lines[2:]]

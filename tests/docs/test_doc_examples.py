@@ -27,8 +27,9 @@ def test_the_pages_have_blocks_for_every_place():
     assert here >= 50, here
 
 
-@pytest.mark.parametrize("page", [str(page) for page in PAGES
-                                  if any(b.place == "here" for b in doc_blocks.blocks(page))])
+@pytest.mark.parametrize(
+    "page", [str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))]
+)
 def test_page(page):
     before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
     try:
@@ -39,13 +40,19 @@ def test_page(page):
             jax.config.update(name, value)
 
 
-@pytest.mark.parametrize("page", [str(page) for page in PAGES
-                                  if any(b.place == "here" for b in doc_blocks.blocks(page))])
+@pytest.mark.parametrize(
+    "page", [str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))]
+)
 def test_page_on_one_device(page):
     """As on a reader's laptop: a fresh process with one CPU device (no
     XLA_FLAGS), where a page that needs several devices sets them up itself."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    done = subprocess.run([sys.executable, doc_blocks.__file__, "--one-device", page],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, doc_blocks.__file__, "--one-device", page],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip().endswith("blocks ran"), done.stdout

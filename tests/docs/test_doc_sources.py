@@ -33,7 +33,7 @@ def code_blocks(page: pathlib.Path):
             continue
         fence, info = opening.groups()
         end = next(j for j in range(k + 1, len(lines)) if lines[j].strip() == fence)
-        body = [line for line in lines[k + 1:end] if not re.match(r"^:[\w-]+:", line)]
+        body = [line for line in lines[k + 1 : end] if not re.match(r"^:[\w-]+:", line)]
         directive = re.match(r"\{([\w:-]+)\}", info.strip())
         if directive is None or directive.group(1) == "code-block":
             yield k + 2, body
@@ -42,13 +42,17 @@ def code_blocks(page: pathlib.Path):
 
 def windows(lines):
     kept = [line.strip() for line in lines if line.strip()]
-    return {tuple(kept[i:i + WINDOW]) for i in range(len(kept) - WINDOW + 1)}
+    return {tuple(kept[i : i + WINDOW]) for i in range(len(kept) - WINDOW + 1)}
 
 
 def test_code_blocks_fit_88_columns():
-    wide = [f"{page}:{start + i}: {len(line)} columns"
-            for page in PAGES for start, body in code_blocks(page)
-            for i, line in enumerate(body) if len(line) > 88]
+    wide = [
+        f"{page}:{start + i}: {len(line)} columns"
+        for page in PAGES
+        for start, body in code_blocks(page)
+        for i, line in enumerate(body)
+        if len(line) > 88
+    ]
     assert not wide, "\n".join(wide)
 
 
@@ -63,9 +67,13 @@ def test_no_code_is_pasted_from_a_source_file():
                 except UnicodeDecodeError:
                     continue
     assert len(sources) > 10_000  # the sources are there to compare with
-    pasted = [f"{page}:{start}: {WINDOW} lines of {sources[w]}"
-              for page in PAGES for start, body in code_blocks(page)
-              for w in windows(body) if w in sources]
+    pasted = [
+        f"{page}:{start}: {WINDOW} lines of {sources[w]}"
+        for page in PAGES
+        for start, body in code_blocks(page)
+        for w in windows(body)
+        if w in sources
+    ]
     assert not pasted, "\n".join(sorted(set(pasted)))
 
 
@@ -73,10 +81,11 @@ def test_the_native_reference_lists_every_helper_and_no_other():
     """docs/native/reference.md's table of helpers against ffi/native/*.h."""
     text = (DOCS / "native" / "reference.md").read_text()
     rows = re.findall(r"^\| `(\w+\.h)` \| (.*?) \|", text, flags=re.M)
-    listed = {header: set(re.findall(r"\{native:helper\}`(\w+)`", names))
-              for header, names in rows}
-    actual = {h.name: {helper.name for helper in h.helpers}
-              for h in native_headers.headers(pathlib.Path("ffi/native"))}
+    listed = {header: set(re.findall(r"\{native:helper\}`(\w+)`", names)) for header, names in rows}
+    actual = {
+        h.name: {helper.name for helper in h.helpers}
+        for h in native_headers.headers(pathlib.Path("ffi/native"))
+    }
     assert actual and all(actual.values()), actual
     assert listed == actual
 
@@ -86,12 +95,22 @@ def test_every_public_name_a_page_mentions_is_linked_on_it():
     (inline code) is a link into the reference there, at least once."""
     import importlib
 
-    names = {f"{m}.{n}" for m in ("xlabind", "xlabind.ops", "xlabind.cuda", "xlabind.jaxbind")
-             for n in importlib.import_module(m).__all__}
-    names |= {helper.name for header in native_headers.headers(pathlib.Path("ffi/native"))
-              for helper in header.helpers}
-    names |= {"xlabind_ffi_library", "xlabind_extension", "xlabind_dependencies",
-              "xlabind_register_zig_toolchain"}
+    names = {
+        f"{m}.{n}"
+        for m in ("xlabind", "xlabind.ops", "xlabind.cuda", "xlabind.jaxbind")
+        for n in importlib.import_module(m).__all__
+    }
+    names |= {
+        helper.name
+        for header in native_headers.headers(pathlib.Path("ffi/native"))
+        for helper in header.helpers
+    }
+    names |= {
+        "xlabind_ffi_library",
+        "xlabind_extension",
+        "xlabind_dependencies",
+        "xlabind_register_zig_toolchain",
+    }
     unlinked = []
     for page in PAGES:
         prose = re.sub(r"^(`{3,}|~{3,}).*?^\1\s*$", "", page.read_text(), flags=re.S | re.M)
@@ -111,7 +130,8 @@ def test_every_public_name_a_page_mentions_is_linked_on_it():
 INSTALLABLE = re.compile(
     r"""-\S+|[A-Z]+|\.{0,2}/\S*|[\w.-]+/\S*"""
     r"""|"?xlabind-[\w.]+-\w+-\w+-\w+\.whl(\[\w+\])?"?"""
-    r"""|["']?(?!xlabind\b)[A-Za-z][\w.-]*(\[[\w,]+\])?([<>=~!][^"'\s]*)?["']?""")
+    r"""|["']?(?!xlabind\b)[A-Za-z][\w.-]*(\[[\w,]+\])?([<>=~!][^"'\s]*)?["']?"""
+)
 PIP_INSTALL = re.compile(r"pip install ([^`#)\n]+?)(?=`|\)|#|$)")
 
 
@@ -134,8 +154,11 @@ def test_every_pip_install_names_something_that_installs():
     found = list(pip_install_lines())
     assert len(found) >= 10, found
     assert any(where.startswith("the missing-CUDA") for where, _ in found), found
-    wrong = [(where, arguments) for where, arguments in found
-             if not all(INSTALLABLE.fullmatch(a.rstrip(".,;")) for a in arguments)]
+    wrong = [
+        (where, arguments)
+        for where, arguments in found
+        if not all(INSTALLABLE.fullmatch(a.rstrip(".,;")) for a in arguments)
+    ]
     assert not wrong, f"pip install lines naming xlabind as if it were on PyPI: {wrong}"
 
 
@@ -156,15 +179,22 @@ def glossary_terms() -> list[str]:
 
 def test_the_glossary_defines_the_terms_and_every_page_links_their_first_use():
     assert sorted(glossary_terms()) == sorted(doc_terms.TERMS), glossary_terms()
-    unlinked = [f"{page}:{use.line}: {term}" for page in PAGES if page.name != "glossary.md"
-                for term, use in doc_terms.first_uses(page).items() if not use.linked]
+    unlinked = [
+        f"{page}:{use.line}: {term}"
+        for page in PAGES
+        if page.name != "glossary.md"
+        for term, use in doc_terms.first_uses(page).items()
+        if not use.linked
+    ]
     assert not unlinked, "first uses of glossary terms not linked to it:\n" + "\n".join(unlinked)
 
 
 def test_an_unlinked_first_use_is_found(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("# A transpose\n\nThe `transpose` and the transpose of a\n"
-                    "{term}`cotangent`, then a cotangent.\n\n```python\nmesh = 1\n```\n")
+    page.write_text(
+        "# A transpose\n\nThe `transpose` and the transpose of a\n"
+        "{term}`cotangent`, then a cotangent.\n\n```python\nmesh = 1\n```\n"
+    )
     uses = doc_terms.first_uses(page)
     assert sorted(uses) == ["cotangent", "transpose"], uses
     assert not uses["transpose"].linked and uses["transpose"].line == 3

@@ -30,12 +30,21 @@ import zipfile
 import pytest
 
 SITE_ZIP = pathlib.Path("tools/docs/html.zip")  # in the runfiles
-MODULES = {"xlabind": "api/xlabind.html", "xlabind.ops": "api/ops.html",
-           "xlabind.cuda": "api/cuda.html", "xlabind.jaxbind": "api/jaxbind.html"}
+MODULES = {
+    "xlabind": "api/xlabind.html",
+    "xlabind.ops": "api/ops.html",
+    "xlabind.cuda": "api/cuda.html",
+    "xlabind.jaxbind": "api/jaxbind.html",
+}
 # The pages a newcomer opens first.
-PAGES = {"landing": "index.html", "tutorial": "guides/tutorial.html",
-         "native_first_op": "native/first-op.html", "gpu": "guides/gpu.html",
-         "api": "api/xlabind.html", "parameters": "api/parameters.html"}
+PAGES = {
+    "landing": "index.html",
+    "tutorial": "guides/tutorial.html",
+    "native_first_op": "native/first-op.html",
+    "gpu": "guides/gpu.html",
+    "api": "api/xlabind.html",
+    "parameters": "api/parameters.html",
+}
 WIDTHS = (1280, 390)
 # Measured in the page once it has rendered, and written into the DOM for
 # --dump-dom to carry out.
@@ -93,8 +102,10 @@ window.addEventListener("load", () => setTimeout(() => {{
   document.body.appendChild(out);
 }}, 5000));
 </script></body></html>"""
-FRAME = ('<iframe id="{id}" class="{kind}" src="{src}" '
-         'style="display: block; width: {width}px; height: {height}px; border: 0"></iframe>')
+FRAME = (
+    '<iframe id="{id}" class="{kind}" src="{src}" '
+    'style="display: block; width: {width}px; height: {height}px; border: 0"></iframe>'
+)
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -127,7 +138,8 @@ def site():
     with zipfile.ZipFile(SITE_ZIP) as archive:
         archive.extractall(folder)
     server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(folder)))
+        ("127.0.0.1", 0), functools.partial(_Handler, directory=str(folder))
+    )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/", folder
     server.shutdown()
@@ -217,8 +229,10 @@ def test_every_internal_link_and_anchor_resolves(site):
             target = parts.path[1:] or "index.html"
             checked += 1
             if target in parsed:
-                if parts.fragment and urllib.parse.unquote(parts.fragment) not in \
-                        parsed[target].ids:
+                if (
+                    parts.fragment
+                    and urllib.parse.unquote(parts.fragment) not in parsed[target].ids
+                ):
                     broken.append(f"{page}: {href} (no such anchor)")
             elif not (folder / target).is_file():
                 broken.append(f"{page}: {href} (no such file)")
@@ -228,15 +242,23 @@ def test_every_internal_link_and_anchor_resolves(site):
 
 def test_guides_link_names_into_the_reference(site):
     address, _ = site
-    links = lambda page: parse(fetch(address + page)).links  # noqa: E731
-    assert any(link.endswith("api/ops.html#xlabind.ops.map_coordinates")
-               for link in links("guides/interpolation.html"))
-    assert any(link.endswith("api/xlabind.html#xlabind.nonlinear")
-               for link in links("guides/tutorial.html"))
-    assert any("api/bazel-macros.html#bzl-macro-xlabind_extension" in link
-               for link in links("native/first-op.html"))
-    assert any("api/native-helpers.html#native-helper-" in link
-               for link in links("native/capabilities.html"))
+    links = lambda page: parse(fetch(address + page)).links
+    assert any(
+        link.endswith("api/ops.html#xlabind.ops.map_coordinates")
+        for link in links("guides/interpolation.html")
+    )
+    assert any(
+        link.endswith("api/xlabind.html#xlabind.nonlinear")
+        for link in links("guides/tutorial.html")
+    )
+    assert any(
+        "api/bazel-macros.html#bzl-macro-xlabind_extension" in link
+        for link in links("native/first-op.html")
+    )
+    assert any(
+        "api/native-helpers.html#native-helper-" in link
+        for link in links("native/capabilities.html")
+    )
 
 
 def chromium() -> str:
@@ -244,8 +266,10 @@ def chromium() -> str:
         found = shutil.which(name)
         if found:
             return found
-    pytest.fail("the docs' browser test needs Debian's Chromium: apt-get install chromium "
-                "(.ci/run and tools/bazel's first run install it)")
+    pytest.fail(
+        "the docs' browser test needs Debian's Chromium: apt-get install chromium "
+        "(.ci/run and tools/bazel's first run install it)"
+    )
 
 
 def browse(url: str, width: int, height: int, screenshot: str) -> str:
@@ -256,10 +280,19 @@ def browse(url: str, width: int, height: int, screenshot: str) -> str:
     outputs = pathlib.Path(os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR", tempfile.gettempdir()))
     shot = outputs / screenshot
     shot.unlink(missing_ok=True)
-    command = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--hide-scrollbars", f"--user-data-dir={profile}",
-               f"--window-size={width},{height}", "--virtual-time-budget=20000", "--dump-dom",
-               f"--screenshot={shot}"]
+    command = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--hide-scrollbars",
+        f"--user-data-dir={profile}",
+        f"--window-size={width},{height}",
+        "--virtual-time-budget=20000",
+        "--dump-dom",
+        f"--screenshot={shot}",
+    ]
     try:
         done = subprocess.run([*command, url], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -271,7 +304,7 @@ def browse(url: str, width: int, height: int, screenshot: str) -> str:
 
 def measurements(dom: str) -> dict:
     start = dom.index('id="xlabind-measurements">') + len('id="xlabind-measurements">')
-    return json.loads(dom[start:dom.index("</script>", start)])
+    return json.loads(dom[start : dom.index("</script>", start)])
 
 
 def frames():
@@ -279,11 +312,27 @@ def frames():
     for name, page in PAGES.items():
         for width in WIDTHS:
             height = FRAME_HEIGHT[width]
-            yield FRAME.format(id=f"{name}_{width}", kind="page", src=f"/{page}?measure",
-                               width=width, height=height), height
+            yield (
+                FRAME.format(
+                    id=f"{name}_{width}",
+                    kind="page",
+                    src=f"/{page}?measure",
+                    width=width,
+                    height=height,
+                ),
+                height,
+            )
     for query in SEARCHES:
-        yield FRAME.format(id=f"search_{query}", kind="search", src=f"/search.html?q={query}",
-                           width=1280, height=SEARCH_HEIGHT), SEARCH_HEIGHT
+        yield (
+            FRAME.format(
+                id=f"search_{query}",
+                kind="search",
+                src=f"/search.html?q={query}",
+                width=1280,
+                height=SEARCH_HEIGHT,
+            ),
+            SEARCH_HEIGHT,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -291,8 +340,9 @@ def rendered(site):
     """What each frame of /_all reported, by frame id."""
     address, _ = site
     height = sum(height for _, height in frames())
-    return measurements(browse(f"{address}_all", max(WIDTHS), height,
-                               "docs_pages_and_searches.png"))
+    return measurements(
+        browse(f"{address}_all", max(WIDTHS), height, "docs_pages_and_searches.png")
+    )
 
 
 @pytest.mark.parametrize("width", WIDTHS)

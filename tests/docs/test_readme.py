@@ -41,6 +41,11 @@ def test_readme_links_lead_to_files():
 
 def test_readme_gives_the_two_commands_and_the_install():
     text = README.read_text()
-    for command in ("tools/bazel test //...", "tools/bazel run //python:demo",
-                    "tools/bazel run //tools/docs:open", "python -m xlabind", "[cuda13]"):
+    for command in (
+        "tools/bazel test //...",
+        "tools/bazel run //python:demo",
+        "tools/bazel run //tools/docs:open",
+        "python -m xlabind",
+        "[cuda13]",
+    ):
         assert command in text, command

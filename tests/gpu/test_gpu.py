@@ -6,19 +6,16 @@ GPU machine."""
 import gc
 import pathlib
 
-import numpy as np
-import pytest
-
+import doc_blocks
+import docstring_examples
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
+from gpu_devices import has_gpu, on_gpu, requires_gpu
 
 import xlabind
 import xlabind.cuda
-
-import doc_blocks
-import docstring_examples
-from gpu_devices import has_gpu, on_gpu, requires_gpu
-
 
 pytestmark = requires_gpu
 
@@ -42,9 +39,15 @@ def test_device_arrays_are_zero_copy_read_only_views_on_xlas_stream():
     seen = {}
 
     def look(x, *, out):
-        seen.update(ptr=x.ptr, readonly=x.readonly, out_readonly=out.readonly, stream=x.stream,
-                    current=xlabind.cuda.current_stream(), cupy=cp.cuda.get_current_stream().ptr,
-                    device=xlabind.cuda.current_device())
+        seen.update(
+            ptr=x.ptr,
+            readonly=x.readonly,
+            out_readonly=out.readonly,
+            stream=x.stream,
+            current=xlabind.cuda.current_stream(),
+            cupy=cp.cuda.get_current_stream().ptr,
+            device=xlabind.cuda.current_device(),
+        )
         cp.asarray(out)[...] = cp.asarray(x)
 
     x = on_gpu(jnp.ones(16))
@@ -78,9 +81,11 @@ def test_one_function_per_platform():
 def test_grad_of_a_linear_cupy_function_matches_the_cpu():
     A = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
     A_gpu = cp.asarray(A)
-    op = xlabind.linear({"cpu": lambda x: A @ x, "cuda": lambda x: A_gpu @ cp.asarray(x)},
-                        {"cpu": lambda ct: A.T @ ct, "cuda": lambda ct: A_gpu.T @ cp.asarray(ct)},
-                        lambda x: jax.ShapeDtypeStruct((5,), x.dtype))
+    op = xlabind.linear(
+        {"cpu": lambda x: A @ x, "cuda": lambda x: A_gpu @ cp.asarray(x)},
+        {"cpu": lambda ct: A.T @ ct, "cuda": lambda ct: A_gpu.T @ cp.asarray(ct)},
+        lambda x: jax.ShapeDtypeStruct((5,), x.dtype),
+    )
     loss = jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(op(x)))))
     x = np.linspace(0, 1, 3, dtype=np.float32)
     on_cpu = loss(jax.device_put(x, jax.devices("cpu")[0]))
@@ -91,8 +96,9 @@ def test_grad_of_a_linear_cupy_function_matches_the_cpu():
 
 @pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
 def test_vmap_methods(method):
-    op = xlabind.callback(lambda x: cp.sin(cp.asarray(x)), lambda x: x, vmap_method=method,
-                          platforms=GPU)
+    op = xlabind.callback(
+        lambda x: cp.sin(cp.asarray(x)), lambda x: x, vmap_method=method, platforms=GPU
+    )
     xs = on_gpu(jnp.linspace(0, 1, 12, dtype=jnp.float32).reshape(3, 4))
     np.testing.assert_allclose(jax.jit(jax.vmap(op))(xs), np.sin(np.asarray(xs)), rtol=1e-6)
 
@@ -102,22 +108,32 @@ def test_hessian_of_a_nonlinear_cupy_function():
         return cp.asarray(x)
 
     cos_times = xlabind.nonlinear(
-        lambda x, t: cp.cos(arr(x)) * arr(t), lambda x, t: x,
+        lambda x, t: cp.cos(arr(x)) * arr(t),
+        lambda x, t: x,
         jvp=lambda x, t, dx, dt: -cp.sin(arr(x)) * arr(t) * arr(dx) + cp.cos(arr(x)) * arr(dt),
         vjp=lambda x, t, ct: (-cp.sin(arr(x)) * arr(t) * arr(ct), cp.cos(arr(x)) * arr(ct)),
-        platforms=GPU)
-    sin = xlabind.nonlinear(lambda x: cp.sin(arr(x)), lambda x: x, jvp=cos_times, vjp=cos_times,
-                            platforms=GPU)
+        platforms=GPU,
+    )
+    sin = xlabind.nonlinear(
+        lambda x: cp.sin(arr(x)), lambda x: x, jvp=cos_times, vjp=cos_times, platforms=GPU
+    )
     x = on_gpu(jnp.linspace(0.1, 1.0, 4, dtype=jnp.float32))
-    np.testing.assert_allclose(jax.hessian(lambda x: sin(x).sum())(x),
-                               np.diag(-np.sin(np.asarray(x))), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        jax.hessian(lambda x: sin(x).sum())(x),
+        np.diag(-np.sin(np.asarray(x))),
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 def test_work_on_xlas_stream_is_ordered_with_xlas_own():
     # A long XLA computation feeds the callback; the callback's CuPy reduction
     # must see its finished result without any synchronisation of its own.
-    op = xlabind.callback(lambda x: cp.asarray(x).sum(keepdims=True), lambda x: jax.ShapeDtypeStruct(
-        (1,), x.dtype), platforms=GPU)
+    op = xlabind.callback(
+        lambda x: cp.asarray(x).sum(keepdims=True),
+        lambda x: jax.ShapeDtypeStruct((1,), x.dtype),
+        platforms=GPU,
+    )
 
     @jax.jit
     def program(x):
@@ -134,22 +150,31 @@ def test_synchronize_for_code_on_its_own_stream():
         with cp.cuda.Stream(non_blocking=True):
             cp.asarray(out)[...] = cp.asarray(x) * 2
 
-    op = xlabind.callback(on_own_stream, lambda x: x, in_place=True, platforms=GPU,
-                          synchronize=True)
+    op = xlabind.callback(
+        on_own_stream, lambda x: x, in_place=True, platforms=GPU, synchronize=True
+    )
     x = on_gpu(jnp.arange(1_000_000, dtype=jnp.float32))
     np.testing.assert_array_equal(jax.jit(op)(x), 2 * np.arange(1_000_000, dtype=np.float32))
 
 
 def test_results_are_checked():
-    op = xlabind.callback(lambda x: cp.zeros(3, cp.float64), lambda x: x, platforms=GPU,
-                          name="wrong")
-    with pytest.raises(Exception, match=r"wrong: result 0 has dtype float64, expected a device "
-                                        r"array of dtype float32 and shape \(4,\)"):
+    op = xlabind.callback(
+        lambda x: cp.zeros(3, cp.float64), lambda x: x, platforms=GPU, name="wrong"
+    )
+    with pytest.raises(
+        Exception,
+        match=r"wrong: result 0 has dtype float64, expected a device "
+        r"array of dtype float32 and shape \(4,\)",
+    ):
         jax.jit(op)(on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
-    host = xlabind.callback(lambda x: np.zeros(4, np.float32), lambda x: x, platforms=GPU,
-                            name="host")
-    with pytest.raises(Exception, match=r"host: result 0 is a ndarray on DLPack device type 1, "
-                                        r"not a CUDA device array"):
+    host = xlabind.callback(
+        lambda x: np.zeros(4, np.float32), lambda x: x, platforms=GPU, name="host"
+    )
+    with pytest.raises(
+        Exception,
+        match=r"host: result 0 is a ndarray on DLPack device type 1, "
+        r"not a CUDA device array",
+    ):
         jax.jit(host)(on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
 
 
@@ -188,8 +213,11 @@ DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"
 def test_the_documentations_gpu_blocks():
     """Every page's blocks marked `gpu` (tests/support/doc_blocks.py), each
     page's in order in one namespace, as a reader runs them."""
-    pages = [page for page in sorted(DOCS.rglob("*.md"))
-             if any(block.place == "gpu" for block in doc_blocks.blocks(page))]
+    pages = [
+        page
+        for page in sorted(DOCS.rglob("*.md"))
+        if any(block.place == "gpu" for block in doc_blocks.blocks(page))
+    ]
     assert DOCS / "guides" / "gpu.md" in pages
     for page in pages:
         doc_blocks.run(page, place="gpu")
@@ -211,7 +239,7 @@ def _doubled_with_cupy(x):
 def test_a_live_function_runs_under_asynchronous_dispatch_on_the_gpu():
     op = xlabind.callback(_doubled_with_cupy, lambda x: x, platforms=GPU)
     x = on_gpu(jnp.full((512, 512), 0.001))
-    heavy = lambda x: jnp.tanh(x @ x) @ x  # noqa: E731
+    heavy = lambda x: jnp.tanh(x @ x) @ x
     y = jax.jit(lambda x: op(heavy(x)) + 1)(x)  # the jitted lambda is dropped at once
     gc.collect()
     np.testing.assert_allclose(np.asarray(y), 2 * np.asarray(jax.jit(heavy)(x)) + 1, rtol=1e-5)

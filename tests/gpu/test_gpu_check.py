@@ -11,7 +11,6 @@ import sys
 import zipfile
 
 import pytest
-
 from wheel_tools import load_tool
 
 SCRIPT = pathlib.Path("tools/gpu_check.py")
@@ -30,10 +29,14 @@ def test_the_gpu_check_makes_the_modules_bazel_makes():
     modules = check.native_op_modules()
     assert set(modules) == {"_xlabind_ops", "_xlabind_cuda_ops"}
     generated = {name: check.module_source(name, handlers) for name, handlers in modules.items()}
-    generated["native_api_ops"] = check.module_source("native_api_ops", *check.native_api_handlers())
-    bazel = {"_xlabind_ops": "ffi/ops/_xlabind_ops_module.cc",
-             "_xlabind_cuda_ops": "ffi/ops/_xlabind_cuda_ops_module.cc",
-             "native_api_ops": "tests/native/native_api_ops_module.cc"}
+    generated["native_api_ops"] = check.module_source(
+        "native_api_ops", *check.native_api_handlers()
+    )
+    bazel = {
+        "_xlabind_ops": "ffi/ops/_xlabind_ops_module.cc",
+        "_xlabind_cuda_ops": "ffi/ops/_xlabind_cuda_ops_module.cc",
+        "native_api_ops": "tests/native/native_api_ops_module.cc",
+    }
     for name, path in bazel.items():
         assert "%{" not in generated[name] and f"PyInit_{name}" in generated[name]
         assert generated[name] == (REPO / path).read_text(), name
@@ -42,9 +45,22 @@ def test_the_gpu_check_makes_the_modules_bazel_makes():
 def dry_run(tmp_path, *flags):
     """gpu_check.py --dry-run --quick: stand-ins for every step, each taking a
     tenth of its time on the GPU machine, within a tenth of the deadline."""
-    return subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--quick", "--time-scale",
-                           "0.1", "--out", str(tmp_path), *flags],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--dry-run",
+            "--quick",
+            "--time-scale",
+            "0.1",
+            "--out",
+            str(tmp_path),
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_summary_comes_even_when_a_step_runs_out_of_time(tmp_path):
@@ -77,8 +93,12 @@ def test_a_benchmark_group_that_overruns_keeps_the_others_tables(tmp_path):
 
 @pytest.mark.parametrize("wheel", [[], ["--wheel", "xlabind.whl"]])
 def test_the_quick_run_fits_six_minutes_on_the_gpu_machine(wheel):
-    done = subprocess.run([sys.executable, str(SCRIPT), "--plan", "--quick", *wheel],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--plan", "--quick", *wheel],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     total = next(line for line in done.stdout.splitlines() if line.startswith("total"))
     assert "fits 360 s" in total and int(total.split()[1]) <= 360
@@ -90,8 +110,12 @@ def test_the_quick_run_fits_six_minutes_on_the_gpu_machine(wheel):
 def test_a_plan_over_six_minutes_is_refused(tmp_path):
     timings = tmp_path / "gpu_check.json"
     timings.write_text(json.dumps({"step_seconds": {"build": 300.0}}))
-    done = subprocess.run([sys.executable, str(SCRIPT), "--plan", "--quick", "--timings",
-                           str(timings)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "--plan", "--quick", "--timings", str(timings)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1 and "OVER 360 s" in done.stdout, done.stdout
 
 
@@ -103,7 +127,7 @@ def _probe_wheel(folder: pathlib.Path) -> pathlib.Path:
         "gpu_check_probe/__init__.py": "WHERE = __file__\n",
         f"{info}/METADATA": "Metadata-Version: 2.1\nName: gpu-check-probe\nVersion: 1.0\n",
         f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
+        "Tag: py3-none-any\n",
     }
     files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(wheel, "w") as archive:
@@ -122,9 +146,12 @@ def test_the_wheel_venv_made_inside_a_venv_sees_that_venvs_packages(tmp_path, ou
     outer = tmp_path / "outer"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(outer)], check=True)
     outer_python = outer / "bin" / "python"
-    outer_site = pathlib.Path(subprocess.check_output(
-        [str(outer_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        text=True).strip())
+    outer_site = pathlib.Path(
+        subprocess.check_output(
+            [str(outer_python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            text=True,
+        ).strip()
+    )
     pip_dir = pathlib.Path(importlib.util.find_spec("pip").origin).parent.parent
     numpy_dir = pathlib.Path(importlib.util.find_spec("numpy").origin).parent.parent
     dirs = [numpy_dir, pathlib.Path(importlib.util.find_spec("pytest").origin).parent.parent]
@@ -136,19 +163,36 @@ def test_the_wheel_venv_made_inside_a_venv_sees_that_venvs_packages(tmp_path, ou
     wheel = _probe_wheel(tmp_path)
     inner = tmp_path / "inner"
     made = subprocess.run(
-        [str(outer_python), "-c",
-         "import pathlib, sys; sys.path.insert(0, sys.argv[1]); import gpu_check; "
-         "python, how = gpu_check.wheel_environment(pathlib.Path(sys.argv[2]), "
-         "pathlib.Path(sys.argv[3])); print(python); print(how)",
-         str(SCRIPT.resolve().parent), str(wheel), str(inner)],
-        capture_output=True, text=True, timeout=300, env={"PATH": os.environ["PATH"]})
+        [
+            str(outer_python),
+            "-c",
+            "import pathlib, sys; sys.path.insert(0, sys.argv[1]); import gpu_check; "
+            "python, how = gpu_check.wheel_environment(pathlib.Path(sys.argv[2]), "
+            "pathlib.Path(sys.argv[3])); print(python); print(how)",
+            str(SCRIPT.resolve().parent),
+            str(wheel),
+            str(inner),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert made.returncode == 0, made.stderr
     python, how = made.stdout.strip().splitlines()[-2:]
     assert how.startswith("pip --target" if outer_has_pip else "unpacked"), how
     looked = subprocess.run(
-        [python, "-c", "import sys, numpy, gpu_check_probe; print(sys.prefix); "
-                       "print(gpu_check_probe.WHERE); print(numpy.__file__)"],
-        capture_output=True, text=True, timeout=120, env={"PATH": os.environ["PATH"]})
+        [
+            python,
+            "-c",
+            "import sys, numpy, gpu_check_probe; print(sys.prefix); "
+            "print(gpu_check_probe.WHERE); print(numpy.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"]},
+    )
     assert looked.returncode == 0, looked.stderr  # NumPy: seen through the outer venv
     prefix, probe, numpy_file = looked.stdout.strip().splitlines()
     assert pathlib.Path(prefix) == inner

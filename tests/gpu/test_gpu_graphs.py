@@ -12,7 +12,6 @@ import sys
 import textwrap
 
 import pytest
-
 from gpu_devices import requires_gpu
 
 pytestmark = requires_gpu
@@ -59,8 +58,9 @@ SCRIPT = textwrap.dedent("""
 
 def run(mode, flags):
     env = {**os.environ, "XLA_FLAGS": flags, "XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, mode], env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     for step in report["steps"]:
@@ -86,10 +86,13 @@ def test_a_captured_callback_replays_without_python_until_addresses_change():
     assert steps["first buffer again"]["python_calls"] <= 1
 
 
-@pytest.mark.parametrize("mode, flags", [
-    ("plain", "--xla_gpu_graph_min_graph_size=1"),  # no trait: never captured
-    ("capturable", ""),  # XLA's default: two commands are too few for a graph
-])
+@pytest.mark.parametrize(
+    "mode, flags",
+    [
+        ("plain", "--xla_gpu_graph_min_graph_size=1"),  # no trait: never captured
+        ("capturable", ""),  # XLA's default: two commands are too few for a graph
+    ],
+)
 def test_an_uncaptured_callback_runs_python_on_every_call(mode, flags):
     steps, captured = run(mode, flags)
     assert all(step["python_calls"] == 1 for step in steps.values()), steps

@@ -6,12 +6,12 @@ GPU machine."""
 
 import jax
 import jax.numpy as jnp
+import map_coordinates_table as table
 import numpy as np
 import pytest
+from gpu_devices import on_cpu, on_gpu, requires_gpu
 from jax.scipy.ndimage import map_coordinates as reference
 
-from gpu_devices import on_cpu, on_gpu, requires_gpu
-import map_coordinates_table as table
 from xlabind._runtime import extension as _extension
 from xlabind.ops import map_coordinates
 
@@ -32,8 +32,10 @@ def problem(shape, dtype, points=(300, 70), seed=0):
 
 def both(grid, coords):
     """The same arrays on the GPU and on the CPU."""
-    return ((on_gpu(grid), [on_gpu(c) for c in coords]),
-            (on_cpu(grid), [on_cpu(c) for c in coords]))
+    return (
+        (on_gpu(grid), [on_gpu(c) for c in coords]),
+        (on_cpu(grid), [on_cpu(c) for c in coords]),
+    )
 
 
 def tolerance(dtype):
@@ -92,8 +94,9 @@ def test_vmap_is_one_kernel_call_on_the_gpu():
     grids = on_gpu(np.stack([grid, 2 * grid, -grid]))
     c = [on_gpu(x) for x in coords]
     f = jax.jit(jax.vmap(lambda g: map_coordinates(g, c, 1, "mirror")))
-    np.testing.assert_allclose(f(grids), jax.vmap(lambda g: reference(g, c, 1, "mirror"))(grids),
-                               **tolerance(np.float64))
+    np.testing.assert_allclose(
+        f(grids), jax.vmap(lambda g: reference(g, c, 1, "mirror"))(grids), **tolerance(np.float64)
+    )
     assert f.lower(grids).as_text().count("@xlabind_map_coordinates(") == 1
 
 
@@ -117,17 +120,20 @@ def test_calls_inside_a_loop_repeat_exactly():
 
 # -- every input (the CPU's tests/ops/test_map_coordinates_domain.py, on the GPU) --
 
+
 @pytest.mark.parametrize("order", [0, 1])
 @pytest.mark.parametrize("mode", MODES)
 def test_every_input_follows_the_table_on_the_gpu(mode, order):
     grid = on_gpu(np.asarray(table.GRID))
     got = map_coordinates(grid, [on_gpu(np.asarray(table.EXTREME))], order, mode, cval=table.CVAL)
-    np.testing.assert_array_equal(np.asarray(got),
-                                  [table.expected(mode, c) for c in table.EXTREME])
+    np.testing.assert_array_equal(np.asarray(got), [table.expected(mode, c) for c in table.EXTREME])
     finite = on_gpu(np.asarray(table.FINITE))
-    np.testing.assert_allclose(map_coordinates(grid, [finite], order, mode, cval=table.CVAL),
-                               reference(grid, [finite], order, mode, cval=table.CVAL),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        map_coordinates(grid, [finite], order, mode, cval=table.CVAL),
+        reference(grid, [finite], order, mode, cval=table.CVAL),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -136,8 +142,7 @@ def test_nan_and_infinite_coordinates_in_gradients_on_the_gpu(mode):
     coords = on_gpu(np.asarray([np.nan, np.inf, -np.inf, 1.5]))
     f = lambda g, c: map_coordinates(g, [c], 1, mode, table.CVAL).sum()
     g_gpu = jax.grad(f, argnums=(0, 1))(grid, coords)
-    g_cpu = jax.grad(f, argnums=(0, 1))(on_cpu(np.asarray(table.GRID)),
-                                        on_cpu(np.asarray(coords)))
+    g_cpu = jax.grad(f, argnums=(0, 1))(on_cpu(np.asarray(table.GRID)), on_cpu(np.asarray(coords)))
     for a, b in zip(g_gpu, g_cpu):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
@@ -146,15 +151,23 @@ def test_zero_points_and_zero_batches_on_the_gpu():
     grid = on_gpu(np.asarray(table.GRID))
     assert map_coordinates(grid, [on_gpu(np.zeros(0))], 1).shape == (0,)
     assert jax.vmap(lambda c: map_coordinates(grid, [c], 1))(on_gpu(np.zeros((0, 4)))).shape == (
-        0, 4)
+        0,
+        4,
+    )
     np.testing.assert_array_equal(
-        jax.grad(lambda g: map_coordinates(g, [on_gpu(np.zeros(0))], 1).sum())(grid), np.zeros(5))
+        jax.grad(lambda g: map_coordinates(g, [on_gpu(np.zeros(0))], 1).sum())(grid), np.zeros(5)
+    )
 
 
 # -- orders 2 to 5: B-splines (the prefilter's CUDA kernels, then the same
 # interpolation kernels), against SciPy and the CPU kernels.
-SCIPY_MODE = {"constant": "grid-constant", "nearest": "nearest", "mirror": "mirror",
-              "reflect": "reflect", "wrap": "grid-wrap"}
+SCIPY_MODE = {
+    "constant": "grid-constant",
+    "nearest": "nearest",
+    "mirror": "mirror",
+    "reflect": "reflect",
+    "wrap": "grid-wrap",
+}
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -162,6 +175,7 @@ SCIPY_MODE = {"constant": "grid-constant", "nearest": "nearest", "mirror": "mirr
 @pytest.mark.parametrize("mode", MODES)
 def test_spline_values_match_scipy_and_the_cpu(mode, order, dtype):
     import scipy.ndimage
+
     rng = np.random.default_rng(order)
     grid = rng.normal(size=(24, 25, 26)).astype(dtype)
     coords = [rng.uniform(-3.0, n + 2.0, 2000).astype(dtype) for n in grid.shape]
@@ -173,11 +187,16 @@ def test_spline_values_match_scipy_and_the_cpu(mode, order, dtype):
     # the CPU's; coefficients of noise grow to ~10: a few 1e-6 apart (measured).
     close = tolerance(dtype) if dtype == np.float64 else dict(rtol=1e-5, atol=5e-5)
     np.testing.assert_allclose(got, f(g_cpu, c_cpu), **close)
-    want = scipy.ndimage.map_coordinates(grid.astype(np.float64), [x.astype(np.float64)
-                                                                   for x in coords],
-                                         order=order, mode=SCIPY_MODE[mode], cval=0.75)
-    np.testing.assert_allclose(got, want, **(tolerance(dtype) if dtype == np.float64 else
-                                              dict(rtol=2e-4, atol=2e-4)))
+    want = scipy.ndimage.map_coordinates(
+        grid.astype(np.float64),
+        [x.astype(np.float64) for x in coords],
+        order=order,
+        mode=SCIPY_MODE[mode],
+        cval=0.75,
+    )
+    np.testing.assert_allclose(
+        got, want, **(tolerance(dtype) if dtype == np.float64 else dict(rtol=2e-4, atol=2e-4))
+    )
 
 
 @pytest.mark.parametrize("order", [2, 3, 5])
@@ -194,13 +213,16 @@ def test_spline_gradients_match_the_cpu(mode, order):
 
 def test_spline_filter_and_its_transpose_match_the_cpu():
     from xlabind.ops import spline_filter
+
     x = np.random.default_rng(0).normal(size=(3, 40, 33))
     for dtype in (np.float32, np.float64):
         for mode in ("mirror", "reflect", "wrap"):
             f = jax.jit(lambda v: spline_filter(v, 4, mode, axes=(1, 2)))
-            np.testing.assert_allclose(f(on_gpu(x.astype(dtype))), f(on_cpu(x.astype(dtype))),
-                                       **tolerance(dtype))
+            np.testing.assert_allclose(
+                f(on_gpu(x.astype(dtype))), f(on_cpu(x.astype(dtype))), **tolerance(dtype)
+            )
             t = jax.jit(jax.linear_transpose(f, on_cpu(x.astype(dtype))))
             tg = jax.jit(jax.linear_transpose(f, on_gpu(x.astype(dtype))))
-            np.testing.assert_allclose(tg(on_gpu(x.astype(dtype)))[0],
-                                       t(on_cpu(x.astype(dtype)))[0], **tolerance(dtype))
+            np.testing.assert_allclose(
+                tg(on_gpu(x.astype(dtype)))[0], t(on_cpu(x.astype(dtype)))[0], **tolerance(dtype)
+            )

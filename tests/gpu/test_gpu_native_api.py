@@ -6,29 +6,38 @@ command-buffer compatible; the values against the CPU handlers'. Skipped
 without a CUDA device, and where that module was not built (Bazel runs
 examples/native_op's own tests on the CPU instead)."""
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
+from gpu_devices import has_gpu, on_cpu, on_gpu, requires_gpu
 
 import xlabind
-from gpu_devices import has_gpu, on_cpu, on_gpu, requires_gpu
 
 pytestmark = requires_gpu
 
-example_ops = pytest.importorskip(
-    "example_ops", reason="examples/native_op's module is built by tools/gpu_check.py only") \
-    if has_gpu() else None
+example_ops = (
+    pytest.importorskip(
+        "example_ops", reason="examples/native_op's module is built by tools/gpu_check.py only"
+    )
+    if has_gpu()
+    else None
+)
 
 if example_ops is not None:
     xlabind.register_ffi_targets(example_ops)
     TABLE_JVP = xlabind.ffi_target("example_table_jvp", platforms=("cpu", "cuda"))
-    table = xlabind.nonlinear(xlabind.ffi_target("example_table", platforms=("cpu", "cuda")),
-                              lambda x, **_: x, jvp=TABLE_JVP, vjp=TABLE_JVP,
-                              vmap_method="broadcast_all", name="example_table")
-    tables_built = xlabind.callback(xlabind.ffi_target("example_tables_built"),
-                                    lambda x: jax.ShapeDtypeStruct((), jnp.int32))
+    table = xlabind.nonlinear(
+        xlabind.ffi_target("example_table", platforms=("cpu", "cuda")),
+        lambda x, **_: x,
+        jvp=TABLE_JVP,
+        vjp=TABLE_JVP,
+        vmap_method="broadcast_all",
+        name="example_table",
+    )
+    tables_built = xlabind.callback(
+        xlabind.ffi_target("example_tables_built"), lambda x: jax.ShapeDtypeStruct((), jnp.int32)
+    )
 
 SIN = {"function": "sin", "size": 4097, "range": {"lo": -4.0, "hi": 4.0}}
 
@@ -62,7 +71,8 @@ def test_a_device_table_is_built_once_per_executable():
 def test_a_bad_table_fails_on_the_gpu_with_the_op_named():
     with pytest.raises(Exception, match=r"example_table: unknown table function 'cos'"):
         jax.jit(lambda x: table(x, table={**SIN, "function": "cos"}))(
-            on_gpu(jnp.ones(4, jnp.float32))).block_until_ready()
+            on_gpu(jnp.ones(4, jnp.float32))
+        ).block_until_ready()
 
 
 def test_many_calls_in_one_program_reuse_their_state():
@@ -71,7 +81,8 @@ def test_many_calls_in_one_program_reuse_their_state():
         return jax.lax.fori_loop(0, 50, lambda _, y: table(y, table=SIN), x)
 
     x = np.linspace(-1.0, 1.0, 4096, dtype=np.float32)
-    np.testing.assert_allclose(jax.jit(loop)(on_gpu(x)), jax.jit(loop)(on_cpu(x)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        jax.jit(loop)(on_gpu(x)), jax.jit(loop)(on_cpu(x)), rtol=1e-5, atol=1e-6
+    )
     g = jax.jit(jax.grad(lambda x: jnp.sum(loop(x))))
     np.testing.assert_allclose(g(on_gpu(x)), g(on_cpu(x)), rtol=1e-4, atol=1e-5)

@@ -28,8 +28,8 @@ struct HostAdd {
   }
 };
 
-ffi::Error GatherBodies(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> values,
-                        int64_t order, int64_t mode, ffi::Span<const int64_t> derivative) {
+ffi::Error GatherBodies(ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> values, int64_t order,
+                        int64_t mode, ffi::Span<const int64_t> derivative) {
   constexpr const char* kOp = "native_api_cuda_gather_bodies";
   mc::Call call;
   XLABIND_RETURN_IF_ERROR(mc::ReadGather(kOp, args, *values, order, mode, derivative, &call));

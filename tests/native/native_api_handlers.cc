@@ -92,8 +92,8 @@ ffi::Error ScratchExecute(ffi::Buffer<ffi::F64> x, ffi::Result<ffi::Buffer<ffi::
   const size_t n = x.element_count();
   native::Scratch scratch;
   XLABIND_ASSIGN_OR_RETURN(double* copy, scratch.Allocate<double>("native_api_scratch", n));
-  XLABIND_ASSIGN_OR_RETURN(double* unused, scratch.Allocate<double>(
-                                               "native_api_scratch", static_cast<size_t>(extra)));
+  XLABIND_ASSIGN_OR_RETURN(
+      double* unused, scratch.Allocate<double>("native_api_scratch", static_cast<size_t>(extra)));
   (void)unused;
   std::copy(x.typed_data(), x.typed_data() + n, copy);
   std::reverse_copy(copy, copy + n, y->typed_data());
@@ -115,7 +115,8 @@ ffi::Error ScaleExecute(ffi::AnyBuffer x, ffi::Result<ffi::AnyBuffer> y, double 
 std::atomic<int32_t> tickets{0};
 
 ffi::Error TicketExecute(ffi::Token, ffi::AnyBuffer x, ffi::Result<ffi::Token>,
-                         ffi::Result<ffi::AnyBuffer> y, ffi::Result<ffi::BufferR0<ffi::S32>> ticket) {
+                         ffi::Result<ffi::AnyBuffer> y,
+                         ffi::Result<ffi::BufferR0<ffi::S32>> ticket) {
   XLABIND_RETURN_IF_ERROR(native::CheckShape("native_api_ticket", "y", *y, native::ShapeOf(x)));
   std::copy_n(static_cast<const char*>(x.untyped_data()), x.size_bytes(),
               static_cast<char*>(y->untyped_data()));
@@ -148,17 +149,14 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(NativeApiPool, PoolExecute,
                                   .Ret<ffi::BufferR1<ffi::S64>>()
                                   .Attr<int64_t>("grain"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(NativeApiScratch, ScratchExecute,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F64>>()
-                                  .Ret<ffi::Buffer<ffi::F64>>()
-                                  .Attr<int64_t>("extra"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    NativeApiScratch, ScratchExecute,
+    ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F64>>().Ret<ffi::Buffer<ffi::F64>>().Attr<int64_t>(
+        "extra"));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(NativeApiScale, ScaleExecute,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<double>("factor"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    NativeApiScale, ScaleExecute,
+    ffi::Ffi::Bind().Arg<ffi::AnyBuffer>().Ret<ffi::AnyBuffer>().Attr<double>("factor"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(NativeApiTicket, TicketExecute,
                               ffi::Ffi::Bind()

@@ -5,23 +5,23 @@ memory, the command-buffer trait, and how state types are registered."""
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=8")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+)
 
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-import textwrap  # noqa: E402
+import subprocess
+import sys
+import textwrap
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import Mesh, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import native_api_ops
+import numpy as np
+import pytest
 
-import native_api_ops  # noqa: E402
-import xlabind  # noqa: E402
+import xlabind
 from xlabind import _xlabind
-from xlabind._runtime import extension as _extension  # noqa: E402
+from xlabind._runtime import extension as _extension
 
 jax.config.update("jax_enable_x64", True)
 
@@ -34,24 +34,29 @@ def counter_shapes(x, **_):
     return x, jax.ShapeDtypeStruct((), jnp.int64)
 
 
-counter = xlabind.callback(xlabind.ffi_target("native_api_counter"), counter_shapes,
-                           name="counter")
+counter = xlabind.callback(xlabind.ffi_target("native_api_counter"), counter_shapes, name="counter")
 
 
 def test_the_module_hands_out_stages_and_state_types():
     cpu = native_api_ops.registrations()["cpu"]
     assert set(cpu["native_api_counter"]) == {"instantiate", "execute"}
     # Only the module's own targets; the status variants come apart, and keep the stages.
-    assert sorted(cpu) == ["native_api_counter", "native_api_cuda_gather_bodies",
-                           "native_api_cuda_scatter_bodies", "native_api_pool",
-                           "native_api_scale", "native_api_scratch", "native_api_ticket"]
+    assert sorted(cpu) == [
+        "native_api_counter",
+        "native_api_cuda_gather_bodies",
+        "native_api_cuda_scatter_bodies",
+        "native_api_pool",
+        "native_api_scale",
+        "native_api_scratch",
+        "native_api_ticket",
+    ]
     variants = native_api_ops.status_registrations()["cpu"]
     assert sorted(variants) == [name + ".xlabind_status" for name in sorted(cpu)]
     assert set(variants["native_api_counter.xlabind_status"]) == {"instantiate", "execute"}
     assert "CUDA" not in native_api_ops.status_registrations()
     assert not isinstance(cpu["native_api_scale"], dict)  # execute only: a capsule, as before
     assert list(native_api_ops.state_types()) == ["cpu"]
-    (name, registration), = native_api_ops.state_types()["cpu"].items()
+    ((name, registration),) = native_api_ops.state_types()["cpu"].items()
     assert name == "native_api_ops.NativeApiCounter"
     assert set(registration) == {"type_id", "type_info"}
 
@@ -70,6 +75,7 @@ def test_state_is_built_once_per_executable_not_per_call():
         def body(carry, _):
             y, serial = counter(carry, config=CONFIG)
             return y, serial
+
         return jax.lax.scan(body, x, None, length=10)
 
     y, loop_serials = jax.jit(loop)(x)
@@ -87,25 +93,36 @@ def test_two_call_sites_have_two_states():
 
 def test_nested_attributes_reach_the_instantiate_stage():
     y, _ = jax.jit(lambda x: counter(x, config={"offset": -3.0, "nested": {"scale": 0.5}}))(
-        jnp.arange(3.0))
+        jnp.arange(3.0)
+    )
     np.testing.assert_allclose(y, 0.5 * np.arange(3.0) - 3.0)
 
 
 def test_a_missing_field_is_an_error_naming_the_op_and_the_field():
-    with pytest.raises(Exception, match=r"native_api_counter: the attribute has no field "
-                                        r"'nested' \(reading 'nested.scale'\)"):
+    with pytest.raises(
+        Exception,
+        match=r"native_api_counter: the attribute has no field "
+        r"'nested' \(reading 'nested.scale'\)",
+    ):
         jax.jit(lambda x: counter(x, config={"offset": 1.0}))(jnp.ones(2))
     with pytest.raises(Exception, match=r"native_api_counter: field 'scale' has the wrong type"):
         jax.jit(lambda x: counter(x, config={"offset": 1.0, "nested": {"scale": "big"}}))(
-            jnp.ones(2))
+            jnp.ones(2)
+        )
 
 
 def test_dict_attributes_are_checked_in_python():
-    with pytest.raises(TypeError, match=r"keyword argument 'config' is a dict with the key 1; "
-                                        r"an FFI dictionary attribute's keys are strings"):
+    with pytest.raises(
+        TypeError,
+        match=r"keyword argument 'config' is a dict with the key 1; "
+        r"an FFI dictionary attribute's keys are strings",
+    ):
         xlabind.ffi_target("native_api_counter", config={1: 2.0})
-    with pytest.raises(TypeError, match=r"keyword argument 'config.nested' must be hashable to "
-                                        r"serve as a static argument, got unhashable set"):
+    with pytest.raises(
+        TypeError,
+        match=r"keyword argument 'config.nested' must be hashable to "
+        r"serve as a static argument, got unhashable set",
+    ):
         jax.jit(lambda x: counter(x, config={"offset": 1.0, "nested": {1, 2}}))(jnp.ones(2))
 
 
@@ -128,8 +145,10 @@ def test_a_dict_reaches_a_python_callback_read_only_and_is_a_static_argument():
 
 
 def test_parallel_loops_run_on_xlas_pool():
-    pool = xlabind.callback(xlabind.ffi_target("native_api_pool"),
-                            lambda x, **_: (x, jax.ShapeDtypeStruct((2,), jnp.int64)))
+    pool = xlabind.callback(
+        xlabind.ffi_target("native_api_pool"),
+        lambda x, **_: (x, jax.ShapeDtypeStruct((2,), jnp.int64)),
+    )
     x = jnp.arange(1 << 16, dtype=jnp.float64)
     y, (threads, shares) = jax.jit(lambda x: pool(x, grain=1024))(x)
     np.testing.assert_array_equal(y, 2.0 * np.arange(1 << 16))
@@ -166,8 +185,13 @@ def test_eight_devices_share_one_small_pool():
             np.testing.assert_array_equal(y, 2.0 * np.arange(8 << 15))
         print(sorted(set(np.asarray(counts).reshape(8, 2)[:, 0].tolist())))
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     threads = eval(done.stdout.strip().splitlines()[-1])  # the pool's size, as each device saw it
     assert len(threads) == 1 and 1 <= threads[0] <= 8, threads
@@ -176,8 +200,11 @@ def test_eight_devices_share_one_small_pool():
 def test_scratch_memory_and_a_request_that_cannot_be_met():
     scratch = xlabind.callback(xlabind.ffi_target("native_api_scratch"), lambda x, **_: x)
     np.testing.assert_array_equal(scratch(jnp.arange(5.0), extra=0), np.arange(5.0)[::-1])
-    with pytest.raises(Exception, match=r"native_api_scratch: scratch memory for "
-                                        r"4611686018427387904 values of 8 bytes overflows"):
+    with pytest.raises(
+        Exception,
+        match=r"native_api_scratch: scratch memory for "
+        r"4611686018427387904 values of 8 bytes overflows",
+    ):
         scratch(jnp.arange(5.0), extra=1 << 62).block_until_ready()
 
 
@@ -211,8 +238,13 @@ def test_a_handler_that_refuses_the_metadata_query_is_an_error_not_a_crash():
         else:
             print("no error")
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"),
+    )
     assert "must be registered" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
@@ -237,6 +269,7 @@ def test_state_types_wait_for_a_backend_that_does_not_exist_yet():
         print("ok")
     """)
     env = dict(os.environ, JAX_PLATFORMS="cpu")
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

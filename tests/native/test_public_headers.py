@@ -15,6 +15,7 @@ import subprocess
 import jax.ffi
 import pytest
 import runfiles_repos
+
 import xlabind
 
 RUNFILES = pathlib.Path(__file__).parents[2]
@@ -42,17 +43,30 @@ def compilers() -> dict[str, list[str]]:
     return found
 
 
-def compile_alone(compiler: list[str], include: pathlib.Path, header: str,
-                  workdir: pathlib.Path) -> subprocess.CompletedProcess:
+def compile_alone(
+    compiler: list[str], include: pathlib.Path, header: str, workdir: pathlib.Path
+) -> subprocess.CompletedProcess:
     """A translation unit holding only `#include "xlabind/native/<header>"`,
     compiled (zig has no -fsyntax-only); XLA's headers are system headers
     (their warnings are not ours)."""
     source = workdir / f"{header.replace('.', '_')}_alone.cc"
     source.write_text(f'#include "xlabind/native/{header}"\n')
     return subprocess.run(
-        [*compiler, "-c", "-o", str(source.with_suffix(".o")), *WARNINGS, f"-I{include}",
-         "-isystem", jax.ffi.include_dir(), str(source)],
-        capture_output=True, text=True, timeout=300)
+        [
+            *compiler,
+            "-c",
+            "-o",
+            str(source.with_suffix(".o")),
+            *WARNINGS,
+            f"-I{include}",
+            "-isystem",
+            jax.ffi.include_dir(),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_list_is_the_folder_and_the_wheel_ships_it():
@@ -114,12 +128,30 @@ def test_host_device_h_compiles_for_the_device_with_nvcc(tmp_path):
     assert nvcc.exists(), nvcc
     assert host, "no g++ for nvcc's host compiler"
     source = tmp_path / "kernel.cu"
-    source.write_text('#include "xlabind/native/host_device.h"\n'
-                      "XLABIND_HOST_DEVICE double Weight(double x) { return 1.0 - x; }\n"
-                      "__global__ void Kernel(double* y) { y[0] = Weight(y[0]); }\n")
+    source.write_text(
+        '#include "xlabind/native/host_device.h"\n'
+        "XLABIND_HOST_DEVICE double Weight(double x) { return 1.0 - x; }\n"
+        "__global__ void Kernel(double* y) { y[0] = Weight(y[0]); }\n"
+    )
     done = subprocess.run(
-        [str(nvcc), "-ccbin", host, "-std=c++17", "-Werror", "all-warnings",
-         "-Xcompiler", "-Wall,-Wextra,-Werror", f"-I{SHIPPED}", "-arch=sm_80", "-c",
-         str(source), "-o", str(tmp_path / "kernel.o")],
-        capture_output=True, text=True, timeout=300)
+        [
+            str(nvcc),
+            "-ccbin",
+            host,
+            "-std=c++17",
+            "-Werror",
+            "all-warnings",
+            "-Xcompiler",
+            "-Wall,-Wextra,-Werror",
+            f"-I{SHIPPED}",
+            "-arch=sm_80",
+            "-c",
+            str(source),
+            "-o",
+            str(tmp_path / "kernel.o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -12,15 +12,15 @@ import sys
 
 os.environ["XLABIND_NO_SIMD"] = "1"  # the CPU's scalar path: the same sums as the kernels
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import jax.numpy as jnp
+import native_api_ops
+import numpy as np
+import pytest
+from map_coordinates_table import CVAL, EXTREME, FINITE, GRID, MODES
 
-import native_api_ops  # noqa: E402
-import xlabind  # noqa: E402
-from map_coordinates_table import CVAL, EXTREME, FINITE, GRID, MODES  # noqa: E402
-from xlabind.ops import map_coordinates  # noqa: E402
+import xlabind
+from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)
 xlabind.register_ffi_targets(native_api_ops)
@@ -32,8 +32,10 @@ MODES_ALL = MODES + ["grid-constant", "grid-wrap", "grid-mirror"]
 def on_cuda_bodies(monkeypatch):
     """Runs `fn` with the op bound to the kernels' bodies, then to the CPU
     handlers (each binding jitted afresh); returns both results."""
-    bodies = (xlabind.ffi_target("native_api_cuda_gather_bodies", platforms=("cpu",)),
-              xlabind.ffi_target("native_api_cuda_scatter_bodies", platforms=("cpu",)))
+    bodies = (
+        xlabind.ffi_target("native_api_cuda_gather_bodies", platforms=("cpu",)),
+        xlabind.ffi_target("native_api_cuda_scatter_bodies", platforms=("cpu",)),
+    )
 
     def both(fn, *args):
         results = []
@@ -64,8 +66,11 @@ def test_the_harness_runs_the_bodies_not_the_cpu_handlers(on_cuda_bodies, monkey
     monkeypatch.setattr(OP, "_GATHER", gather)
     OP._bound.cache_clear()
     try:
-        text = jax.jit(lambda g, c: map_coordinates(g, [c], 1)).lower(
-            jnp.ones(4), jnp.ones(3)).as_text()
+        text = (
+            jax.jit(lambda g, c: map_coordinates(g, [c], 1))
+            .lower(jnp.ones(4), jnp.ones(3))
+            .as_text()
+        )
     finally:
         monkeypatch.undo()
         OP._bound.cache_clear()
@@ -79,7 +84,9 @@ def test_values_on_the_domain_table(on_cuda_bodies, mode, order, dtype):
     coords = np.asarray(FINITE + EXTREME, dtype)
     bodies, cpu = on_cuda_bodies(
         lambda g, c: map_coordinates(g, [c], order, mode, cval=CVAL),
-        jnp.asarray(GRID, dtype), jnp.asarray(coords))
+        jnp.asarray(GRID, dtype),
+        jnp.asarray(coords),
+    )
     same(bodies, cpu)
 
 
@@ -92,17 +99,23 @@ def test_values_and_grid_gradient_in_every_rank(on_cuda_bodies, ndim, order, mod
     grid = jnp.asarray(rng.normal(size=shape))
     # Inside (the fast paths), across the edges and far outside (every node
     # through the boundary mode).
-    coords = [jnp.asarray(np.concatenate([rng.uniform(0.5, s - 1.5, 20),
-                                          rng.uniform(-3.0, s + 2.0, 20),
-                                          [-1e6, 1e6, np.nan]])) for s in shape]
+    coords = [
+        jnp.asarray(
+            np.concatenate(
+                [rng.uniform(0.5, s - 1.5, 20), rng.uniform(-3.0, s + 2.0, 20), [-1e6, 1e6, np.nan]]
+            )
+        )
+        for s in shape
+    ]
 
     def values_and_grid_gradient(g, *c):
-        f = lambda g: map_coordinates(g, list(c), order, mode, cval=0.5)  # noqa: E731
+        f = lambda g: map_coordinates(g, list(c), order, mode, cval=0.5)
         y, pullback = jax.vjp(f, g)
         return y, pullback(jnp.cos(jnp.arange(y.size, dtype=y.dtype)))[0]
 
     (bodies_values, bodies_grad), (cpu_values, cpu_grad) = on_cuda_bodies(
-        values_and_grid_gradient, grid, *coords)
+        values_and_grid_gradient, grid, *coords
+    )
     np.testing.assert_array_equal(bodies_values, cpu_values)
     # The scatter adds in the points' order, the CPU's threads in theirs.
     np.testing.assert_allclose(bodies_grad, cpu_grad, rtol=1e-12, atol=1e-12)

@@ -50,8 +50,13 @@ def test_values_match_jax(shape, dtype):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=str(case))
     # Eagerly too (one executable per configuration: test_ops_dispatch.py).
     for mode in MODES:
-        np.testing.assert_allclose(map_coordinates(grid, coords, 1, mode, -1.25),
-                                   want[str((1, mode, -1.25))], rtol=tol, atol=tol, err_msg=mode)
+        np.testing.assert_allclose(
+            map_coordinates(grid, coords, 1, mode, -1.25),
+            want[str((1, mode, -1.25))],
+            rtol=tol,
+            atol=tol,
+            err_msg=mode,
+        )
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -66,10 +71,12 @@ def test_gradients_in_both_arguments(shape, mode):
     check_grads(lambda g: f(g, *coords), (grid,), order=2, modes=("fwd", "rev"))
     # And the same derivatives as jax's.
     ours = jax.grad(lambda g, c0: jnp.sum(jnp.sin(f(g, c0, *coords[1:]))), argnums=(0, 1))(
-        grid, coords[0])
-    theirs = jax.grad(lambda g, c0: jnp.sum(jnp.sin(reference(g, [c0, *coords[1:]], 1, mode,
-                                                              0.5))), argnums=(0, 1))(
-        grid, coords[0])
+        grid, coords[0]
+    )
+    theirs = jax.grad(
+        lambda g, c0: jnp.sum(jnp.sin(reference(g, [c0, *coords[1:]], 1, mode, 0.5))),
+        argnums=(0, 1),
+    )(grid, coords[0])
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
@@ -79,9 +86,12 @@ def test_second_derivatives_in_the_coordinates():
     coords = [c + 0.123 for c in coords]
     f = lambda c0, c1: jnp.sum(map_coordinates(grid, [c0, c1], 1, "nearest") ** 2)
     g = lambda c0, c1: jnp.sum(reference(grid, [c0, c1], 1, "nearest") ** 2)
-    np.testing.assert_allclose(jax.hessian(f, argnums=(0, 1))(*coords)[0][1],
-                               jax.hessian(g, argnums=(0, 1))(*coords)[0][1], rtol=1e-10,
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        jax.hessian(f, argnums=(0, 1))(*coords)[0][1],
+        jax.hessian(g, argnums=(0, 1))(*coords)[0][1],
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("mode", ["constant", "nearest", "mirror"])
@@ -96,8 +106,9 @@ def test_hessian_over_grid_and_coordinates_is_jaxs(mode):
     theirs = jax.hessian(g, argnums=(0, 1, 2))(grid, *coords)
     for row in range(3):
         for column in range(3):
-            np.testing.assert_allclose(ours[row][column], theirs[row][column], rtol=1e-10,
-                                       atol=1e-12)
+            np.testing.assert_allclose(
+                ours[row][column], theirs[row][column], rtol=1e-10, atol=1e-12
+            )
 
 
 @pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)])
@@ -109,13 +120,23 @@ def test_vmap_runs_once_on_the_batch(in_axes):
     got = jax.vmap(lambda g, c: map_coordinates(g, c, 1, "mirror"), in_axes=in_axes)(*args)
     want = jax.vmap(lambda g, c: reference(g, c, 1, "mirror"), in_axes=in_axes)(*args)
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
-    text = jax.jit(jax.vmap(lambda g, c: map_coordinates(g, c, 1, "mirror"), in_axes=in_axes)
-                   ).lower(*args).as_text()
+    text = (
+        jax.jit(jax.vmap(lambda g, c: map_coordinates(g, c, 1, "mirror"), in_axes=in_axes))
+        .lower(*args)
+        .as_text()
+    )
     assert text.count("@xlabind_map_coordinates(") == 1  # one kernel call, not one per element
-    grad = jax.grad(lambda g: jnp.sum(jax.vmap(lambda g, c: map_coordinates(g, c, 1, "wrap"),
-                                               in_axes=in_axes)(g, args[1]) ** 2))(args[0])
-    want = jax.grad(lambda g: jnp.sum(jax.vmap(lambda g, c: reference(g, c, 1, "wrap"),
-                                               in_axes=in_axes)(g, args[1]) ** 2))(args[0])
+    grad = jax.grad(
+        lambda g: jnp.sum(
+            jax.vmap(lambda g, c: map_coordinates(g, c, 1, "wrap"), in_axes=in_axes)(g, args[1])
+            ** 2
+        )
+    )(args[0])
+    want = jax.grad(
+        lambda g: jnp.sum(
+            jax.vmap(lambda g, c: reference(g, c, 1, "wrap"), in_axes=in_axes)(g, args[1]) ** 2
+        )
+    )(args[0])
     np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
 
 
@@ -124,20 +145,21 @@ def test_vmap_over_some_coordinate_arrays_only(batched):
     # The kernels need every coordinate array laid out alike: the others are
     # broadcast (in the transpose too).
     grid, coords = problem((5, 6, 7), jnp.float64)
-    args = [jnp.stack([c, c + 0.5, c - 0.25]) if a in batched else c
-            for a, c in enumerate(coords)]
+    args = [jnp.stack([c, c + 0.5, c - 0.25]) if a in batched else c for a, c in enumerate(coords)]
     in_axes = [0 if a in batched else None for a in range(3)]
 
     def values(mc):
-        return lambda g, *c: jax.vmap(lambda *c: mc(g, list(c), 1, "reflect"),
-                                      in_axes=in_axes)(*c)
+        return lambda g, *c: jax.vmap(lambda *c: mc(g, list(c), 1, "reflect"), in_axes=in_axes)(*c)
 
-    np.testing.assert_allclose(values(map_coordinates)(grid, *args),
-                               values(reference)(grid, *args), rtol=1e-13, atol=1e-13)
-    ours = jax.grad(lambda *a: jnp.sum(jnp.sin(values(map_coordinates)(*a))),
-                    argnums=(0, 1, 2, 3))(grid, *args)
-    theirs = jax.grad(lambda *a: jnp.sum(jnp.sin(values(reference)(*a))),
-                      argnums=(0, 1, 2, 3))(grid, *args)
+    np.testing.assert_allclose(
+        values(map_coordinates)(grid, *args), values(reference)(grid, *args), rtol=1e-13, atol=1e-13
+    )
+    ours = jax.grad(lambda *a: jnp.sum(jnp.sin(values(map_coordinates)(*a))), argnums=(0, 1, 2, 3))(
+        grid, *args
+    )
+    theirs = jax.grad(lambda *a: jnp.sum(jnp.sin(values(reference)(*a))), argnums=(0, 1, 2, 3))(
+        grid, *args
+    )
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
 
@@ -153,16 +175,20 @@ def test_inputs_jax_accepts_work_the_same():
     # Scalars, broadcasting coordinates, Python lists, integer grids (jax's own path).
     np.testing.assert_allclose(map_coordinates(grid, [1.5, 2.0], 1), reference(grid, [1.5, 2.0], 1))
     c = [jnp.array([[0.5], [1.0]]), jnp.array([0.0, 1.0, 2.5])]
-    np.testing.assert_allclose(map_coordinates(grid, c, 1, "nearest"),
-                               reference(grid, c, 1, "nearest"))
+    np.testing.assert_allclose(
+        map_coordinates(grid, c, 1, "nearest"), reference(grid, c, 1, "nearest")
+    )
     ints = jnp.arange(12).reshape(3, 4)
     np.testing.assert_array_equal(map_coordinates(ints, c, 1), reference(ints, c, 1))
 
 
 def test_bad_arguments_are_clear_errors():
     grid = jnp.ones((3, 4))
-    with pytest.raises(ValueError, match=r"coordinates must be a sequence of length input.ndim, "
-                                         r"but 1 != 2"):
+    with pytest.raises(
+        ValueError,
+        match=r"coordinates must be a sequence of length input.ndim, "
+        r"but 1 != 2",
+    ):
         map_coordinates(grid, [jnp.ones(2)], 1)
     with pytest.raises(NotImplementedError, match=r"order must be 0 to 5, got 6"):
         map_coordinates(grid, [jnp.ones(2)] * 2, 6)
@@ -190,8 +216,10 @@ def many_points(shape, dtype, count=1003, seed=1):
 def values_and_slopes(f, grid, coords, mode):
     """f's values, and the gradients of a sum of their sines in the grid (the
     scatter) and in every coordinate array, jitted."""
+
     def total(g, c):
         return jnp.sum(jnp.sin(f(g, c, 1, mode, 0.5)))
+
     values = jax.jit(lambda g, c: f(g, c, 1, mode, 0.5))(grid, coords)
     in_grid, in_coords = jax.jit(jax.grad(total, argnums=(0, 1)))(grid, coords)
     return values, [in_grid, *in_coords]
@@ -208,17 +236,19 @@ def test_many_points_match_jax(shape, dtype):
         # their sines in the grid and each coordinate array.
         def each(g, c, mode):
             values = f(g, c, 1, mode, 0.5)
-            total = lambda g, c: jnp.sum(jnp.sin(f(g, c, 1, mode, 0.5)))  # noqa: E731
+            total = lambda g, c: jnp.sum(jnp.sin(f(g, c, 1, mode, 0.5)))
             in_grid, in_coords = jax.grad(total, argnums=(0, 1))(g, c)
             return values, [in_grid, *in_coords]
+
         return batched(each, [(mode,) for mode in MODES], grid, coords)
 
     got, want = values_and_slopes_of(map_coordinates), values_and_slopes_of(reference)
     for mode in MODES:
         (a, a_slopes), (b, b_slopes) = got[str((mode,))], want[str((mode,))]
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=mode)
-        for which, x, y in zip(["grid"] + [f"axis {k}" for k in range(len(shape))], a_slopes,
-                               b_slopes):
+        for which, x, y in zip(
+            ["grid"] + [f"axis {k}" for k in range(len(shape))], a_slopes, b_slopes
+        ):
             np.testing.assert_allclose(x, y, rtol=tol, atol=tol, err_msg=f"{mode}, {which}")
 
 
@@ -241,28 +271,35 @@ def test_many_points_under_vmap():
     grid, coords = many_points((9, 10, 11), jnp.float64)
     grids = jnp.stack([grid, 2 * grid, -grid])
     many = [jnp.stack([c, c[::-1], c + 0.5]) for c in coords]
-    for in_axes, args in (((0, None), (grids, coords)), ((None, 0), (grid, many)),
-                          ((0, 0), (grids, many))):
+    for in_axes, args in (
+        ((0, None), (grids, coords)),
+        ((None, 0), (grid, many)),
+        ((0, 0), (grids, many)),
+    ):
         got = jax.vmap(lambda g, c: map_coordinates(g, c, 1, "reflect"), in_axes=in_axes)(*args)
         want = jax.vmap(lambda g, c: reference(g, c, 1, "reflect"), in_axes=in_axes)(*args)
         np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13, err_msg=str(in_axes))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _programs(order, mode):
     """Jitted: the values, the gradient of a sum of their sines in the grid
     (the scatter) and in each coordinate array, and for the cubic the second
     and third derivatives along the last axis (differentiated weights)."""
-    f = lambda g, c: map_coordinates(g, c, order, mode, 0.5)  # noqa: E731
-    programs = {"values": jax.jit(f),
-                "slopes": jax.jit(jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1)))}
+    f = lambda g, c: map_coordinates(g, c, order, mode, 0.5)
+    programs = {
+        "values": jax.jit(f),
+        "slopes": jax.jit(jax.grad(lambda g, c: jnp.sin(f(g, c)).sum(), argnums=(0, 1))),
+    }
     if order == 3:  # the cubic's derivative weights have vector closed forms
-        along = lambda g, c, last: f(g, [*c, last]).sum()  # noqa: E731
-        second = jax.grad(lambda g, c, last: jax.grad(along, argnums=2)(g, c, last).sum(),
-                          argnums=2)
+        along = lambda g, c, last: f(g, [*c, last]).sum()
+        second = jax.grad(
+            lambda g, c, last: jax.grad(along, argnums=2)(g, c, last).sum(), argnums=2
+        )
         programs["second"] = jax.jit(second)
-        programs["third"] = jax.jit(jax.grad(lambda g, c, last: second(g, c, last).sum(),
-                                             argnums=2))
+        programs["third"] = jax.jit(
+            jax.grad(lambda g, c, last: second(g, c, last).sum(), argnums=2)
+        )
     return programs
 
 
@@ -305,16 +342,22 @@ def test_order_0_vector_kernel_is_the_scalar_path_bit_for_bit(mode, monkeypatch)
     for dtype in (np.float32, np.float64):
         for shape in ((40,), (17, 23), (9, 10, 11)):
             grid, coords = many_points(shape, dtype, seed=len(shape))
-            coords = [jnp.asarray(np.where(np.arange(c.size) % 3 == 0,
-                                           _halves(size, c.size, dtype), np.asarray(c)))
-                      for c, size in zip(coords, shape)]
+            coords = [
+                jnp.asarray(
+                    np.where(
+                        np.arange(c.size) % 3 == 0, _halves(size, c.size, dtype), np.asarray(c)
+                    )
+                )
+                for c, size in zip(coords, shape)
+            ]
             vector = _outputs(grid, coords, 0, mode)
             monkeypatch.setenv("XLABIND_NO_SIMD", "1")
             scalar = _outputs(grid, coords, 0, mode)
             monkeypatch.delenv("XLABIND_NO_SIMD")
             for name, value in vector.items():
-                np.testing.assert_array_equal(scalar[name], value,
-                                              err_msg=f"{shape} {np.dtype(dtype).name} {name}")
+                np.testing.assert_array_equal(
+                    scalar[name], value, err_msg=f"{shape} {np.dtype(dtype).name} {name}"
+                )
             expected = reference(grid, coords, 0, mode, 0.5)
             np.testing.assert_array_equal(vector["values"], np.asarray(expected))
 
@@ -324,8 +367,12 @@ def test_order_0_vector_kernel_is_the_scalar_path_bit_for_bit(mode, monkeypatch)
 # others' 3, 5 or 6 nodes a row in vectors loaded under a mask), which takes
 # the points near the edges through every mode but constant (whose edges are
 # scalar); the (3, 5, 2) grid has no interior, only edges.
-@pytest.mark.parametrize("order,mode", [(1, "constant")] + [(3, m) for m in MODES] +
-                         [(2, "reflect"), (4, "wrap"), (5, "nearest"), (5, "constant")])
+@pytest.mark.parametrize(
+    "order,mode",
+    [(1, "constant")]
+    + [(3, m) for m in MODES]
+    + [(2, "reflect"), (4, "wrap"), (5, "nearest"), (5, "constant")],
+)
 def test_the_scalar_path_agrees_with_the_vector_kernel(order, mode, monkeypatch):
     """XLABIND_NO_SIMD=1 turns the vector kernels off (the handler reads it at
     every call): the same executables then compute the values and
@@ -336,8 +383,11 @@ def test_the_scalar_path_agrees_with_the_vector_kernel(order, mode, monkeypatch)
     for dtype in (jnp.float32, jnp.float64):
         # Every rank for orders 1 and 3; the other splines share their code
         # but for the row's length, so 3-D (and no interior) is enough.
-        shapes = ((40,), (17, 23), (9, 10, 11), (3, 5, 2)) if order in (1, 3) else \
-            ((9, 10, 11), (3, 5, 2))
+        shapes = (
+            ((40,), (17, 23), (9, 10, 11), (3, 5, 2))
+            if order in (1, 3)
+            else ((9, 10, 11), (3, 5, 2))
+        )
         for shape in shapes:
             grid, coords = many_points(shape, dtype, seed=len(shape))
             vector = _outputs(grid, coords, order, mode)
@@ -349,8 +399,13 @@ def test_the_scalar_path_agrees_with_the_vector_kernel(order, mode, monkeypatch)
                 tol = 2e-5 if value.dtype == np.float32 else 1e-12
                 # Third derivatives of float32 cubics are differences of large terms.
                 scale = max(1.0, float(np.abs(value).max()))
-                np.testing.assert_allclose(scalar[name], value, rtol=tol, atol=tol * scale,
-                                           err_msg=f"{shape} {np.dtype(dtype).name} {name}")
+                np.testing.assert_allclose(
+                    scalar[name],
+                    value,
+                    rtol=tol,
+                    atol=tol * scale,
+                    err_msg=f"{shape} {np.dtype(dtype).name} {name}",
+                )
                 differs.append(not np.array_equal(scalar[name], value))
     if _host_has_avx2_and_fma():
         assert any(differs), "the vector kernels never ran: every result is bitwise the scalar one"
@@ -377,8 +432,9 @@ def test_a_non_finite_cval_marks_only_the_outside_as_jax_does(order, cval):
     rows = jnp.asarray([-1.0, -0.5, -0.25, 0.0, 0.3, 2.5, 4.9, 5.0, 5.2, 7.0, 2.0])
     cols = jnp.asarray([3.0, 3.0, 3.0, 3.0, 6.0, 1.25, 6.0, 6.0, 2.0, 2.0, -0.7])
     got = np.asarray(map_coordinates(grid, [rows, cols], order, "constant", cval=cval))
-    want = np.asarray(jax.scipy.ndimage.map_coordinates(grid, [rows, cols], order, "constant",
-                                                        cval=cval))
+    want = np.asarray(
+        jax.scipy.ndimage.map_coordinates(grid, [rows, cols], order, "constant", cval=cval)
+    )
     finite_cval = np.asarray(map_coordinates(grid, [rows, cols], order, "constant", cval=0.0))
     if order == 0:
         outside = (rows <= -0.5) | (rows >= 5.5) | (cols <= -0.5) | (cols >= 6.5)
@@ -406,10 +462,14 @@ def test_a_non_finite_cval_at_spline_orders_is_scipys_constant_mode(order, cval)
     grid = np.random.default_rng(4).normal(size=(7, 6))
     rows = np.linspace(-1.0, 7.0, 23)
     cols = np.linspace(5.5, -0.5, 23)
-    got = np.asarray(map_coordinates(jnp.asarray(grid), [jnp.asarray(rows), jnp.asarray(cols)],
-                                     order, "constant", cval=cval))
-    want = scipy_ndimage.map_coordinates(grid, [rows, cols], order=order, mode="constant",
-                                         cval=cval)
+    got = np.asarray(
+        map_coordinates(
+            jnp.asarray(grid), [jnp.asarray(rows), jnp.asarray(cols)], order, "constant", cval=cval
+        )
+    )
+    want = scipy_ndimage.map_coordinates(
+        grid, [rows, cols], order=order, mode="constant", cval=cval
+    )
     outside = (rows < 0) | (rows > 6) | (cols < 0) | (cols > 5)
     assert outside.any() and (~outside).any()
     np.testing.assert_allclose(got[~outside], want[~outside], rtol=1e-9, atol=1e-12)
@@ -435,8 +495,9 @@ def test_a_non_finite_cval_under_jit_vmap_and_grad(order):
     assert np.isnan(marked[~inside]).all()
     if order == 1:
         np.testing.assert_allclose(marked[inside], plain[inside], rtol=1e-12)
-    np.testing.assert_allclose(plain, np.asarray(jax.vmap(
-        lambda c: f(grid, c, 0.0))(coords)), rtol=1e-12)
+    np.testing.assert_allclose(
+        plain, np.asarray(jax.vmap(lambda c: f(grid, c, 0.0))(coords)), rtol=1e-12
+    )
     # Gradients inside stay finite (no NaN through the unselected branch).
     for cval in (np.nan, jnp.asarray(np.nan), np.inf):
         g = jax.grad(lambda c: jnp.sum(f(grid, c, cval)))(jnp.asarray([1.25, 3.5, 6.0]))

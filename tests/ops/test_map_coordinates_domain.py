@@ -23,8 +23,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.scipy.ndimage import map_coordinates as reference
-
 from map_coordinates_table import CVAL, EXTREME, FINITE, GRID, MODES, expected
+
 from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)
@@ -36,7 +36,7 @@ jax.config.update("jax_enable_x64", True)
 def test_finite_coordinates_match_jax(mode, order, dtype):
     coords = jnp.asarray(FINITE, dtype)
     if dtype == jnp.float32:  # float32 cannot hold 2^29 - 2.5: keep what it holds exactly
-        coords = coords[jnp.abs(coords) < 2.0 ** 23]
+        coords = coords[jnp.abs(coords) < 2.0**23]
     grid = jnp.asarray(GRID, dtype)
     got = map_coordinates(grid, [coords], order, mode, cval=CVAL)
     want = reference(grid, [coords], order, mode, cval=CVAL)
@@ -54,8 +54,7 @@ def test_extreme_coordinates_follow_the_table(mode, order):
 @pytest.mark.parametrize("mode", MODES)
 def test_float32_extremes_follow_the_table(mode):
     coords = np.asarray(EXTREME, np.float32)  # as float32 holds them
-    got = map_coordinates(jnp.asarray(GRID, jnp.float32), [jnp.asarray(coords)], 1, mode,
-                          cval=CVAL)
+    got = map_coordinates(jnp.asarray(GRID, jnp.float32), [jnp.asarray(coords)], 1, mode, cval=CVAL)
     want = np.asarray([expected(mode, float(c)) for c in coords], np.float32)
     np.testing.assert_array_equal(np.asarray(got), want)
 
@@ -68,8 +67,7 @@ def test_extremes_in_2d_and_in_the_vector_kernel(mode):
     rng = np.random.default_rng(0)
     grid = jnp.asarray(rng.normal(size=(5, 6)))
     coords = [rng.uniform(0.5, 3.5, size=64), rng.uniform(0.5, 4.5, size=64)]
-    reference_values = np.asarray(reference(grid, [jnp.asarray(c) for c in coords], 1, mode,
-                                            CVAL))
+    reference_values = np.asarray(reference(grid, [jnp.asarray(c) for c in coords], 1, mode, CVAL))
     for axis in (0, 1):
         for k, c in zip(range(3, 64, 8), EXTREME):
             bad = [x.copy() for x in coords]
@@ -133,7 +131,8 @@ def test_zero_points(order):
     assert map_coordinates(grid, [empty], order).shape == (0,)
     assert jax.jit(lambda c: map_coordinates(grid, [c], order))(jnp.zeros((2, 0))).shape == (2, 0)
     np.testing.assert_array_equal(
-        jax.grad(lambda g: map_coordinates(g, [empty], order).sum())(grid), np.zeros(5))
+        jax.grad(lambda g: map_coordinates(g, [empty], order).sum())(grid), np.zeros(5)
+    )
     assert jax.grad(lambda c: map_coordinates(grid, [c], order).sum())(empty).shape == (0,)
     assert jax.vmap(lambda c: map_coordinates(grid, [c], order))(jnp.zeros((3, 0))).shape == (3, 0)
 
@@ -143,9 +142,12 @@ def test_batches_of_zero():
     coords = jnp.zeros((0, 4))
     assert jax.vmap(lambda c: map_coordinates(grid, [c], 1))(coords).shape == (0, 4)
     assert jax.vmap(lambda g: map_coordinates(g, [jnp.ones(4)], 1))(jnp.zeros((0, 5))).shape == (
-        0, 4)
+        0,
+        4,
+    )
     grads = jax.vmap(jax.grad(lambda g, c: map_coordinates(g, [c], 1).sum(), argnums=(0, 1)))(
-        jnp.zeros((0, 5)), coords)
+        jnp.zeros((0, 5)), coords
+    )
     assert grads[0].shape == (0, 5) and grads[1].shape == (0, 4)
 
 
@@ -153,14 +155,19 @@ def test_zero_size_grids():
     coords = [jnp.asarray([0.5, -3.0]), jnp.asarray([1.0, 2.0])]
     grid = jnp.zeros((0, 3))
     np.testing.assert_array_equal(map_coordinates(grid, coords, 1, "constant", cval=2.0), [2, 2])
-    np.testing.assert_array_equal(jax.jit(lambda g: map_coordinates(g, coords, 0, cval=2.0))(grid),
-                                  [2, 2])
+    np.testing.assert_array_equal(
+        jax.jit(lambda g: map_coordinates(g, coords, 0, cval=2.0))(grid), [2, 2]
+    )
     assert jax.grad(lambda g: map_coordinates(g, coords, 1).sum())(grid).shape == (0, 3)
     np.testing.assert_array_equal(
-        jax.grad(lambda c: map_coordinates(grid, [c, coords[1]], 1).sum())(coords[0]), [0, 0])
+        jax.grad(lambda c: map_coordinates(grid, [c, coords[1]], 1).sum())(coords[0]), [0, 0]
+    )
     for mode in ("nearest", "wrap", "mirror", "reflect"):
-        with pytest.raises(ValueError, match=rf"mode '{mode}' has nothing to read in a grid with "
-                                             r"an empty dimension \(shape \(0, 3\)\)"):
+        with pytest.raises(
+            ValueError,
+            match=rf"mode '{mode}' has nothing to read in a grid with "
+            r"an empty dimension \(shape \(0, 3\)\)",
+        ):
             map_coordinates(grid, coords, 1, mode)
 
 
@@ -181,12 +188,19 @@ def test_the_same_values_without_the_vector_kernels():
         f"c = jnp.asarray([float(x) for x in {[str(x) for x in [1.5, 2.25] * 8 + EXTREME]!r}])\n"
         f"g = jnp.asarray({GRID.tolist()!r})\n"
         "for m in ['constant', 'nearest', 'wrap', 'mirror', 'reflect']:\n"
-        "    print(m, np.asarray(map_coordinates(g, [c], 1, m, -1.0)).tolist())\n")
+        "    print(m, np.asarray(map_coordinates(g, [c], 1, m, -1.0)).tolist())\n"
+    )
     outputs = []
     for flag in ("0", "1"):
-        outputs.append(subprocess.run([sys.executable, "-c", script], check=True,
-                                      capture_output=True, text=True,
-                                      env={**os.environ, "XLABIND_NO_SIMD": flag}).stdout)
+        outputs.append(
+            subprocess.run(
+                [sys.executable, "-c", script],
+                check=True,
+                capture_output=True,
+                text=True,
+                env={**os.environ, "XLABIND_NO_SIMD": flag},
+            ).stdout
+        )
     assert outputs[0] == outputs[1] and "nan" in outputs[0]
 
 
@@ -212,9 +226,23 @@ def _special_grids(dtype) -> dict:
 def _special_coords(dtype) -> np.ndarray:
     info = np.finfo(dtype)
     tiny = float(info.smallest_subnormal)
-    coords = np.concatenate([np.linspace(0.0, 11.0, 45),
-                             [np.inf, -np.inf, np.nan, float(info.max), -float(info.max),
-                              tiny, -tiny, 1.0 + tiny, 5.0, 5.0]])
+    coords = np.concatenate(
+        [
+            np.linspace(0.0, 11.0, 45),
+            [
+                np.inf,
+                -np.inf,
+                np.nan,
+                float(info.max),
+                -float(info.max),
+                tiny,
+                -tiny,
+                1.0 + tiny,
+                5.0,
+                5.0,
+            ],
+        ]
+    )
     return np.stack([coords, np.roll(coords, 7), np.roll(coords, 19)], 0).astype(dtype)
 
 
@@ -243,19 +271,33 @@ def _special_cases() -> list[dict]:
             grid = [float(x).hex() for x in np.asarray(grid, dtype)]
             for order in range(6):
                 for mode in MODES:
-                    cases.append(dict(key=f"{dtype} {name} order {order} {mode}", dtype=dtype,
-                                      grid=grid, coords=coords, order=order, mode=mode))
+                    cases.append(
+                        dict(
+                            key=f"{dtype} {name} order {order} {mode}",
+                            dtype=dtype,
+                            grid=grid,
+                            coords=coords,
+                            order=order,
+                            mode=mode,
+                        )
+                    )
     return cases
 
 
 def _special_values(simd: bool) -> dict:
     import json
-    done = subprocess.run([sys.executable, "-c", _SPECIAL_SCRIPT], capture_output=True,
-                          text=True, input=json.dumps(_special_cases()),
-                          env={**os.environ, "XLABIND_NO_SIMD": "0" if simd else "1"})
+
+    done = subprocess.run(
+        [sys.executable, "-c", _SPECIAL_SCRIPT],
+        capture_output=True,
+        text=True,
+        input=json.dumps(_special_cases()),
+        env={**os.environ, "XLABIND_NO_SIMD": "0" if simd else "1"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    return {k: np.asarray([float.fromhex(x) for x in v])
-            for k, v in json.loads(done.stdout).items()}
+    return {
+        k: np.asarray([float.fromhex(x) for x in v]) for k, v in json.loads(done.stdout).items()
+    }
 
 
 @pytest.fixture(scope="module")

@@ -36,12 +36,16 @@ class Compiles(logging.Handler):
         self._log.__exit__(*exc)
 
 
-@pytest.mark.parametrize("call", [
-    lambda g, c: map_coordinates(g, [c, c], 1, "nearest"),
-    lambda g, c: map_coordinates(g, [c, c], 3, "mirror"),
-    lambda g, c: map_coordinates(g, [c, c], 5, "constant", cval=0.5),
-    lambda g, c: spline_filter(g, order=3, axes=[0, 1]),
-], ids=["order1", "order3", "order5_cval", "spline_filter"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda g, c: map_coordinates(g, [c, c], 1, "nearest"),
+        lambda g, c: map_coordinates(g, [c, c], 3, "mirror"),
+        lambda g, c: map_coordinates(g, [c, c], 5, "constant", cval=0.5),
+        lambda g, c: spline_filter(g, order=3, axes=[0, 1]),
+    ],
+    ids=["order1", "order3", "order5_cval", "spline_filter"],
+)
 def test_one_executable_per_configuration_and_shape(call):
     for n in (3, 7):
         grid = jnp.asarray(np.arange(5.0 * n).reshape(5, n))

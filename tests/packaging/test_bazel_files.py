@@ -13,10 +13,21 @@ FORWARD_COMPAT = RUNFILES / "tools" / "forward_compat.bazelrc"
 # Rules that leave Bazel itself (Bazel 9: C++ and Python rules come from
 # rules_cc and rules_python), and where to load each from.
 RULE_FILES = {
-    "@rules_cc//cc:defs.bzl": ("cc_binary", "cc_import", "cc_library", "cc_test",
-                               "cc_toolchain", "cc_toolchain_suite"),
-    "@rules_python//python:defs.bzl": ("py_binary", "py_library", "py_runtime",
-                                       "py_runtime_pair", "py_test"),
+    "@rules_cc//cc:defs.bzl": (
+        "cc_binary",
+        "cc_import",
+        "cc_library",
+        "cc_test",
+        "cc_toolchain",
+        "cc_toolchain_suite",
+    ),
+    "@rules_python//python:defs.bzl": (
+        "py_binary",
+        "py_library",
+        "py_runtime",
+        "py_runtime_pair",
+        "py_test",
+    ),
 }
 
 
@@ -25,8 +36,13 @@ def starlark_files():
     workspace (//:bazel_files); the shims' stand-ins are not among them."""
     names = ("BUILD.bazel", "WORKSPACE", ".bazelrc")
     suffixes = (".bzl", ".BUILD", ".tpl", ".bazelrc")
-    files = [p for p in RUNFILES.rglob("*") if p.is_file() and "external" not in p.parts
-             and (p.name in names or p.name.endswith(suffixes))]
+    files = [
+        p
+        for p in RUNFILES.rglob("*")
+        if p.is_file()
+        and "external" not in p.parts
+        and (p.name in names or p.name.endswith(suffixes))
+    ]
     return sorted(files)
 
 
@@ -42,10 +58,18 @@ def code(path):
 
 def test_the_files_are_there():
     found = {relative(p) for p in starlark_files()}
-    for expected in ("BUILD.bazel", "WORKSPACE", ".bazelrc", "repositories.bzl", "ffi/defs.bzl",
-                     "third_party/cuda/nvcc.bzl", "third_party/python/site_packages.BUILD",
-                     "third_party/toolchains/zig/toolchain.BUILD.tpl", "tests/pytest.bzl",
-                     "tools/forward_compat.bazelrc"):
+    for expected in (
+        "BUILD.bazel",
+        "WORKSPACE",
+        ".bazelrc",
+        "repositories.bzl",
+        "ffi/defs.bzl",
+        "third_party/cuda/nvcc.bzl",
+        "third_party/python/site_packages.BUILD",
+        "third_party/toolchains/zig/toolchain.BUILD.tpl",
+        "tests/pytest.bzl",
+        "tools/forward_compat.bazelrc",
+    ):
         assert expected in found, sorted(found)
 
 
@@ -66,7 +90,9 @@ def test_cc_and_python_rules_are_loaded_not_native(path):
                 loaded.add(name[0] or name[1])
     for source, rules in RULE_FILES.items():
         for rule in rules:
-            assert not re.search(rf"\bnative\.{rule}\b", text), f"native.{rule}: load it from {source}"
+            assert not re.search(rf"\bnative\.{rule}\b", text), (
+                f"native.{rule}: load it from {source}"
+            )
             if re.search(rf"(?<![\w.]){rule}\(", text):
                 assert rule in loaded, f"{rule} is used but not loaded from {source}"
 
@@ -97,11 +123,14 @@ def test_forward_compatibility_flags_are_on_and_each_says_its_release():
     assert len(flags) >= 10 and all(f.startswith("--incompatible_") for f in flags)
     for flag in flags:
         index = lines.index(f"build {flag}")
-        comment = " ".join(line for line in lines[max(0, index - 3):index] if line.startswith("#"))
+        comment = " ".join(
+            line for line in lines[max(0, index - 3) : index] if line.startswith("#")
+        )
         assert re.search(r"\((\d+\.\d+|announced[^)]*)\)", comment), flag
 
 
 # -- MODULE.bazel and WORKSPACE --------------------------------------------------
+
 
 def _defined_by(function: str) -> set[str]:
     """The repository names a function of repositories.bzl defines."""
@@ -117,14 +146,20 @@ def test_module_and_workspace_define_the_same_repositories_one_way():
     exactly the repositories the other does."""
     module, extensions = code(RUNFILES / "MODULE.bazel"), code(RUNFILES / "extensions.bzl")
     workspace = code(RUNFILES / "WORKSPACE")
-    for name, text in (("MODULE.bazel", module), ("extensions.bzl", extensions),
-                       ("WORKSPACE", workspace)):
+    for name, text in (
+        ("MODULE.bazel", module),
+        ("extensions.bzl", extensions),
+        ("WORKSPACE", workspace),
+    ):
         for pin in ("sha256", "urls", "url =", "http_archive", "strip_prefix", "integrity"):
             assert pin not in text, f"{name} pins ({pin!r}) outside the lock files"
     main, dev = _defined_by("define_repositories"), _defined_by("define_dev_repositories")
     assert main and dev
-    used = set(re.findall(r'"(xlabind_\w+)"', " ".join(re.findall(r"use_repo\((.*?)\)", module,
-                                                                 flags=re.S))))
+    used = set(
+        re.findall(
+            r'"(xlabind_\w+)"', " ".join(re.findall(r"use_repo\((.*?)\)", module, flags=re.S))
+        )
+    )
     assert used == main | dev, (used, main, dev)
     assert "define_repositories(" in extensions and "define_dev_repositories(" in extensions
     assert "xlabind_dependencies()" in workspace and "define_dev_repositories(" in workspace
@@ -138,7 +173,8 @@ def test_module_dependencies_are_served_offline():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        "registry", RUNFILES / "third_party" / "bzlmod" / "registry.py")
+        "registry", RUNFILES / "third_party" / "bzlmod" / "registry.py"
+    )
     registry = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(registry)
     for text in (code(RUNFILES / "MODULE.bazel"), _example("MODULE.bazel")):
@@ -160,8 +196,9 @@ def _example(name: str) -> str:
 def test_the_example_pins_this_release_both_ways():
     """examples/native_op's MODULE.bazel (bzlmod) and WORKSPACE pin the same
     release, the version xlabind's MODULE.bazel declares."""
-    version = re.search(r'module\(name = "xlabind", version = "([\w.]+)"',
-                        code(RUNFILES / "MODULE.bazel")).group(1)
+    version = re.search(
+        r'module\(name = "xlabind", version = "([\w.]+)"', code(RUNFILES / "MODULE.bazel")
+    ).group(1)
     module, workspace = _example("MODULE.bazel"), _example("WORKSPACE")
     assert f'bazel_dep(name = "xlabind", version = "{version}")' in module
     for text in (module, workspace):

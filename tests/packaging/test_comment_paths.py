@@ -17,10 +17,20 @@ PATH = re.compile(r"(?<![\w./@-])((?:" + "|".join(re.escape(t) for t in TOPS) + 
 C_COMMENTS = r"//.*|/\*[\s\S]*?\*/"
 SCRIPT_COMMENTS = r"#.*"
 PYTHON_COMMENTS = r"#.*|\"\"\"[\s\S]*?\"\"\""
-COMMENTS = {".py": PYTHON_COMMENTS, ".bzl": PYTHON_COMMENTS, ".bazel": SCRIPT_COMMENTS,
-            ".cc": C_COMMENTS, ".h": C_COMMENTS, ".cu": C_COMMENTS, ".c": C_COMMENTS,
-            ".sh": SCRIPT_COMMENTS, ".cmake": SCRIPT_COMMENTS, ".toml": SCRIPT_COMMENTS,
-            ".txt": SCRIPT_COMMENTS, ".md": r"[\s\S]+"}
+COMMENTS = {
+    ".py": PYTHON_COMMENTS,
+    ".bzl": PYTHON_COMMENTS,
+    ".bazel": SCRIPT_COMMENTS,
+    ".cc": C_COMMENTS,
+    ".h": C_COMMENTS,
+    ".cu": C_COMMENTS,
+    ".c": C_COMMENTS,
+    ".sh": SCRIPT_COMMENTS,
+    ".cmake": SCRIPT_COMMENTS,
+    ".toml": SCRIPT_COMMENTS,
+    ".txt": SCRIPT_COMMENTS,
+    ".md": r"[\s\S]+",
+}
 SCRIPTS = {"BUILD", "WORKSPACE", "run", "bazel", "bazel7"}  # no suffix: '#' comments
 # {(file, path): why it need not exist here}
 NOT_HERE = {
@@ -83,7 +93,9 @@ def test_every_path_named_in_a_comment_exists():
 def test_a_removed_path_is_found():
     text = "x = 1  # see tests/api/test_gone.py and ffi/native/errors.h\n"
     assert list(named_paths("python/xlabind/a.py", text)) == [
-        (1, "tests/api/test_gone.py"), (1, "ffi/native/errors.h")]
+        (1, "tests/api/test_gone.py"),
+        (1, "ffi/native/errors.h"),
+    ]
     assert not (CHECKOUT / "tests/api/test_gone.py").exists()
     assert list(named_paths("ffi/a.cc", "int x;  // tools/gone.py\n")) == [(1, "tools/gone.py")]
     assert list(named_paths("ffi/a.cc", 'f("tools/not_a_comment.py");\n')) == []

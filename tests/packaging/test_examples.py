@@ -7,11 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.special
-from jax.test_util import check_grads
-
 from examples.ducc0_fft import c2c, genuine_fht
 from examples.ducc0_sht import nalm, synthesis
 from examples.scipy_gammaln import gammaln
+from jax.test_util import check_grads
 
 jax.config.update("jax_enable_x64", True)
 rng = np.random.default_rng(0)
@@ -22,8 +21,12 @@ def test_c2c_matches_ducc0_and_gradients(dtype):
     x = (rng.normal(size=(4, 6)) + 1j * rng.normal(size=(4, 6))).astype(dtype)
     tol = 1e-4 if dtype == np.complex64 else 1e-10
     np.testing.assert_allclose(c2c(x), ducc0.fft.c2c(x), rtol=tol, atol=tol)
-    np.testing.assert_allclose(jax.jit(lambda x: c2c(x, axes=(1,), forward=False))(x),
-                               ducc0.fft.c2c(x, axes=(1,), forward=False), rtol=tol, atol=tol)
+    np.testing.assert_allclose(
+        jax.jit(lambda x: c2c(x, axes=(1,), forward=False))(x),
+        ducc0.fft.c2c(x, axes=(1,), forward=False),
+        rtol=tol,
+        atol=tol,
+    )
     if dtype == np.complex128:
         check_grads(lambda x: c2c(x, axes=(0,)), (x,), order=2, modes=("fwd", "rev"))
 
@@ -31,8 +34,9 @@ def test_c2c_matches_ducc0_and_gradients(dtype):
 def test_c2c_native_vmap():
     x = rng.normal(size=(3, 5, 4)) + 1j * rng.normal(size=(3, 5, 4))
     np.testing.assert_allclose(jax.vmap(c2c)(x), ducc0.fft.c2c(x, axes=(1, 2)), atol=1e-10)
-    np.testing.assert_allclose(jax.vmap(c2c, in_axes=2, out_axes=2)(x),
-                               ducc0.fft.c2c(x, axes=(0, 1)), atol=1e-10)
+    np.testing.assert_allclose(
+        jax.vmap(c2c, in_axes=2, out_axes=2)(x), ducc0.fft.c2c(x, axes=(0, 1)), atol=1e-10
+    )
     check_grads(jax.vmap(lambda x: c2c(x, axes=(0,))), (x,), order=2, modes=("fwd", "rev"))
 
 
@@ -51,16 +55,17 @@ def test_wrong_dtype_is_refused_before_any_call():
 def test_sht_synthesis_matches_ducc0_and_gradients(lmax):
     kwargs = dict(lmax=lmax, ntheta=lmax + 1, nphi=2 * lmax + 1)
     alm = rng.normal(size=(1, nalm(lmax))) + 1j * rng.normal(size=(1, nalm(lmax)))
-    alm[0, :lmax + 1] = alm[0, :lmax + 1].real  # m = 0 coefficients of a real map are real
-    direct = ducc0.sht.synthesis_2d(alm=alm, spin=0, lmax=lmax, geometry="GL", **{
-        k: kwargs[k] for k in ("ntheta", "nphi")})
+    alm[0, : lmax + 1] = alm[0, : lmax + 1].real  # m = 0 coefficients of a real map are real
+    direct = ducc0.sht.synthesis_2d(
+        alm=alm, spin=0, lmax=lmax, geometry="GL", **{k: kwargs[k] for k in ("ntheta", "nphi")}
+    )
     np.testing.assert_allclose(synthesis(alm, **kwargs), direct, atol=1e-10)
     check_grads(lambda a: synthesis(a, **kwargs), (alm,), order=2, modes=("fwd", "rev"))
     # The transpose is exactly what ducc0's adjoint gives, up to the documented factors.
     map_ct = rng.normal(size=(1, lmax + 1, 2 * lmax + 1))
     (transposed,) = jax.linear_transpose(lambda a: synthesis(a, **kwargs), alm)(map_ct)
     adjoint = ducc0.sht.adjoint_synthesis_2d(map=map_ct, spin=0, lmax=lmax, geometry="GL")
-    adjoint[:, lmax + 1:] *= 2
+    adjoint[:, lmax + 1 :] *= 2
     np.testing.assert_allclose(transposed, np.conj(adjoint), atol=1e-10)
 
 
@@ -69,10 +74,14 @@ def test_gammaln_matches_scipy_and_second_derivatives(dtype):
     x = jnp.linspace(0.5, 5.0, 7, dtype=dtype)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(gammaln(x), scipy.special.gammaln(np.asarray(x)), rtol=tol)
-    np.testing.assert_allclose(jax.grad(lambda x: gammaln(x).sum())(x),
-                               scipy.special.digamma(np.asarray(x)), rtol=tol)
-    np.testing.assert_allclose(jnp.diag(jax.hessian(lambda x: gammaln(x).sum())(x)),
-                               scipy.special.polygamma(1, np.asarray(x)), rtol=tol)
+    np.testing.assert_allclose(
+        jax.grad(lambda x: gammaln(x).sum())(x), scipy.special.digamma(np.asarray(x)), rtol=tol
+    )
+    np.testing.assert_allclose(
+        jnp.diag(jax.hessian(lambda x: gammaln(x).sum())(x)),
+        scipy.special.polygamma(1, np.asarray(x)),
+        rtol=tol,
+    )
     if dtype == np.float64:
         check_grads(gammaln, (x,), order=2, modes=("fwd", "rev"))
 

@@ -20,9 +20,10 @@ import textwrap
 import runfiles_repos
 from wheel_tools import RUNFILES, SITES, build_wheel, load_tool
 
-CMAKE_SITE = (runfiles_repos.repository("xlabind_cmake_pypi")
-              or RUNFILES.parent / "xlabind_cmake_pypi") / "site"
-EXAMPLE = (runfiles_repos.repository("xlabind_example") or RUNFILES.parent / "xlabind_example")
+CMAKE_SITE = (
+    runfiles_repos.repository("xlabind_cmake_pypi") or RUNFILES.parent / "xlabind_cmake_pypi"
+) / "site"
+EXAMPLE = runfiles_repos.repository("xlabind_example") or RUNFILES.parent / "xlabind_example"
 
 
 def environment(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -39,16 +40,28 @@ def environment(tmp_path: pathlib.Path) -> pathlib.Path:
 def run(command: list, cwd: pathlib.Path, with_stderr: bool = False) -> str:
     """`command`'s output (stdout, and stderr after it with `with_stderr`);
     fails the test with both if it fails."""
-    done = subprocess.run([str(c) for c in command], cwd=cwd, capture_output=True, text=True,
-                          env=load_tool("check_wheel").clean_environment(), timeout=900)
+    done = subprocess.run(
+        [str(c) for c in command],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=load_tool("check_wheel").clean_environment(),
+        timeout=900,
+    )
     assert done.returncode == 0, f"{command} failed:\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
     return done.stdout + done.stderr if with_stderr else done.stdout
 
 
 def cmake(python: pathlib.Path) -> pathlib.Path:
     """The cmake binary of the locked cmake package."""
-    return pathlib.Path(run([python, "-c", "import cmake; print(cmake.CMAKE_BIN_DIR)"],
-                            pathlib.Path.cwd()).strip()) / "cmake"
+    return (
+        pathlib.Path(
+            run(
+                [python, "-c", "import cmake; print(cmake.CMAKE_BIN_DIR)"], pathlib.Path.cwd()
+            ).strip()
+        )
+        / "cmake"
+    )
 
 
 def copy_examples(tmp_path: pathlib.Path) -> pathlib.Path:
@@ -63,15 +76,36 @@ def copy_examples(tmp_path: pathlib.Path) -> pathlib.Path:
 def test_the_cmake_example_builds_against_the_installed_wheel_and_its_tests_pass(tmp_path):
     python = environment(tmp_path)
     examples = copy_examples(tmp_path)
-    log = run([sys.executable, "-m", "pip", "--python", python, "install", "--no-index",
-               "--no-deps", "--no-build-isolation", "-v", examples / "native_op_cmake"],
-              tmp_path, with_stderr=True)
+    log = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--no-build-isolation",
+            "-v",
+            examples / "native_op_cmake",
+        ],
+        tmp_path,
+        with_stderr=True,
+    )
     assert "Successfully installed xlabind-example-ops" in log, log[-3000:]
     # Built from the wheel's copies of the headers, not from a source tree.
     include = run([python, "-c", "import xlabind; print(xlabind.include_dir())"], tmp_path)
     assert "site-packages" in include, include
-    module = run([python, "-c", "import example_ops, sys; print(example_ops.__file__); "
-                  "print(sorted(example_ops.registrations()))"], tmp_path).split("\n")
+    module = run(
+        [
+            python,
+            "-c",
+            "import example_ops, sys; print(example_ops.__file__); "
+            "print(sorted(example_ops.registrations()))",
+        ],
+        tmp_path,
+    ).split("\n")
     assert "site-packages" in module[0], module
     with_cuda = "CUDA compiler identification" in log
     assert module[1] == str(["CUDA", "cpu"] if with_cuda else ["cpu"]), (module, with_cuda)
@@ -80,8 +114,10 @@ def test_the_cmake_example_builds_against_the_installed_wheel_and_its_tests_pass
     tests.mkdir()
     for name in ("ops.py", "test_example_ops.py"):
         shutil.copy(examples / "native_op" / name, tests / name)
-    out = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-               "test_example_ops.py"], tests)
+    out = run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", "test_example_ops.py"],
+        tests,
+    )
     assert "failed" not in out and " passed" in out, out
     assert ("skipped" in out) == (not with_cuda), out
 
@@ -92,29 +128,46 @@ def test_find_package_succeeds_in_a_fresh_cmake_project(tmp_path):
     assert (pathlib.Path(cmake_dir) / "xlabindConfig.cmake").is_file(), cmake_dir
     project = tmp_path / "project"
     project.mkdir()
-    (project / "CMakeLists.txt").write_text(textwrap.dedent(f"""\
+    (project / "CMakeLists.txt").write_text(
+        textwrap.dedent(f"""\
         cmake_minimum_required(VERSION 3.18)
         project(consumer LANGUAGES CXX)
         set(Python_EXECUTABLE "{python}")
         find_package(xlabind 0.5 CONFIG REQUIRED)
         add_library(consumer SHARED op.cc)
         target_link_libraries(consumer PRIVATE xlabind::native)
-        """))
-    (project / "op.cc").write_text(textwrap.dedent("""\
+        """)
+    )
+    (project / "op.cc").write_text(
+        textwrap.dedent("""\
         #include "xlabind/native/errors.h"
         #include "xlabind/native/shapes.h"
         #include "xla/ffi/api/ffi.h"
         static_assert(__cplusplus >= 201703L, "xlabind::native asks for C++17");
-        """))
-    configure = run([cmake(python), "-S", project, "-B", project / "build",
-                     f"-Dxlabind_DIR={cmake_dir}"], tmp_path)
+        """)
+    )
+    configure = run(
+        [cmake(python), "-S", project, "-B", project / "build", f"-Dxlabind_DIR={cmake_dir}"],
+        tmp_path,
+    )
     assert "Generating done" in configure, configure
     run([cmake(python), "--build", project / "build"], tmp_path)
     # A major version it is not is refused.
     (project / "CMakeLists.txt").write_text(
-        (project / "CMakeLists.txt").read_text().replace("xlabind 0.5", "xlabind 1.0"))
-    done = subprocess.run([str(cmake(python)), "-S", str(project), "-B", str(tmp_path / "b2"),
-                           f"-Dxlabind_DIR={cmake_dir}"], capture_output=True, text=True)
+        (project / "CMakeLists.txt").read_text().replace("xlabind 0.5", "xlabind 1.0")
+    )
+    done = subprocess.run(
+        [
+            str(cmake(python)),
+            "-S",
+            str(project),
+            "-B",
+            str(tmp_path / "b2"),
+            f"-Dxlabind_DIR={cmake_dir}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0 and "xlabind" in done.stderr and "1.0" in done.stderr, done.stderr
 
 
@@ -126,9 +179,13 @@ def test_a_handler_built_with_only_the_includes_flags_runs(tmp_path):
     flags = run([python, "-m", "xlabind", "--includes"], tmp_path).split()
     assert len(flags) == 2 and all(f.startswith("-I") for f in flags), flags
     examples = copy_examples(tmp_path)
-    done = subprocess.run(["sh", str(examples / "native_op_cmake" / "build_plain.sh")],
-                          capture_output=True, text=True, timeout=600,
-                          env=load_tool("check_wheel").clean_environment(PYTHON=str(python)))
+    done = subprocess.run(
+        ["sh", str(examples / "native_op_cmake" / "build_plain.sh")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=load_tool("check_wheel").clean_environment(PYTHON=str(python)),
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     script = textwrap.dedent("""\
         import jax, jax.numpy as jnp, numpy as np

@@ -12,9 +12,9 @@ import sys
 import zipfile
 
 import pytest
-
 import runfiles_repos
 from wheel_tools import RUNFILES, SITES, build_wheel, load_tool
+
 from xlabind import _compatibility
 
 
@@ -37,18 +37,27 @@ def test_the_wheel_is_reproducible_and_tagged_for_this_interpreter(wheel, tmp_pa
 
 def test_the_wheel_holds_the_package_and_nothing_else(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for required in ("xlabind/__init__.py", "xlabind/py.typed", "xlabind/ops/__init__.py",
-                     "xlabind/ops/map_coordinates.py", "xlabind/_xlabind.so",
-                     "xlabind/_xlabind_ops.so", "xlabind/_xlabind_cuda_ops.so",
-                     "xlabind/include/xlabind/native/errors.h",
-                     "xlabind/cmake/xlabindConfig.cmake"):
+    for required in (
+        "xlabind/__init__.py",
+        "xlabind/py.typed",
+        "xlabind/ops/__init__.py",
+        "xlabind/ops/map_coordinates.py",
+        "xlabind/_xlabind.so",
+        "xlabind/_xlabind_ops.so",
+        "xlabind/_xlabind_cuda_ops.so",
+        "xlabind/include/xlabind/native/errors.h",
+        "xlabind/cmake/xlabindConfig.cmake",
+    ):
         assert required in names
     dist_info = r"xlabind-[\d.]+\.dist-info/(METADATA|WHEEL|RECORD|top_level\.txt|licenses/LICENSE)"
     # The native API for builds without Bazel: headers and the CMake package.
-    native_build = (r"include/xlabind/native/\w+\.h|cmake/(xlabindConfig(Version)?\.cmake"
-                    r"|extension_module\.bzl|extension_module\.cc\.tmpl)")
+    native_build = (
+        r"include/xlabind/native/\w+\.h|cmake/(xlabindConfig(Version)?\.cmake"
+        r"|extension_module\.bzl|extension_module\.cc\.tmpl)"
+    )
     allowed = re.compile(
-        rf"xlabind/([\w/]+\.py|py\.typed|_xlabind\w*\.so|{native_build})|{dist_info}")
+        rf"xlabind/([\w/]+\.py|py\.typed|_xlabind\w*\.so|{native_build})|{dist_info}"
+    )
     assert [n for n in names if not allowed.fullmatch(n)] == []
     assert not [n for n in names if "__pycache__" in n or n.startswith("xlabind/tests")]
 
@@ -83,6 +92,7 @@ def test_metadata_has_ranges_the_readme_and_the_cuda13_extra(wheel):
     assert cuda and cuda[0].endswith('; extra == "cuda13"'), requires
     # What the missing-runtime error tells a user to install is the extra's.
     from xlabind._runtime import extension
+
     assert cuda[0].split(";")[0].strip() == extension.CUDA_RUNTIME_REQUIREMENT
     assert "Provides-Extra: cuda13" in headers
     assert "Description-Content-Type: text/markdown" in headers
@@ -106,8 +116,22 @@ def test_the_modules_keep_only_the_runpath_of_the_cuda13_extra(wheel):
 def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
     target = tmp_path / "site"
     clean_environment = load_tool("check_wheel").clean_environment
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--target", str(target), str(wheel)], check=True, env=clean_environment())
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+        env=clean_environment(),
+    )
     # What `pip install xlabind[cuda13]` adds: nvidia-cuda-runtime's library,
     # here copied from the pinned package the build links against.
     pinned = runfiles_repos.repository("xlabind_cuda") / "site" / "nvidia" / "cu13" / "lib"
@@ -119,17 +143,28 @@ def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
         "from xlabind._runtime import extension as _extension\n"
         "assert not _extension.UNAVAILABLE, _extension.UNAVAILABLE\n"
         "maps = pathlib.Path('/proc/self/maps').read_text().splitlines()\n"
-        "print({line.split()[-1] for line in maps if 'libcudart.so' in line})\n")
-    done = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = "
-                           f"[{str(target)!r}, {str(SITES['pinned'])!r}]\n" + script],
-                          capture_output=True, text=True, cwd=tmp_path, env=clean_environment())
+        "print({line.split()[-1] for line in maps if 'libcudart.so' in line})\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-c",
+            f"import sys; sys.path[:0] = [{str(target)!r}, {str(SITES['pinned'])!r}]\n" + script,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=clean_environment(),
+    )
     assert done.returncode == 0, done.stderr
     # /usr/local/cuda has the same library and is in ldconfig: RUNPATH must win.
     assert done.stdout.strip() == repr({str(extra / "libcudart.so.13")}), done.stdout
 
 
 def test_gpu_checks_wheel_mode_installs_it_and_names_the_libcudart_it_loads(
-        wheel, tmp_path, monkeypatch):
+    wheel, tmp_path, monkeypatch
+):
     # `tools/gpu_check.py --wheel FILE`, its install step on the CPU: a venv
     # that sees the machine's packages, the wheel in it, the cuda13 extra's
     # runtime found where the machine's jax plugin would have brought it.
@@ -145,11 +180,15 @@ def test_gpu_checks_wheel_mode_installs_it_and_names_the_libcudart_it_loads(
     installed = gpu_check.install_wheel(wheel, tmp_path / "out", tmp_path / "package")
     venv_site = pathlib.Path(installed["site"])
     assert pathlib.Path(installed["xlabind"]).parent == venv_site / "xlabind"
-    assert installed["cudart_real"] == [str(machine / "nvidia" / "cu13" / "lib" /
-                                            "libcudart.so.13")]
+    assert installed["cudart_real"] == [
+        str(machine / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
+    ]
     # Without that package the RUNPATH finds nothing: a toolkit's copy (in
     # ldconfig here) or none is refused, since users have neither.
     shutil.rmtree(machine / "nvidia")
-    with pytest.raises(RuntimeError, match=r"CUDA ops (loaded libcudart from \['/usr/local|do "
-                                           r"not load)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"CUDA ops (loaded libcudart from \['/usr/local|do "
+        r"not load)",
+    ):
         gpu_check.install_wheel(wheel, tmp_path / "out", tmp_path / "package")

@@ -9,7 +9,6 @@ check_wheel.INSTALL_TESTS run: what only an installed wheel can get wrong
 (imports, package data, the modules' RUNPATH, the README's examples)."""
 
 import pytest
-
 from wheel_tools import RUNFILES, SITES, build_wheel, load_tool
 
 TESTS = {"pinned": "INSTALL_TESTS", "lower_bound": "CORE_TESTS"}

@@ -36,9 +36,13 @@ PROGRAM = textwrap.dedent("""
 
 
 def run(cache, order="up") -> str:
-    done = subprocess.run([sys.executable, "-c", PROGRAM, str(cache), order],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(cache), order],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -93,9 +97,13 @@ def test_sharded_native_programs_hit_from_other_processes(tmp_path):
         cache.mkdir()
         outputs, sizes = [], []
         for _ in range(3):
-            done = subprocess.run([sys.executable, "-c", SHARDED, str(cache), kind],
-                                  capture_output=True, text=True, timeout=300,
-                                  env={**os.environ, "JAX_PLATFORMS": "cpu"})
+            done = subprocess.run(
+                [sys.executable, "-c", SHARDED, str(cache), kind],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                env={**os.environ, "JAX_PLATFORMS": "cpu"},
+            )
             assert done.returncode == 0, done.stderr[-3000:]
             outputs.append(done.stdout)
             sizes.append(len(os.listdir(cache)))

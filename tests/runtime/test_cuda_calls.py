@@ -4,15 +4,14 @@ it after the call), returned arrays are checked before any copy,
 synchronize=True waits where it says; and the handler's views are reused
 across calls without ever showing a stale address."""
 
-import contextlib
 import sys
 import textwrap
 import types
 
 import numpy as np
 import pytest
-
 from cuda_host_calls import CODES, XLA_STREAM, host_calls
+
 from xlabind import _xlabind
 from xlabind._runtime import cuda_calls, extension
 
@@ -20,8 +19,9 @@ DEVICE = 3
 
 
 def device_array(dtype="float32", shape=(4,), readonly=False, data=0x20000):
-    return _xlabind.DeviceArray._for_testing(data, list(shape), CODES[dtype], readonly,
-                                             XLA_STREAM, DEVICE)
+    return _xlabind.DeviceArray._for_testing(
+        data, list(shape), CODES[dtype], readonly, XLA_STREAM, DEVICE
+    )
 
 
 class FakeStream:
@@ -52,15 +52,20 @@ def fake_gpu(monkeypatch):
     current = [0]  # CuPy's current stream (0: the legacy default stream)
     monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
     monkeypatch.setattr(extension, "cuda_synchronize_stream", lambda s: log.append(("sync", s)))
-    monkeypatch.setattr(extension, "cuda_synchronize_device",
-                        lambda s: log.append(("device sync", s)))
+    monkeypatch.setattr(
+        extension, "cuda_synchronize_device", lambda s: log.append(("device sync", s))
+    )
     monkeypatch.setattr(extension, "cuda_copy", lambda *a: log.append(("copy", *a)))
-    cupy = types.SimpleNamespace(current=current, cuda=types.SimpleNamespace(
-        ExternalStream=lambda ptr, device_id: FakeStream(ptr, log, current, device_id),
-        # The handler makes the device current (C++); a device context here
-        # would be a cudaSetDevice per call.
-        Device=lambda d: pytest.fail("a CuPy device context was entered"),
-        get_current_stream=lambda device=None: types.SimpleNamespace(ptr=current[-1])))
+    cupy = types.SimpleNamespace(
+        current=current,
+        cuda=types.SimpleNamespace(
+            ExternalStream=lambda ptr, device_id: FakeStream(ptr, log, current, device_id),
+            # The handler makes the device current (C++); a device context here
+            # would be a cudaSetDevice per call.
+            Device=lambda d: pytest.fail("a CuPy device context was entered"),
+            get_current_stream=lambda device=None: types.SimpleNamespace(ptr=current[-1]),
+        ),
+    )
     monkeypatch.setattr(cuda_calls, "_cupy_module", cupy)
     monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
     monkeypatch.setattr(cuda_calls, "_streams", {})
@@ -73,8 +78,9 @@ def fake_gpu(monkeypatch):
 
 def test_xlas_stream_is_cupys_during_the_call(fake_gpu):
     inside = []
-    result = cuda_calls.call_on_xla_stream(lambda x: inside.append(list(fake_gpu)) or x * 2,
-                                           (21,), {}, synchronize=False)
+    result = cuda_calls.call_on_xla_stream(
+        lambda x: inside.append(list(fake_gpu)) or x * 2, (21,), {}, synchronize=False
+    )
     assert result == 42
     assert inside[0] == [("stream", XLA_STREAM, DEVICE)]
     assert fake_gpu[-1] == ("stream done", XLA_STREAM)  # and no longer after it
@@ -124,12 +130,16 @@ def test_cupy_memory_asked_for_during_a_capture_is_refused(fake_gpu, monkeypatch
     def makes_a_temporary(x, *, out):
         return allocator[-1](4096) and None
 
-    run = cuda_calls.in_place_function(makes_a_temporary, False, capturable=True,
-                                       name="scale")
+    run = cuda_calls.in_place_function(makes_a_temporary, False, capturable=True, name="scale")
     monkeypatch.setattr(extension, "cuda_call_is_capturing", lambda: True)
-    with pytest.raises(RuntimeError, match=r"xlabind: scale asked CuPy for 4096 bytes of "
-                                           r"device memory while XLA captured it") as raised, \
-            pytest.warns(RuntimeWarning, match="xlabind: scale failed while XLA captured it"):
+    with (
+        pytest.raises(
+            RuntimeError,
+            match=r"xlabind: scale asked CuPy for 4096 bytes of "
+            r"device memory while XLA captured it",
+        ) as raised,
+        pytest.warns(RuntimeWarning, match="xlabind: scale failed while XLA captured it"),
+    ):
         run(None, out=None)
     assert cuda_calls.CAPTURE_NOTE in raised.value.__notes__
     assert len(allocator) == 1  # CuPy's own allocator again after the call
@@ -151,8 +161,11 @@ class FakeTorch:
 
         class Stream:
             def __init__(self, stream_id=0, device_index=DEVICE, device_type=1):
-                self.stream_id, self.device_index, self.device_type = (stream_id, device_index,
-                                                                       device_type)
+                self.stream_id, self.device_index, self.device_type = (
+                    stream_id,
+                    device_index,
+                    device_type,
+                )
                 self.cuda_stream = stream_id
 
         class ExternalStream(Stream):
@@ -172,10 +185,13 @@ class FakeTorch:
             self._C._cuda_getCurrentStream = lambda device: self.current[device]
             self._C._cuda_setStream = set_stream
         self.cuda = types.SimpleNamespace(
-            is_initialized=lambda: self.initialized, _lazy_call=lazy_call,
-            ExternalStream=ExternalStream, Stream=Stream,
+            is_initialized=lambda: self.initialized,
+            _lazy_call=lazy_call,
+            ExternalStream=ExternalStream,
+            Stream=Stream,
             current_stream=lambda device=None: Stream(*self.current[DEVICE]),
-            set_stream=lambda s: set_stream(s.stream_id, s.device_index, s.device_type))
+            set_stream=lambda s: set_stream(s.stream_id, s.device_index, s.device_type),
+        )
 
     def initialize(self):
         """What torch.cuda._lazy_init does: runs the queued calls, and only then
@@ -191,18 +207,19 @@ class FakeTorch:
 
 @pytest.mark.parametrize("private_api", [True, False], ids=["torch._C", "public API"])
 def test_pytorchs_current_stream_is_xlas_during_the_call_and_restored_after(
-        fake_gpu, monkeypatch, private_api):
+    fake_gpu, monkeypatch, private_api
+):
     torch = FakeTorch(private_api=private_api)
     monkeypatch.setitem(sys.modules, "torch", torch)
     seen = []
-    cuda_calls.call_on_xla_stream(lambda: seen.append(torch.stream_id()), (), {},
-                                  synchronize=False)
+    cuda_calls.call_on_xla_stream(lambda: seen.append(torch.stream_id()), (), {}, synchronize=False)
     assert seen == [XLA_STREAM]
     assert torch.current[DEVICE] == FakeTorch.DEFAULT
 
 
 def test_pytorch_without_cuda_yet_gets_xlas_stream_when_it_initializes_in_a_call(
-        fake_gpu, monkeypatch):
+    fake_gpu, monkeypatch
+):
     torch = FakeTorch(initialized=False)
     monkeypatch.setitem(sys.modules, "torch", torch)
     seen = []
@@ -233,8 +250,9 @@ def test_nested_calls_restore_each_others_streams(fake_gpu, monkeypatch):
         monkeypatch.setattr(extension, "cuda_current_call", lambda: (other, DEVICE))
         cuda_calls.call_on_xla_stream(inner, (), {}, synchronize=False)
         monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
-        seen.append(("outer", torch.stream_id(),
-                     cuda_calls.consumers_use_stream(XLA_STREAM, DEVICE)))
+        seen.append(
+            ("outer", torch.stream_id(), cuda_calls.consumers_use_stream(XLA_STREAM, DEVICE))
+        )
 
     cuda_calls.call_on_xla_stream(outer, (), {}, synchronize=False)
     assert seen == [("inner", other, True), ("outer", XLA_STREAM, True)]
@@ -271,8 +289,14 @@ class Returned:
     """A device array from another library, by its CUDA array interface."""
 
     def __init__(self, shape=(4,), typestr="<f4", ptr=0x90000, stream=XLA_STREAM, strides=None):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
-                                         "version": 3, "strides": strides, "stream": stream}
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "data": (ptr, False),
+            "version": 3,
+            "strides": strides,
+            "stream": stream,
+        }
 
 
 def test_a_returned_array_is_copied_on_xlas_stream(fake_gpu):
@@ -282,24 +306,37 @@ def test_a_returned_array_is_copied_on_xlas_stream(fake_gpu):
 
 
 def test_an_array_from_another_stream_is_waited_for(fake_gpu):
-    adapter = cuda_calls.returning_adapter(lambda x: Returned(stream=0x8888), "f", {}, None,
-                                           False, False, lambda returned: [returned])
+    adapter = cuda_calls.returning_adapter(
+        lambda x: Returned(stream=0x8888), "f", {}, None, False, False, lambda returned: [returned]
+    )
     adapter((device_array(readonly=True),), (device_array(),))
     copy = next(entry for entry in fake_gpu if entry[0] == "copy")
     assert copy[-1] == 0x8888  # XLA's stream waits for the producer's work
     assert fake_gpu[-1] == ("sync", XLA_STREAM)  # before the source may be freed
 
 
-@pytest.mark.parametrize("value, error", [
-    (None, r"f returned None for result 0; expected a device array of dtype float32 and shape "
-           r"\(4,\).*in_place=True"),
-    (np.zeros(4, np.float32), r"result 0 is a ndarray on DLPack device type 1, not a CUDA "
-                              r"device array"),
-    (Returned(typestr="<f8"), r"result 0 has dtype float64, expected a device array of dtype "
-                              r"float32"),
-    (Returned(shape=(5,)), r"result 0 has shape \(5,\), expected"),
-    (Returned(shape=(2, 2), strides=(4, 8)), r"is not C-contiguous"),
-])
+@pytest.mark.parametrize(
+    "value, error",
+    [
+        (
+            None,
+            r"f returned None for result 0; expected a device array of dtype float32 and shape "
+            r"\(4,\).*in_place=True",
+        ),
+        (
+            np.zeros(4, np.float32),
+            r"result 0 is a ndarray on DLPack device type 1, not a CUDA "
+            r"device array",
+        ),
+        (
+            Returned(typestr="<f8"),
+            r"result 0 has dtype float64, expected a device array of dtype "
+            r"float32",
+        ),
+        (Returned(shape=(5,)), r"result 0 has shape \(5,\), expected"),
+        (Returned(shape=(2, 2), strides=(4, 8)), r"is not C-contiguous"),
+    ],
+)
 def test_returned_values_are_checked_before_any_copy(fake_gpu, value, error):
     out = device_array(shape=(2, 2) if error == r"is not C-contiguous" else (4,))
     with pytest.raises((TypeError, ValueError), match=error):
@@ -323,8 +360,14 @@ class CupyLike:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": self.typestr, "data": (self.ptr, False),
-                "version": 3, "strides": None, "stream": self.current()}
+        return {
+            "shape": self.shape,
+            "typestr": self.typestr,
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None,
+            "stream": self.current(),
+        }
 
 
 def _current(fake_gpu):
@@ -335,8 +378,9 @@ def test_the_arguments_interface_exports_no_stream_while_xlas_stream_is_current(
     x = device_array(readonly=True)
     assert x.__cuda_array_interface__["stream"] == XLA_STREAM  # outside the call's streams
     seen = []
-    cuda_calls.call_on_xla_stream(lambda: seen.append(x.__cuda_array_interface__["stream"]),
-                                  (), {}, synchronize=False)
+    cuda_calls.call_on_xla_stream(
+        lambda: seen.append(x.__cuda_array_interface__["stream"]), (), {}, synchronize=False
+    )
     # Ordered for the current stream already: a consumer has nothing to wait for
     # (CuPy would synchronize the host on a stream it was given).
     assert seen == [None]
@@ -358,8 +402,15 @@ def test_the_interface_is_a_fresh_dict_each_read(fake_gpu):
 
 
 def test_a_returned_array_made_on_xlas_stream_costs_no_host_sync(fake_gpu):
-    adapter = cuda_calls.returning_adapter(lambda x: CupyLike(_current(fake_gpu)), "f", {}, None,
-                                           False, False, lambda returned: [returned])
+    adapter = cuda_calls.returning_adapter(
+        lambda x: CupyLike(_current(fake_gpu)),
+        "f",
+        {},
+        None,
+        False,
+        False,
+        lambda returned: [returned],
+    )
     adapter((device_array(readonly=True),), (device_array(),))
     copies = [entry for entry in fake_gpu if entry[0] == "copy"]
     assert copies == [("copy", 0x20000, 0x90000, 16, XLA_STREAM, None)]
@@ -379,8 +430,12 @@ class DlpackLike:
 
     def __init__(self, array):
         self.array, self.asked = array, []
-        self.__cuda_array_interface__ = {"shape": array.shape, "typestr": "<f2",
-                                         "data": (array.ptr, False), "version": 2}
+        self.__cuda_array_interface__ = {
+            "shape": array.shape,
+            "typestr": "<f2",
+            "data": (array.ptr, False),
+            "version": 2,
+        }
 
     def __dlpack_device__(self):
         return self.array.__dlpack_device__()
@@ -391,23 +446,32 @@ class DlpackLike:
 
 
 def test_results_are_read_through_dlpack_on_xlas_stream(fake_gpu):
-    source = DlpackLike(_xlabind.DeviceArray._for_testing(
-        0x90000, [4], CODES["bfloat16"], False, XLA_STREAM, DEVICE))
+    source = DlpackLike(
+        _xlabind.DeviceArray._for_testing(
+            0x90000, [4], CODES["bfloat16"], False, XLA_STREAM, DEVICE
+        )
+    )
     out = device_array("bfloat16")
-    adapter = cuda_calls.returning_adapter(lambda x: source, "f", {}, None, False, False,
-                                           lambda returned: [returned])
+    adapter = cuda_calls.returning_adapter(
+        lambda x: source, "f", {}, None, False, False, lambda returned: [returned]
+    )
     adapter((device_array(readonly=True),), (out,))
     assert source.asked == [XLA_STREAM]  # the producer orders its work before XLA's stream
     assert [entry for entry in fake_gpu if entry[0] == "copy"] == [
-        ("copy", 0x20000, 0x90000, 8, XLA_STREAM, None)]
+        ("copy", 0x20000, 0x90000, 8, XLA_STREAM, None)
+    ]
     assert blocking(fake_gpu) == []
 
 
 def test_a_dlpack_result_of_the_wrong_kind_is_refused_before_any_copy(fake_gpu):
-    source = DlpackLike(_xlabind.DeviceArray._for_testing(
-        0x90000, [4], CODES["float16"], False, XLA_STREAM, DEVICE))
-    with pytest.raises(TypeError, match=r"f: result 0 has dtype float16, expected a device array "
-                                        r"of dtype bfloat16"):
+    source = DlpackLike(
+        _xlabind.DeviceArray._for_testing(0x90000, [4], CODES["float16"], False, XLA_STREAM, DEVICE)
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"f: result 0 has dtype float16, expected a device array "
+        r"of dtype bfloat16",
+    ):
         cuda_calls.store_result("f", 0, source, device_array("bfloat16"))
     assert not any(entry[0] == "copy" for entry in fake_gpu if isinstance(entry, tuple))
 
@@ -421,7 +485,8 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
     entered = []
     package = tmp_path / "torch"
     package.mkdir()
-    (package / "__init__.py").write_text(textwrap.dedent("""
+    (package / "__init__.py").write_text(
+        textwrap.dedent("""
         import types
         class _Stream:
             def __init__(self, ptr, device=None):
@@ -438,14 +503,19 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
             @staticmethod
             def is_initialized():  # CUDA in use by the time the code runs
                 return True
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     watcher = cuda_calls._TorchImport()
-    monkeypatch.setattr(sys, "meta_path", [watcher, *(finder for finder in sys.meta_path
-                                                      if type(finder) is not type(watcher))])
+    monkeypatch.setattr(
+        sys,
+        "meta_path",
+        [watcher, *(finder for finder in sys.meta_path if type(finder) is not type(watcher))],
+    )
 
     def uses_torch_first_time():
         import torch  # noqa: F401  (the first import of the program)
+
         entered.extend(sys.modules["torch"].entered)
 
     try:
@@ -471,8 +541,16 @@ def test_reused_views_show_each_calls_own_buffers(monkeypatch):
     def record(operands, results):
         for view in (*operands, *results):
             interface = view.__cuda_array_interface__
-            seen.append((id(view), interface["data"], interface["shape"], view.shape,
-                         view.readonly, str(view.dtype)))
+            seen.append(
+                (
+                    id(view),
+                    interface["data"],
+                    interface["shape"],
+                    view.shape,
+                    view.readonly,
+                    str(view.dtype),
+                )
+            )
 
     wide = tuple(range(1, 11))  # past the shapes kept in place
     _host_calls(record, [(0x1000, (4,), "float32"), (0x2000, (2, 3), "int8")])
@@ -481,7 +559,8 @@ def test_reused_views_show_each_calls_own_buffers(monkeypatch):
         ((0x1000, True), (4,), (4,), True, "float32"),
         ((0x2000, False), (2, 3), (2, 3), False, "int8"),
         ((0x3000, True), wide, wide, True, "float64"),
-        ((0x4000, False), (), (), False, "bfloat16")]
+        ((0x4000, False), (), (), False, "bfloat16"),
+    ]
     # The second call's views are the first call's objects, filled anew.
     assert {seen[2][0], seen[3][0]} == {seen[0][0], seen[1][0]}
 

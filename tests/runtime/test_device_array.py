@@ -20,17 +20,36 @@ def array(dtype="float32", shape=(2, 3), readonly=True, stream=0x5000, device=1,
     return DeviceArray._for_testing(data, list(shape), CODES[dtype], readonly, stream, device)
 
 
-@pytest.mark.parametrize("dtype, typestr", [
-    ("bool", "|b1"), ("int8", "|i1"), ("uint8", "|u1"), ("int16", "<i2"), ("int32", "<i4"),
-    ("int64", "<i8"), ("uint64", "<u8"), ("float16", "<f2"), ("float32", "<f4"),
-    ("float64", "<f8"), ("complex64", "<c8"), ("complex128", "<c16"), ("bfloat16", "<V2"),
-    ("float8_e4m3fn", "|V1"),
-])
+@pytest.mark.parametrize(
+    "dtype, typestr",
+    [
+        ("bool", "|b1"),
+        ("int8", "|i1"),
+        ("uint8", "|u1"),
+        ("int16", "<i2"),
+        ("int32", "<i4"),
+        ("int64", "<i8"),
+        ("uint64", "<u8"),
+        ("float16", "<f2"),
+        ("float32", "<f4"),
+        ("float64", "<f8"),
+        ("complex64", "<c8"),
+        ("complex128", "<c16"),
+        ("bfloat16", "<V2"),
+        ("float8_e4m3fn", "|V1"),
+    ],
+)
 def test_cuda_array_interface(dtype, typestr):
     a = array(dtype, readonly=False)
     interface = a.__cuda_array_interface__
-    assert interface == {"shape": (2, 3), "typestr": typestr, "data": (0x10000, False),
-                         "version": 3, "strides": None, "stream": 0x5000}
+    assert interface == {
+        "shape": (2, 3),
+        "typestr": typestr,
+        "data": (0x10000, False),
+        "version": 3,
+        "strides": None,
+        "stream": 0x5000,
+    }
     assert a.dtype == np.dtype(getattr(ml_dtypes, dtype, dtype))
     assert a.nbytes == 6 * a.dtype.itemsize and a.size == 6 and a.ndim == 2 and len(a) == 2
 
@@ -48,17 +67,29 @@ def test_empty_arrays_have_a_null_pointer():
 
 
 class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
-                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
-                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
-                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.c_void_p),
-                ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int32),
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("code", ctypes.c_uint8),
+        ("bits", ctypes.c_uint8),
+        ("lanes", ctypes.c_uint16),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.c_void_p),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class Versioned(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
-                ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p),
-                ("flags", ctypes.c_uint64), ("dl_tensor", Tensor)]
+    _fields_ = [
+        ("major", ctypes.c_uint32),
+        ("minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", Tensor),
+    ]
 
 
 def capsule_pointer(capsule, name):
@@ -117,8 +148,12 @@ def test_synchronising_needs_the_cuda_driver():
 def test_a_released_array_refuses_every_use():
     a = array()
     a._release()
-    for use in (lambda: a.__cuda_array_interface__, lambda: a.__dlpack__(stream=-1),
-                lambda: a.__dlpack_device__(), lambda: a.ptr):
+    for use in (
+        lambda: a.__cuda_array_interface__,
+        lambda: a.__dlpack__(stream=-1),
+        lambda: a.__dlpack_device__(),
+        lambda: a.ptr,
+    ):
         with pytest.raises(BufferError, match=r"kept past the call it was handed to"):
             use()
     assert repr(a).endswith("released)")

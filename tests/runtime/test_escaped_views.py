@@ -74,9 +74,15 @@ def test_arrays_made_from_a_kept_view_are_all_detached():
 
     def keeps(x):
         r.xla(x)
-        r.kept.update(T=x.T, flat=x.reshape(-1), bytes=x.view(np.uint8),
-                      strided=np.lib.stride_tricks.as_strided(x, shape=(2,), strides=(8,)),
-                      memory=memoryview(x), nested=[(x[0],)], itself=x)
+        r.kept.update(
+            T=x.T,
+            flat=x.reshape(-1),
+            bytes=x.view(np.uint8),
+            strided=np.lib.stride_tricks.as_strided(x, shape=(2,), strides=(8,)),
+            memory=memoryview(x),
+            nested=[(x[0],)],
+            itself=x,
+        )
         return x
 
     x = jnp.arange(6.0).reshape(2, 3)
@@ -119,8 +125,9 @@ def test_an_in_place_callback_that_keeps_out_and_returns_a_value_gets_both_error
         return out
 
     op = xlabind.callback(keeps_out, lambda x: x, in_place=True)
-    with pytest.raises(Exception, match=r"must write into `out` and return None(.|\n)*It also "
-                                        + KEPT):
+    with pytest.raises(
+        Exception, match=r"must write into `out` and return None(.|\n)*It also " + KEPT
+    ):
         jax.jit(op)(jnp.ones(4)).block_until_ready()
     out = r.kept["out"]
     assert not r.inside_xla_memory(out) and out.flags.writeable
@@ -138,14 +145,14 @@ def test_a_thread_handed_a_view_reads_the_values_of_the_call():
         def later(view=x):
             release.wait()
             seen.append(np.array(view))
+
         thread = threading.Thread(target=later)
         thread.start()
         threads.append(thread)
         return x
 
     with pytest.raises(Exception, match=KEPT):
-        jax.jit(xlabind.callback(hands_to_thread, lambda x: x))(
-            jnp.arange(5.0)).block_until_ready()
+        jax.jit(xlabind.callback(hands_to_thread, lambda x: x))(jnp.arange(5.0)).block_until_ready()
     churn()
     release.set()
     threads[0].join()
@@ -204,8 +211,9 @@ def test_writing_into_a_kept_result_after_the_call_does_not_crash():
         assert all((out == -1.0).all() for out in kept)
         print("survived", len(kept))
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "survived 5" in done.stdout
 

@@ -14,15 +14,26 @@ def library():
     return ctypes.CDLL(_xlabind.__file__, mode=ctypes.RTLD_LOCAL)
 
 
-@pytest.mark.parametrize("symbol", ["PyInit__xlabind", "XlabindCpuPythonCallback",
-                                    "XlabindCpuPythonCallbackInstantiate", "XlabindNoop"])
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "PyInit__xlabind",
+        "XlabindCpuPythonCallback",
+        "XlabindCpuPythonCallbackInstantiate",
+        "XlabindNoop",
+    ],
+)
 def test_exports_the_handlers(library, symbol):
     assert getattr(library, symbol) is not None
 
 
 class DlInfo(ctypes.Structure):
-    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
-                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+    _fields_ = [
+        ("dli_fname", ctypes.c_char_p),
+        ("dli_fbase", ctypes.c_void_p),
+        ("dli_sname", ctypes.c_char_p),
+        ("dli_saddr", ctypes.c_void_p),
+    ]
 
 
 def defining_file(library, symbol):
@@ -36,11 +47,14 @@ def defining_file(library, symbol):
     return os.path.realpath(info.dli_fname.decode())
 
 
-@pytest.mark.parametrize("symbol", [
-    "_Znwm",      # operator new(size_t): zig links libc++ statically into the module
-    "_ZdlPv",     # operator delete(void*)
-    "_ZN8nanobind4abi112python_errorD2Ev",
-])
+@pytest.mark.parametrize(
+    "symbol",
+    [
+        "_Znwm",  # operator new(size_t): zig links libc++ statically into the module
+        "_ZdlPv",  # operator delete(void*)
+        "_ZN8nanobind4abi112python_errorD2Ev",
+    ],
+)
 def test_hides_libcxx_and_nanobind(library, symbol):
     # With a shared libstdc++ (--config=gcc) the symbol may come from there; it
     # must never come from the module itself.
@@ -48,14 +62,22 @@ def test_hides_libcxx_and_nanobind(library, symbol):
 
 
 def test_handler_capsules():
-    assert set(_xlabind.registrations()["cpu"]) == {"xlabind_check_status", "xlabind_copy",
-                                                    "xlabind_noop"}
+    assert set(_xlabind.registrations()["cpu"]) == {
+        "xlabind_check_status",
+        "xlabind_copy",
+        "xlabind_noop",
+    }
     callbacks = _xlabind.callback_registrations()
-    for platform, name in (("cpu", "xlabind_cpu_callback_state"),
-                           ("CUDA", "xlabind_cuda_callback_state")):
+    for platform, name in (
+        ("cpu", "xlabind_cpu_callback_state"),
+        ("CUDA", "xlabind_cuda_callback_state"),
+    ):
         assert callbacks[platform]["state_type"]["name"] == name
         graph = {"xlabind_python_callback_graph"} if platform == "CUDA" else set()
-        assert set(callbacks[platform]["targets"]) == {"xlabind_python_callback",
-                                                       "xlabind_python_callback_status", *graph}
+        assert set(callbacks[platform]["targets"]) == {
+            "xlabind_python_callback",
+            "xlabind_python_callback_status",
+            *graph,
+        }
         for stages in callbacks[platform]["targets"].values():
             assert set(stages) == {"instantiate", "execute"}

@@ -43,10 +43,18 @@ PRELUDE = textwrap.dedent("""
 
 def run(body: str) -> dict:
     assert FAKE.exists(), FAKE
-    env = {**os.environ, "LD_LIBRARY_PATH": f"{FAKE.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-           "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "LD_LIBRARY_PATH": f"{FAKE.parent}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -184,8 +192,9 @@ def test_a_cupy_allocation_during_a_capture_fails_with_xlabinds_message():
     """)
     ran, refused = report["outcomes"]
     assert ran == "ran"
-    assert "xlabind: scale asked CuPy for 4096 bytes of device memory while XLA captured it" \
-        in refused, refused
+    assert (
+        "xlabind: scale asked CuPy for 4096 bytes of device memory while XLA captured it" in refused
+    ), refused
     assert report["allocators"] == 1
 
 
@@ -205,6 +214,8 @@ def test_a_captured_call_that_launched_nothing_is_an_error():
     """)
     outside, launched, idle = report["outcomes"]
     assert outside == "ran" and launched == "ran"  # not captured; captured with work
-    assert idle.startswith("xlabind callback 'idle' launched no work on XLA's stream while "
-                           "XLA captured it into a CUDA graph"), idle
+    assert idle.startswith(
+        "xlabind callback 'idle' launched no work on XLA's stream while "
+        "XLA captured it into a CUDA graph"
+    ), idle
     assert report["asked"] == 4  # before and after each captured call

@@ -21,8 +21,12 @@ PRELUDE = textwrap.dedent("""
 
 
 def run(body: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(body)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_keyboard_interrupt_reaches_the_caller():

@@ -52,8 +52,10 @@ def _settled_data_count() -> int:
 def test_callbacks_are_released_with_their_executables():
     jax.clear_caches()
     before = _settled_data_count()
-    compiled = [jax.jit(xlabind.callback(lambda x, i=i: x + i, lambda x: x))
-                .lower(jnp.ones(2)).compile() for i in range(5)]
+    compiled = [
+        jax.jit(xlabind.callback(lambda x, i=i: x + i, lambda x: x)).lower(jnp.ones(2)).compile()
+        for i in range(5)
+    ]
     jax.clear_caches()
     # Every bound function and program is gone: the executables hold their data.
     assert _settled_data_count() == before + 5
@@ -87,12 +89,21 @@ def test_a_preferred_key_is_taken_when_free_else_the_next_free_one():
 
 
 def test_programs_of_one_function_name_it_alike_in_every_process():
-    script = ("import jax, jax.numpy as jnp, numpy as np, xlabind\n"
-              "f = xlabind.callback(np.cos, lambda x: x, name='cosine')\n"
-              "print(jax.jit(lambda x: f(x) * 2).lower(jnp.ones(3)).as_text())\n")
-    texts = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            check=True, env={**os.environ, "JAX_PLATFORMS": "cpu"}).stdout
-             for _ in range(2)]
+    script = (
+        "import jax, jax.numpy as jnp, numpy as np, xlabind\n"
+        "f = xlabind.callback(np.cos, lambda x: x, name='cosine')\n"
+        "print(jax.jit(lambda x: f(x) * 2).lower(jnp.ones(3)).as_text())\n"
+    )
+    texts = [
+        subprocess.run(
+            [sys.executable, "-c", script],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        ).stdout
+        for _ in range(2)
+    ]
     assert "callback_key" in texts[0] and texts[0] == texts[1]
 
 
@@ -106,8 +117,10 @@ def test_jitted_callbacks_are_freed_when_dropped_without_clear_caches():
     refs = []
     before = _extension.live_callback_count()
     for i in range(200):
+
         def add(x, i=i):
             return x + i
+
         refs.append(weakref.ref(add))
         jax.jit(xlabind.callback(add, lambda x: x))(jnp.ones(3)).block_until_ready()
         del add
@@ -118,8 +131,10 @@ def test_jitted_callbacks_are_freed_when_dropped_without_clear_caches():
 def test_eager_calls_do_not_keep_functions_alive():
     refs = []
     for i in range(50):
+
         def sub(x, i=i):
             return x - i
+
         refs.append(weakref.ref(sub))
         np.testing.assert_array_equal(xlabind.callback(sub, lambda x: x)(jnp.zeros(2)), [-i, -i])
         del sub
@@ -129,8 +144,10 @@ def test_eager_calls_do_not_keep_functions_alive():
 def test_differentiated_and_vmapped_functions_are_freed_too():
     refs = []
     for i in range(30):
+
         def scale(x, i=i):
             return x * (i + 1)
+
         refs.append(weakref.ref(scale))
         op = xlabind.linear(scale, scale, lambda x: x)
         jax.jit(jax.grad(lambda x: op(x).sum()))(jnp.ones(3)).block_until_ready()
@@ -220,7 +237,8 @@ def test_executables_dropped_on_another_thread_free_their_functions():
     def work():
         for i in range(5):
             jax.jit(xlabind.callback(lambda x, i=i: x + i, lambda x: x))(
-                jnp.ones(2)).block_until_ready()
+                jnp.ones(2)
+            ).block_until_ready()
         done.set()
 
     worker = threading.Thread(target=work)

@@ -76,6 +76,7 @@ def test_nested_jax_calls_from_8_device_programs_with_synchronous_dispatch():
         [sm(x) for _ in range(10)][-1].block_until_ready()
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]

@@ -15,15 +15,17 @@ import traceback
 
 PROCESSES, LOCAL_DEVICES = 2, 4
 process_id, port, output = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + f" --xla_force_host_platform_device_count={LOCAL_DEVICES}")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={LOCAL_DEVICES}"
+)
 os.environ["JAX_PLATFORMS"] = "cpu"
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax.experimental import multihost_utils  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
 
 def gloo_on_loopback() -> None:
@@ -44,15 +46,19 @@ def gloo_on_loopback() -> None:
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 gloo_on_loopback()
-jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}",
-                           coordinator_bind_address=f"127.0.0.1:{port}",
-                           num_processes=PROCESSES, process_id=process_id,
-                           initialization_timeout=60)
+jax.distributed.initialize(
+    coordinator_address=f"127.0.0.1:{port}",
+    coordinator_bind_address=f"127.0.0.1:{port}",
+    num_processes=PROCESSES,
+    process_id=process_id,
+    initialization_timeout=60,
+)
 assert jax.process_count() == PROCESSES and jax.device_count() == PROCESSES * LOCAL_DEVICES
 
-import xlabind  # noqa: E402
-from call_log import Calls, recorded_matmul  # noqa: E402  (beside this file)
-from xlabind.ops import map_coordinates  # noqa: E402
+from call_log import Calls, recorded_matmul
+
+import xlabind
+from xlabind.ops import map_coordinates
 
 MESH = Mesh(np.array(jax.devices()), ("d",))
 
@@ -122,8 +128,9 @@ def case_vmap(method):
         return xlabind.BatchedResult(x.shape, x.dtype, batch_axes[0][-1])
 
     if method == "native":
-        op = xlabind.callback(cumsum_native, native_shape, vmap_method=method,
-                              sharding_rule="n -> n")
+        op = xlabind.callback(
+            cumsum_native, native_shape, vmap_method=method, sharding_rule="n -> n"
+        )
     else:
         op = xlabind.callback(cumsum, lambda x: x, vmap_method=method, sharding_rule="n -> n")
     y = jax.jit(jax.vmap(op))(global_array(ROWS))
@@ -151,8 +158,11 @@ def case_map_coordinates(mode):
     grid, coords = global_array(GRID, P()), [global_array(c) for c in COORDS]
     values = jax.jit(lambda g, *c: map_coordinates(g, list(c), 1, mode, cval=0.5))(grid, *coords)
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(grid, *coords)
-    return {"values": gathered(values), "spec": str(values.sharding.spec),
-            "grads": [gathered(g) for g in grads]}
+    return {
+        "values": gathered(values),
+        "spec": str(values.sharding.spec),
+        "grads": [gathered(g) for g in grads],
+    }
 
 
 def case_different_registry_keys():
@@ -177,7 +187,7 @@ def case_failure(rule, failing_process):
     start = time.monotonic()
     try:
         jax.jit(lambda x: jnp.sum(op(x)) + x)(global_array(ROWS)).block_until_ready()
-    except Exception as e:  # noqa: BLE001 - what each process sees is the result
+    except Exception as e:
         return {"error": f"{type(e).__name__}: {e}", "seconds": time.monotonic() - start}
     return {"error": None, "seconds": time.monotonic() - start}
 
@@ -206,7 +216,7 @@ def main() -> None:
             continue
         try:
             result = case()
-        except Exception:  # noqa: BLE001 - reported, and the test fails on it
+        except Exception:
             result = {"exception": traceback.format_exc()}
         jax.effects_barrier()
         result["calls"] = sorted(calls.take())

@@ -16,12 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import doc_blocks
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-import doc_blocks
 
 jax.config.update("jax_enable_x64", True)
 
@@ -42,9 +41,16 @@ def run_processes(tmp_path: Path, command, env=None) -> tuple[list[int], str]:
     killed at the deadline; returns the exit codes and the logs' tails. A
     hang fails the test."""
     logs = [open(tmp_path / f"process_{i}.log", "w") for i in range(PROCESSES)]
-    workers = [subprocess.Popen(command(i), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, env=env(i) if env else None)
-               for i, log in enumerate(logs)]
+    workers = [
+        subprocess.Popen(
+            command(i),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env(i) if env else None,
+        )
+        for i, log in enumerate(logs)
+    ]
     deadline = time.monotonic() + DEADLINE_S
     try:
         for worker in workers:
@@ -61,8 +67,10 @@ def run_processes(tmp_path: Path, command, env=None) -> tuple[list[int], str]:
         for worker, log in zip(workers, logs):
             worker.wait()
             log.close()
-    text = "\n".join(f"--- process {i} ---\n" + (tmp_path / f"process_{i}.log").read_text()[-4000:]
-                     for i in range(PROCESSES))
+    text = "\n".join(
+        f"--- process {i} ---\n" + (tmp_path / f"process_{i}.log").read_text()[-4000:]
+        for i in range(PROCESSES)
+    )
     assert not hung, f"workers {hung} still ran after {DEADLINE_S} s:\n{text}"
     return [w.returncode for w in workers], text
 
@@ -72,7 +80,8 @@ def run_workers(tmp_path: Path) -> list[dict]:
     port = free_port()
     outputs = [tmp_path / f"process_{i}.json" for i in range(PROCESSES)]
     codes, text = run_processes(
-        tmp_path, lambda i: [sys.executable, str(WORKER), str(i), str(port), str(outputs[i])])
+        tmp_path, lambda i: [sys.executable, str(WORKER), str(i), str(port), str(outputs[i])]
+    )
     reports = []
     for i, (code, out) in enumerate(zip(codes, outputs)):
         assert out.exists(), f"process {i} wrote no report (exit {code}):\n{text}"
@@ -92,10 +101,14 @@ def test_the_sharding_guides_multiprocess_block(tmp_path):
     port = free_port()
 
     def env(i):
-        return {**os.environ, "JAX_PLATFORMS": "cpu",
-                "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-                "XLABIND_COORDINATOR": f"127.0.0.1:{port}",
-                "XLABIND_NUM_PROCESSES": str(PROCESSES), "XLABIND_PROCESS_ID": str(i)}
+        return {
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+            "XLABIND_COORDINATOR": f"127.0.0.1:{port}",
+            "XLABIND_NUM_PROCESSES": str(PROCESSES),
+            "XLABIND_PROCESS_ID": str(i),
+        }
 
     codes, text = run_processes(tmp_path, lambda i: [sys.executable, str(script)], env)
     assert codes == [0] * PROCESSES, text
@@ -108,8 +121,9 @@ def cases(tmp_path_factory) -> list[dict]:
     assert [r["process"] for r in reports] == list(range(PROCESSES))
     for report in reports:
         for name, case in report["cases"].items():
-            assert "exception" not in case, f"process {report['process']}, {name}:\n" \
-                                            f"{case['exception']}"
+            assert "exception" not in case, (
+                f"process {report['process']}, {name}:\n{case['exception']}"
+            )
     return [r["cases"] for r in reports]
 
 
@@ -153,8 +167,9 @@ def test_a_contraction_sums_partial_products_across_processes(cases):
         assert case["forward_calls"] == [[[3, 2], [2, 2]]] * 4
         # The backward pass: the forward again (for sin's derivative), then
         # each transpose on its shard.
-        assert sorted(case["calls"]) == sorted([[[2, 2], [3, 2]]] * 4 + [[[3, 2], [2, 2]]] * 4
-                                               + [[[3, 2], [3, 2]]] * 4)
+        assert sorted(case["calls"]) == sorted(
+            [[[2, 2], [3, 2]]] * 4 + [[[3, 2], [2, 2]]] * 4 + [[[3, 2], [3, 2]]] * 4
+        )
 
 
 @pytest.mark.parametrize("method", ["expand_dims", "broadcast_all", "native"])
@@ -208,11 +223,9 @@ def test_a_failure_on_one_process_stops_both_promptly(cases):
         assert case["error"] is not None and case["seconds"] < 20, case
         # Process 1 raised: its own exception, and on process 0 the same
         # message, naming the function and the process it failed on.
-        assert "xlabind callback 'refuses' raised ValueError: refused on process 1" \
-            in case["error"]
+        assert "xlabind callback 'refuses' raised ValueError: refused on process 1" in case["error"]
         assert "on device 4 (process 1) of the 8 that ran the call" in case["error"]
         case = process["failure_without_rule"]
         assert case["error"] is not None and case["seconds"] < 20, case
-        assert "xlabind callback 'refuses' raised ValueError: refused on process 0" \
-            in case["error"]
+        assert "xlabind callback 'refuses' raised ValueError: refused on process 0" in case["error"]
         assert "the call ran once, on the program's first device (process 0)" in case["error"]

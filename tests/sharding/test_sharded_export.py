@@ -10,44 +10,56 @@ import subprocess
 import sys
 import textwrap
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=8")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+)
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax import export  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import xlabind  # noqa: E402
-from xlabind.ops import map_coordinates  # noqa: E402
+import xlabind
+from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)
 
-CHECKS = [export.DisabledSafetyCheck.custom_call(name) for name in (
-    "xlabind_map_coordinates", "xlabind_map_coordinates_transpose", "xlabind_spline_filter")]
+CHECKS = [
+    export.DisabledSafetyCheck.custom_call(name)
+    for name in (
+        "xlabind_map_coordinates",
+        "xlabind_map_coordinates_transpose",
+        "xlabind_spline_filter",
+    )
+]
 GRID = np.sin(np.arange(20.0))
 
 
 def _programs():
     """name -> (function of x, the same in jax)."""
-    ours = lambda x: map_coordinates(jnp.asarray(GRID), [x], 1, "mirror")  # noqa: E731
-    theirs = lambda x: jax.scipy.ndimage.map_coordinates(  # noqa: E731
-        jnp.asarray(GRID), [x], 1, "mirror")
-    cubic = lambda x: map_coordinates(jnp.asarray(GRID), [x], 3, "mirror")  # noqa: E731
+    ours = lambda x: map_coordinates(jnp.asarray(GRID), [x], 1, "mirror")
+    theirs = lambda x: jax.scipy.ndimage.map_coordinates(jnp.asarray(GRID), [x], 1, "mirror")
+    cubic = lambda x: map_coordinates(jnp.asarray(GRID), [x], 3, "mirror")
     mesh = Mesh(np.array(jax.devices()), ("d",))
-    blocks = lambda f: jax.shard_map(f, mesh=mesh, in_specs=P("d"),  # noqa: E731
-                                     out_specs=P("d"))
+    blocks = lambda f: jax.shard_map(f, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
     return {
         "order 1": (lambda x: ours(x) + theirs(x), lambda x: 2 * theirs(x)),
         "order 3, odd size": (cubic, None),
-        "grad": (jax.grad(lambda x: jnp.sum(ours(x) ** 2)),
-                 jax.grad(lambda x: jnp.sum(theirs(x) ** 2))),
-        "grid grad": (lambda x: jax.grad(lambda g: jnp.sum(map_coordinates(g, [x], 1, "mirror")
-                                                           ** 2))(jnp.asarray(GRID)),
-                      lambda x: jax.grad(lambda g: jnp.sum(jax.scipy.ndimage.map_coordinates(
-                          g, [x], 1, "mirror") ** 2))(jnp.asarray(GRID))),
+        "grad": (
+            jax.grad(lambda x: jnp.sum(ours(x) ** 2)),
+            jax.grad(lambda x: jnp.sum(theirs(x) ** 2)),
+        ),
+        "grid grad": (
+            lambda x: jax.grad(lambda g: jnp.sum(map_coordinates(g, [x], 1, "mirror") ** 2))(
+                jnp.asarray(GRID)
+            ),
+            lambda x: jax.grad(
+                lambda g: jnp.sum(jax.scipy.ndimage.map_coordinates(g, [x], 1, "mirror") ** 2)
+            )(jnp.asarray(GRID)),
+        ),
         "shard_map": (blocks(ours), blocks(theirs)),
         "vmap": (jax.vmap(ours), jax.vmap(theirs)),
     }
@@ -58,8 +70,9 @@ def _input(name, mesh):
         # 37 points divide over no device count: one call, on the first device.
         return jax.device_put(jnp.linspace(0.0, 18.0, 37), NamedSharding(mesh, P()))
     if name == "vmap":
-        return jax.device_put(jnp.linspace(0.0, 18.0, 64).reshape(8, 8),
-                              NamedSharding(mesh, P("d", None)))
+        return jax.device_put(
+            jnp.linspace(0.0, 18.0, 64).reshape(8, 8), NamedSharding(mesh, P("d", None))
+        )
     return jax.device_put(jnp.linspace(0.0, 18.0, 64), NamedSharding(mesh, P("d")))
 
 
@@ -117,8 +130,9 @@ def test_exported_in_one_process_runs_in_a_fresh_one(mesh, tmp_path):
     exported = export.export(jax.jit(f), disabled_checks=CHECKS)(_input("order 1", mesh))
     artifact = tmp_path / "program.bin"
     artifact.write_bytes(exported.serialize())
-    done = subprocess.run([sys.executable, "-c", FRESH, str(artifact)], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH, str(artifact)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     error, devices = done.stdout.split()[-2:]
     assert float(error) < 1e-12 and devices == "8", done.stdout

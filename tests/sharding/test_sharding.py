@@ -3,17 +3,19 @@ once per program; one with a rule runs once per device, on its shard."""
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=8")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+)
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from call_log import Calls, recorded_matmul
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import xlabind  # noqa: E402
-from call_log import Calls, recorded_matmul  # noqa: E402
+import xlabind
 
 jax.config.update("jax_enable_x64", True)
 
@@ -37,13 +39,16 @@ def test_without_a_rule_it_runs_once_per_program(mesh):
     assert calls.take() == [((8, 4),)]
     # Inside a larger sharded program, too.
     y = jax.jit(lambda x: jnp.sin(op(x * 2)) + x)(x)
-    np.testing.assert_allclose(y, np.sin(4 * np.arange(32.0).reshape(8, 4))
-                               + np.arange(32.0).reshape(8, 4))
+    np.testing.assert_allclose(
+        y, np.sin(4 * np.arange(32.0).reshape(8, 4)) + np.arange(32.0).reshape(8, 4)
+    )
     assert calls.take() == [((8, 4),)]
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.int8, jnp.bool_, jnp.complex64,
-                                   jnp.bfloat16, jnp.float8_e4m3fn, jnp.int4])
+@pytest.mark.parametrize(
+    "dtype",
+    [jnp.float32, jnp.int8, jnp.bool_, jnp.complex64, jnp.bfloat16, jnp.float8_e4m3fn, jnp.int4],
+)
 def test_once_per_program_keeps_every_dtype(mesh, dtype):
     op = xlabind.callback(lambda x: x[::-1].copy(), lambda x: x)
     x = rows(mesh, (jnp.arange(16) % 5).astype(dtype))
@@ -52,8 +57,9 @@ def test_once_per_program_keeps_every_dtype(mesh, dtype):
 
 def test_with_a_rule_each_device_calls_once_on_its_shard(mesh):
     calls = Calls()
-    op = xlabind.callback(lambda x, w: (calls.record(x, w), x * w)[1], lambda x, w: x,
-                          sharding_rule="b n, n -> b n")
+    op = xlabind.callback(
+        lambda x, w: (calls.record(x, w), x * w)[1], lambda x, w: x, sharding_rule="b n, n -> b n"
+    )
     x = rows(mesh, jnp.arange(64.0).reshape(16, 4))
     w = jnp.arange(4.0)
     y = jax.jit(op)(x, w)
@@ -64,8 +70,9 @@ def test_with_a_rule_each_device_calls_once_on_its_shard(mesh):
 
 def test_a_rule_on_replicated_inputs_runs_once(mesh):
     calls = Calls()
-    op = xlabind.callback(lambda x: (calls.record(x), x + 1)[1], lambda x: x,
-                          sharding_rule="b n -> b n")
+    op = xlabind.callback(
+        lambda x: (calls.record(x), x + 1)[1], lambda x: x, sharding_rule="b n -> b n"
+    )
     x = rows(mesh, jnp.zeros((8, 4)), P())
     np.testing.assert_array_equal(jax.jit(op)(x), np.ones((8, 4)))
     assert calls.take() == [((8, 4),)]
@@ -74,8 +81,9 @@ def test_a_rule_on_replicated_inputs_runs_once(mesh):
 def test_on_a_two_dimensional_mesh_each_device_gets_its_tile():
     mesh2 = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
     calls = Calls()
-    op = xlabind.callback(lambda x: (calls.record(x), -x)[1], lambda x: x,
-                          sharding_rule="i j -> i j")
+    op = xlabind.callback(
+        lambda x: (calls.record(x), -x)[1], lambda x: x, sharding_rule="i j -> i j"
+    )
     x = jax.device_put(jnp.arange(64.0).reshape(8, 8), NamedSharding(mesh2, P("a", "b")))
     np.testing.assert_array_equal(jax.jit(op)(x), -np.arange(64.0).reshape(8, 8))
     assert calls.take() == [((4, 2),)] * 8
@@ -98,8 +106,12 @@ def test_transposes_inherit_the_rule(mesh):
 def test_vmap_adds_an_independent_axis(mesh):
     calls = Calls()
     # A function of whole vectors (its n axis is not independent), vmapped over rows.
-    op = xlabind.callback(lambda x: (calls.record(x), np.cumsum(x, axis=-1))[1], lambda x: x,
-                          vmap_method="expand_dims", sharding_rule="n -> n")
+    op = xlabind.callback(
+        lambda x: (calls.record(x), np.cumsum(x, axis=-1))[1],
+        lambda x: x,
+        vmap_method="expand_dims",
+        sharding_rule="n -> n",
+    )
     x = rows(mesh, jnp.ones((8, 4)))
     np.testing.assert_array_equal(jax.jit(jax.vmap(op))(x), np.cumsum(np.ones((8, 4)), axis=1))
     assert calls.take() == [((1, 4),)] * 8
@@ -116,8 +128,11 @@ def test_shard_map_calls_once_per_device_on_its_block(mesh):
 
 def test_a_rule_that_does_not_fit_the_call_is_a_clear_error():
     op = xlabind.callback(lambda x: x, lambda x: x, sharding_rule="b n -> b", name="ruled")
-    with pytest.raises(ValueError, match=r"ruled: sharding_rule 'b n -> b' gives result 0 1 "
-                                         r"dimensions, it has shape \(2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"ruled: sharding_rule 'b n -> b' gives result 0 1 "
+        r"dimensions, it has shape \(2, 3\)",
+    ):
         op(jnp.ones((2, 3)))
     op = xlabind.callback(lambda x, y: x, lambda x, y: x, sharding_rule="b, b -> b", name="ruled")
     with pytest.raises(ValueError, match=r"factor 'b' has sizes 2 and 3"):
@@ -158,8 +173,11 @@ def test_a_rule_can_describe_arrays_with_no_dimensions(mesh):
     assert sorted(calls.take()) == [((), (1,))] * 8
     only = xlabind.callback(lambda s: 2 * np.asarray(s), lambda s: s, sharding_rule="() -> ()")
     assert float(jax.jit(only)(jnp.asarray(4.0))) == 8.0
-    with pytest.raises(ValueError, match=r"describes 0 operands, the call has 1 \(write '\(\)' "
-                                         r"for one with no dimensions\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"describes 0 operands, the call has 1 \(write '\(\)' "
+        r"for one with no dimensions\)",
+    ):
         xlabind.callback(lambda s: s, lambda s: s, sharding_rule=" -> ()")(jnp.asarray(1.0))
 
 
@@ -167,21 +185,26 @@ def test_a_rule_can_describe_arrays_with_no_dimensions(mesh):
 # Without the status exchange these hang for 40 s and then abort the process
 # (XLA's collective timeout), so a regression fails the whole file.
 
+
 def _fails_on_row(row):
     def fn(x):
         x = np.asarray(x)
         if row in x[:, 0]:
             raise ValueError(f"bad row {row}")
         return 2 * x
+
     return fn
 
 
 def test_a_failure_once_per_program_stops_every_device(mesh):
     op = xlabind.callback(_fails_on_row(8.0), lambda x: x)
     x = rows(mesh, jnp.arange(32.0).reshape(8, 4))
-    with pytest.raises(Exception, match=r"(?s)ValueError: bad row 8.0.*ran once, on the program's "
-                                        r"first device; every device of the sharded program "
-                                        r"stopped at this call"):
+    with pytest.raises(
+        Exception,
+        match=r"(?s)ValueError: bad row 8.0.*ran once, on the program's "
+        r"first device; every device of the sharded program "
+        r"stopped at this call",
+    ):
         jax.jit(lambda x: jnp.sin(op(x)) + x)(x).block_until_ready()
     np.testing.assert_allclose(jax.jit(op)(x + 100), 2 * (np.arange(32.0).reshape(8, 4) + 100))
 
@@ -189,22 +212,29 @@ def test_a_failure_once_per_program_stops_every_device(mesh):
 def test_a_failure_on_one_device_of_a_sharded_call_stops_every_device(mesh):
     op = xlabind.callback(_fails_on_row(12.0), lambda x: x, sharding_rule="r c -> r c")
     x = rows(mesh, jnp.arange(32.0).reshape(8, 4))  # row 12 is on device 3
-    with pytest.raises(Exception, match=r"(?s)ValueError: bad row 12.0.*on device 3 of the 8 "
-                                        r"that ran the call; every device"):
+    with pytest.raises(
+        Exception,
+        match=r"(?s)ValueError: bad row 12.0.*on device 3 of the 8 "
+        r"that ran the call; every device",
+    ):
         # The sum after the call is a collective every device would wait in.
         jax.jit(lambda x: jnp.sum(op(x)) + x)(x).block_until_ready()
 
 
 def test_a_failure_inside_shard_map_stops_every_device(mesh):
     op = xlabind.callback(_fails_on_row(20.0), lambda x: x)
-    f = jax.jit(jax.shard_map(lambda x: jax.lax.psum(op(x), "d"), mesh=mesh, in_specs=P("d"),
-                              out_specs=P()))
+    f = jax.jit(
+        jax.shard_map(lambda x: jax.lax.psum(op(x), "d"), mesh=mesh, in_specs=P("d"), out_specs=P())
+    )
     with pytest.raises(Exception, match=r"(?s)bad row 20.0.*on device 5 of the 8"):
         f(rows(mesh, jnp.arange(32.0).reshape(8, 4))).block_until_ready()
     # Every device failing: the first one's message, and how many failed.
     every = xlabind.callback(_fails_on_row_always, lambda x: x, sharding_rule="r c -> r c")
-    with pytest.raises(Exception, match=r"(?s)always.*on device 0 of the 8 that ran the call "
-                                        r"\(8 of them failed; this is the first\)"):
+    with pytest.raises(
+        Exception,
+        match=r"(?s)always.*on device 0 of the 8 that ran the call "
+        r"\(8 of them failed; this is the first\)",
+    ):
         jax.jit(every)(rows(mesh, jnp.ones((8, 4)))).block_until_ready()
 
 
@@ -213,23 +243,36 @@ def _fails_on_row_always(x):
 
 
 def test_a_native_target_error_stops_every_device(mesh):
-    gather = xlabind.callback(xlabind.ffi_target("xlabind_map_coordinates"),
-                              lambda g, c, **_: jax.ShapeDtypeStruct(c.shape, g.dtype))
+    gather = xlabind.callback(
+        xlabind.ffi_target("xlabind_map_coordinates"),
+        lambda g, c, **_: jax.ShapeDtypeStruct(c.shape, g.dtype),
+    )
     grid = rows(mesh, jnp.arange(8.0))
-    with pytest.raises(Exception, match=r"(?s)native target 'xlabind_map_coordinates' failed: "
-                                        r"xlabind_map_coordinates: order must be 0 to 5, got 7.*"
-                                        r"every device of the sharded program stopped"):
+    with pytest.raises(
+        Exception,
+        match=r"(?s)native target 'xlabind_map_coordinates' failed: "
+        r"xlabind_map_coordinates: order must be 0 to 5, got 7.*"
+        r"every device of the sharded program stopped",
+    ):
         jax.jit(lambda g: gather(g, jnp.ones(4), order=7, mode=0, derivative=(0,)) + 1)(
-            grid).block_until_ready()
+            grid
+        ).block_until_ready()
 
 
 def test_every_result_dtype_travels_from_the_first_device(mesh):
     # Once per program, results and status go to the other devices as bytes.
-    values = [np.array([True, False]), np.array([-3, 4], np.int8), np.array([1.5, -2], np.float16),
-              np.array([1 + 2j, -3j], np.complex64), np.array([2**40, -1], np.int64),
-              np.array([0.5, -0.0]), np.zeros((0, 3), np.float32)]
-    op = xlabind.callback(lambda x: tuple(values), tuple(jax.ShapeDtypeStruct(v.shape, v.dtype)
-                                                         for v in values))
+    values = [
+        np.array([True, False]),
+        np.array([-3, 4], np.int8),
+        np.array([1.5, -2], np.float16),
+        np.array([1 + 2j, -3j], np.complex64),
+        np.array([2**40, -1], np.int64),
+        np.array([0.5, -0.0]),
+        np.zeros((0, 3), np.float32),
+    ]
+    op = xlabind.callback(
+        lambda x: tuple(values), tuple(jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values)
+    )
     for got, want in zip(jax.jit(op)(rows(mesh, jnp.ones(8))), values):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got), want)
@@ -238,34 +281,45 @@ def test_every_result_dtype_travels_from_the_first_device(mesh):
 
 @pytest.mark.parametrize("check_vma", [True, False])
 def test_gradients_and_transposes_inside_shard_map_are_jnps(mesh, check_vma):
-    scale = xlabind.linear(lambda x: 3 * np.asarray(x), lambda ct: 3 * np.asarray(ct),
-                           lambda x: x)
-    sin = xlabind.nonlinear(np.sin, lambda x: x, jvp=lambda x, t: np.cos(x) * t,
-                            vjp=lambda x, ct: np.cos(x) * ct)
+    scale = xlabind.linear(lambda x: 3 * np.asarray(x), lambda ct: 3 * np.asarray(ct), lambda x: x)
+    sin = xlabind.nonlinear(
+        np.sin, lambda x: x, jvp=lambda x, t: np.cos(x) * t, vjp=lambda x, ct: np.cos(x) * ct
+    )
     x = rows(mesh, jnp.linspace(0.0, 1.0, 16))
 
     def in_shard_map(f):
-        return jax.shard_map(f, mesh=mesh, in_specs=P("d"), out_specs=P("d"),
-                             check_vma=check_vma)
+        return jax.shard_map(f, mesh=mesh, in_specs=P("d"), out_specs=P("d"), check_vma=check_vma)
 
     for ours, theirs in ((scale, lambda x: 3 * x), (sin, jnp.sin)):
         g = jax.grad(lambda x: jnp.sum(in_shard_map(ours)(x) ** 2))(x)
         want = jax.grad(lambda x: jnp.sum(in_shard_map(theirs)(x) ** 2))(x)
         np.testing.assert_allclose(g, want, rtol=1e-12)
     # A replicated operand mixed with a sharded one: its cotangent is the psum.
-    mul = xlabind.multilinear(lambda a, b: np.asarray(a) * np.asarray(b),
-                              (lambda b, ct: np.asarray(b) * np.asarray(ct),
-                               lambda a, ct: np.asarray(a) * np.asarray(ct)), lambda a, b: b)
+    mul = xlabind.multilinear(
+        lambda a, b: np.asarray(a) * np.asarray(b),
+        (
+            lambda b, ct: np.asarray(b) * np.asarray(ct),
+            lambda a, ct: np.asarray(a) * np.asarray(ct),
+        ),
+        lambda a, b: b,
+    )
     w = jnp.full(2, 0.5)  # replicated, the same block on every device
-    f = jax.shard_map(lambda w, x: mul(w, x), mesh=mesh, in_specs=(P(), P("d")),
-                      out_specs=P("d"), check_vma=check_vma)
-    f_jnp = jax.shard_map(lambda w, x: w * x, mesh=mesh, in_specs=(P(), P("d")),
-                          out_specs=P("d"), check_vma=check_vma)
+    f = jax.shard_map(
+        lambda w, x: mul(w, x),
+        mesh=mesh,
+        in_specs=(P(), P("d")),
+        out_specs=P("d"),
+        check_vma=check_vma,
+    )
+    f_jnp = jax.shard_map(
+        lambda w, x: w * x, mesh=mesh, in_specs=(P(), P("d")), out_specs=P("d"), check_vma=check_vma
+    )
     for argnums in (0, 1):
         np.testing.assert_allclose(
             jax.grad(lambda w, x: jnp.sum(jnp.sin(f(w, x))), argnums=argnums)(w, x),
             jax.grad(lambda w, x: jnp.sum(jnp.sin(f_jnp(w, x))), argnums=argnums)(w, x),
-            rtol=1e-12)
+            rtol=1e-12,
+        )
     (t,) = jax.linear_transpose(in_shard_map(scale), x)(jnp.ones(16))
     np.testing.assert_allclose(t, 3 * np.ones(16))
 
@@ -280,15 +334,20 @@ def test_map_coordinates_gradients_inside_shard_map(mesh):
     for check_vma in (True, False):
         grads = []
         for mc in (map_coordinates, reference):
-            f = jax.shard_map(lambda g, c, mc=mc: mc(g, [c, c], 1, "nearest"), mesh=mesh,
-                              in_specs=(P(), P("d")), out_specs=P("d"), check_vma=check_vma)
-            grads.append(jax.grad(lambda g, c: jnp.sum(f(g, c) ** 2), argnums=(0, 1))(grid,
-                                                                                    coords))
+            f = jax.shard_map(
+                lambda g, c, mc=mc: mc(g, [c, c], 1, "nearest"),
+                mesh=mesh,
+                in_specs=(P(), P("d")),
+                out_specs=P("d"),
+                check_vma=check_vma,
+            )
+            grads.append(jax.grad(lambda g, c: jnp.sum(f(g, c) ** 2), argnums=(0, 1))(grid, coords))
         for ours, theirs in zip(*grads):
             np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 
 
 # -- summed factors (reductions) -------------------------------------------------
+
 
 @pytest.fixture(params=["shardy", "gspmd"])
 def partitioner(request):
@@ -332,9 +391,12 @@ def test_the_transpose_of_a_broadcast_is_a_sum_across_devices(mesh, partitioner)
         return np.asarray(ct).sum(axis=0)
 
     # The rows b are independent: the transpose, which sums them, is split by rows.
-    op = xlabind.linear(broadcast, summed, lambda x, *, n: jax.ShapeDtypeStruct((n, *x.shape),
-                                                                                x.dtype),
-                        sharding_rule="m -> b m")
+    op = xlabind.linear(
+        broadcast,
+        summed,
+        lambda x, *, n: jax.ShapeDtypeStruct((n, *x.shape), x.dtype),
+        sharding_rule="m -> b m",
+    )
     w = rows(mesh, np.arange(48.0).reshape(16, 3))
     g = jax.jit(jax.grad(lambda x, w: jnp.sum(op(x, n=16) * w)))(jnp.zeros(3), w)
     np.testing.assert_allclose(g, np.arange(48.0).reshape(16, 3).sum(axis=0))
@@ -349,12 +411,17 @@ def test_a_vjp_sums_what_an_argument_without_the_factor_gets(mesh, partitioner):
         x, s, ct = np.asarray(x), np.asarray(s), np.asarray(ct)
         return ct * np.sin(s), np.sum(ct * x * np.cos(s))
 
-    op = xlabind.nonlinear(lambda x, s: np.asarray(x) * np.sin(s), lambda x, s: x,
-                           jvp=lambda x, s, tx, ts: tx * np.sin(s) + x * np.cos(s) * ts,
-                           vjp=vjp, sharding_rule="b, () -> b")
+    op = xlabind.nonlinear(
+        lambda x, s: np.asarray(x) * np.sin(s),
+        lambda x, s: x,
+        jvp=lambda x, s, tx, ts: tx * np.sin(s) + x * np.cos(s) * ts,
+        vjp=vjp,
+        sharding_rule="b, () -> b",
+    )
     x, s = np.linspace(0.0, 1.0, 16), 0.3
     gx, gs = jax.jit(jax.grad(lambda x, s: jnp.sum(op(x, s) ** 2), argnums=(0, 1)))(
-        rows(mesh, x), jnp.asarray(s))
+        rows(mesh, x), jnp.asarray(s)
+    )
     wx, ws = jax.grad(lambda x, s: jnp.sum((x * jnp.sin(s)) ** 2), argnums=(0, 1))(x, s)
     np.testing.assert_allclose(gx, wx, rtol=1e-12)
     np.testing.assert_allclose(gs, ws, rtol=1e-12)
@@ -365,15 +432,20 @@ def test_summed_factors_that_cannot_be_summed_are_clear_errors():
     def op(rule, result=jax.ShapeDtypeStruct((1,), jnp.float32)):
         return xlabind.callback(lambda a: a, lambda a: result, sharding_rule=rule, name="ruled")
 
-    with pytest.raises(ValueError, match=r"ruled: sharding_rule 'n -> n': summed factor 'n' is "
-                                         r"a dimension of a result"):
-        op(xlabind.ShardingRule("n -> n", summed="n"),
-           jax.ShapeDtypeStruct((4,), jnp.float32))(jnp.ones(4))
+    with pytest.raises(
+        ValueError,
+        match=r"ruled: sharding_rule 'n -> n': summed factor 'n' is "
+        r"a dimension of a result",
+    ):
+        op(xlabind.ShardingRule("n -> n", summed="n"), jax.ShapeDtypeStruct((4,), jnp.float32))(
+            jnp.ones(4)
+        )
     with pytest.raises(ValueError, match=r"summed factor 'k' names no dimension of an operand"):
         op(xlabind.ShardingRule("n -> m", summed=("k",)))(jnp.ones(4))
     with pytest.raises(ValueError, match=r"sums over \('n',\), but result 0 is bool"):
-        op(xlabind.ShardingRule("n -> ()", summed="n"),
-           jax.ShapeDtypeStruct((), jnp.bool_))(jnp.ones(4))
+        op(xlabind.ShardingRule("n -> ()", summed="n"), jax.ShapeDtypeStruct((), jnp.bool_))(
+            jnp.ones(4)
+        )
     with pytest.raises(ValueError, match=r"or an xlabind.ShardingRule, got 3"):
         op(3)(jnp.ones(4))
 
@@ -405,23 +477,34 @@ def test_map_coordinates_splits_points_and_sums_the_grid_gradient(mesh, partitio
 
 def test_check_sharding_finds_a_rule_the_function_does_not_keep(mesh):
     # cumsum is not independent in n: a rule that says so splits it wrongly.
-    wrong = xlabind.callback(lambda x: np.cumsum(np.asarray(x)), lambda x: x,
-                             sharding_rule="n -> n", name="cumsum")
+    wrong = xlabind.callback(
+        lambda x: np.cumsum(np.asarray(x)), lambda x: x, sharding_rule="n -> n", name="cumsum"
+    )
     x = rows(mesh, np.arange(16.0))
-    with pytest.raises(AssertionError, match=r"check_sharding: cumsum: result 0 differs between "
-                                             r"the sharded call and the call on one device"):
+    with pytest.raises(
+        AssertionError,
+        match=r"check_sharding: cumsum: result 0 differs between "
+        r"the sharded call and the call on one device",
+    ):
         xlabind.check_sharding(wrong, x)
     # A sum over n declared as such is right, and passes.
-    total = xlabind.callback(lambda x: np.asarray(np.asarray(x).sum()),
-                             lambda x: jax.ShapeDtypeStruct((), x.dtype),
-                             sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"))
+    total = xlabind.callback(
+        lambda x: np.asarray(np.asarray(x).sum()),
+        lambda x: jax.ShapeDtypeStruct((), x.dtype),
+        sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"),
+    )
     xlabind.check_sharding(total, x)
-    xlabind.check_sharding(recorded_matmul(Calls()), rows(mesh, np.ones((3, 16)), P(None, "d")),
-                           rows(mesh, np.ones((16, 2))))
+    xlabind.check_sharding(
+        recorded_matmul(Calls()),
+        rows(mesh, np.ones((3, 16)), P(None, "d")),
+        rows(mesh, np.ones((16, 2))),
+    )
     # float32 sums in another order: within the dtype's default tolerance.
-    columns = xlabind.callback(lambda x: np.asarray(x).sum(0),
-                               lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
-                               sharding_rule=xlabind.ShardingRule("n m -> m", summed="n"))
+    columns = xlabind.callback(
+        lambda x: np.asarray(x).sum(0),
+        lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
+        sharding_rule=xlabind.ShardingRule("n m -> m", summed="n"),
+    )
     noise = np.random.default_rng(0).normal(size=(1024, 64)).astype(np.float32)
     xlabind.check_sharding(columns, rows(mesh, noise))
     # Integers must agree exactly.
@@ -436,8 +519,7 @@ def test_map_coordinates_under_vmap_keeps_the_batch_sharded(mesh, partitioner):
     coords = rng.uniform(-1.0, 6.0, size=(8, 2, 32))
 
     def batch(grids, coords):
-        return jax.vmap(lambda g, c: map_coordinates(g, [c[0], c[1]], 1, "nearest"))(grids,
-                                                                                     coords)
+        return jax.vmap(lambda g, c: map_coordinates(g, [c[0], c[1]], 1, "nearest"))(grids, coords)
 
     def loss(grids, coords):
         return jnp.sum(jnp.sin(batch(grids, coords)))
@@ -452,17 +534,28 @@ def test_map_coordinates_under_vmap_keeps_the_batch_sharded(mesh, partitioner):
 def test_shard_map_manual_over_some_axes_under_both_partitioners(partitioner):
     # GSPMD cannot compile an all-gather there: the status exchange uses all-reduces.
     mesh2 = Mesh(np.array(jax.devices()).reshape(2, 4), ("a", "b"))
-    op = xlabind.callback(lambda a, b: np.asarray(a) @ np.asarray(b),
-                          lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype))
-    f = jax.jit(jax.shard_map(lambda a, b: jax.lax.psum(op(a, b), "a"), mesh=mesh2,
-                              in_specs=(P(None, "a"), P("a", None)), out_specs=P(),
-                              axis_names={"a"}))
+    op = xlabind.callback(
+        lambda a, b: np.asarray(a) @ np.asarray(b),
+        lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
+    )
+    f = jax.jit(
+        jax.shard_map(
+            lambda a, b: jax.lax.psum(op(a, b), "a"),
+            mesh=mesh2,
+            in_specs=(P(None, "a"), P("a", None)),
+            out_specs=P(),
+            axis_names={"a"},
+        )
+    )
     a = jax.device_put(np.ones((8, 16)), NamedSharding(mesh2, P("b", "a")))
     b = jax.device_put(np.ones((16, 4)), NamedSharding(mesh2, P("a", None)))
     if partitioner == "gspmd" and jax.__version_info__ < (0, 10):
         # That XLA aborts on any custom call there: a clear error instead.
-        with pytest.raises(NotImplementedError, match=r"manual over some mesh axes only under "
-                                                      r"GSPMD"):
+        with pytest.raises(
+            NotImplementedError,
+            match=r"manual over some mesh axes only under "
+            r"GSPMD",
+        ):
             f(a, b)
         return
     np.testing.assert_array_equal(f(a, b), np.full((8, 4), 16.0))
@@ -471,13 +564,16 @@ def test_shard_map_manual_over_some_axes_under_both_partitioners(partitioner):
 def test_derivatives_keep_whole_what_the_function_keeps_whole(mesh, partitioner):
     # b is whole in the function (the scalar result lacks it), and every result
     # of the transpose has it: the transpose must still see all of b.
-    op = xlabind.linear(lambda x: (np.cumsum(x), np.asarray(np.sum(x))),
-                        lambda ct_c, ct_s: np.cumsum(np.asarray(ct_c)[::-1])[::-1] + ct_s,
-                        lambda x: (x, jax.ShapeDtypeStruct((), x.dtype)),
-                        sharding_rule="b -> b, ()")
+    op = xlabind.linear(
+        lambda x: (np.cumsum(x), np.asarray(np.sum(x))),
+        lambda ct_c, ct_s: np.cumsum(np.asarray(ct_c)[::-1])[::-1] + ct_s,
+        lambda x: (x, jax.ShapeDtypeStruct((), x.dtype)),
+        sharding_rule="b -> b, ()",
+    )
     x, w = np.arange(16.0), np.linspace(0.0, 1.0, 16)
-    g = jax.jit(jax.grad(lambda x, w: jnp.sum(op(x)[0] * w) + op(x)[1]))(rows(mesh, x),
-                                                                        rows(mesh, w))
+    g = jax.jit(jax.grad(lambda x, w: jnp.sum(op(x)[0] * w) + op(x)[1]))(
+        rows(mesh, x), rows(mesh, w)
+    )
     want = jax.grad(lambda x, w: jnp.sum(jnp.cumsum(x) * w) + jnp.sum(x))(x, w)
     np.testing.assert_allclose(g, want, rtol=1e-12)
     # A logsumexp over n (neither independent nor summed) with x split on n:
@@ -497,26 +593,38 @@ def test_derivatives_keep_whole_what_the_function_keeps_whole(mesh, partitioner)
         s = softmax(x, v) * np.asarray(ct)[:, None]
         return s, s.sum(0)
 
-    lse = xlabind.nonlinear(logsumexp, lambda x, v: jax.ShapeDtypeStruct(x.shape[:1], x.dtype),
-                            jvp=lambda x, v, tx, tv: (softmax(x, v) * (tx + tv)).sum(1),
-                            vjp=vjp, sharding_rule="b n, n -> b")
+    lse = xlabind.nonlinear(
+        logsumexp,
+        lambda x, v: jax.ShapeDtypeStruct(x.shape[:1], x.dtype),
+        jvp=lambda x, v, tx, tv: (softmax(x, v) * (tx + tv)).sum(1),
+        vjp=vjp,
+        sharding_rule="b n, n -> b",
+    )
     x, v = np.linspace(-1.0, 1.0, 64).reshape(4, 16), np.linspace(0.0, 0.5, 16)
-    loss = lambda x, v, f: jnp.sum(jnp.sin(f(x, v)))  # noqa: E731
+    loss = lambda x, v, f: jnp.sum(jnp.sin(f(x, v)))
     got = jax.jit(jax.grad(lambda x, v: loss(x, v, lse), argnums=(0, 1)))(
-        rows(mesh, x, P(None, "d")), v)
-    want = jax.grad(lambda x, v: loss(x, v, lambda x, v: jax.nn.logsumexp(x + v, axis=1)),
-                    argnums=(0, 1))(x, v)
+        rows(mesh, x, P(None, "d")), v
+    )
+    want = jax.grad(
+        lambda x, v: loss(x, v, lambda x, v: jax.nn.logsumexp(x + v, axis=1)), argnums=(0, 1)
+    )(x, v)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
     assert set(calls.take()) == {((4, 16), (16,), (4,))}
 
 
 def test_check_sharding_with_nothing_split_says_it_checked_nothing(mesh):
-    total = xlabind.callback(lambda x: np.asarray(np.asarray(x).sum()),
-                             lambda x: jax.ShapeDtypeStruct((), x.dtype), name="total",
-                             sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"))
+    total = xlabind.callback(
+        lambda x: np.asarray(np.asarray(x).sum()),
+        lambda x: jax.ShapeDtypeStruct((), x.dtype),
+        name="total",
+        sharding_rule=xlabind.ShardingRule("n -> ()", summed="n"),
+    )
     replicated = jax.device_put(np.arange(16.0), NamedSharding(mesh, P()))
     for args in ((np.arange(16.0),), (jnp.arange(16.0),), (replicated,)):
-        with pytest.raises(ValueError, match=r"check_sharding: total: no argument is split "
-                                             r"across devices, so .* nothing to compare"):
+        with pytest.raises(
+            ValueError,
+            match=r"check_sharding: total: no argument is split "
+            r"across devices, so .* nothing to compare",
+        ):
             xlabind.check_sharding(total, *args)

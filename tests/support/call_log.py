@@ -30,6 +30,7 @@ class Calls:
 def recorded_matmul(calls: Calls) -> xlabind.BoundFunction:
     """`a @ b`, bilinear, summed over the inner factor `n`, each call (the
     product and both transposes) recorded in `calls`."""
+
     def matmul(a, b):
         calls.record(a, b)
         return np.asarray(a) @ np.asarray(b)
@@ -43,6 +44,8 @@ def recorded_matmul(calls: Calls) -> xlabind.BoundFunction:
         return np.asarray(a).T @ np.asarray(ct)
 
     return xlabind.multilinear(
-        matmul, (matmul_t_a, matmul_t_b),
+        matmul,
+        (matmul_t_a, matmul_t_b),
         lambda a, b: jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
-        sharding_rule=xlabind.ShardingRule("i n, n j -> i j", summed=("n",)))
+        sharding_rule=xlabind.ShardingRule("i n, n j -> i j", summed=("n",)),
+    )

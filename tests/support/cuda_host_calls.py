@@ -15,8 +15,16 @@ XLA_STREAM = 0x7000
 FLOAT32_PAIR = [(0x100000, [1], "float32"), (0x200000, [1], "float32")]
 
 
-def host_calls(fn, buffers=FLOAT32_PAIR, calls=1, *, style="floor", capturable=False,
-               device=0, foreign_thread=False) -> float:
+def host_calls(
+    fn,
+    buffers=FLOAT32_PAIR,
+    calls=1,
+    *,
+    style="floor",
+    capturable=False,
+    device=0,
+    foreign_thread=False,
+) -> float:
     """Seconds for `calls` calls of `fn` on `buffers` [(address, shape, dtype
     name)], the first the operand. style "floor": fn(operands, results) as
     the handler calls a registered entry; "in_place": fn(x, *, out=...) as
@@ -25,10 +33,13 @@ def host_calls(fn, buffers=FLOAT32_PAIR, calls=1, *, style="floor", capturable=F
     if style == "floor":
         entry = extension.CallbackEntry(fn, "f")
     else:
-        implementation = PythonImplementation({"cuda": fn}, in_place=True,
-                                              command_buffer_compatible=capturable)
-        entry = implementation._make_entry("cuda", fn, fn.__name__, {},
-                                           jax.tree_util.tree_structure(0))
+        implementation = PythonImplementation(
+            {"cuda": fn}, in_place=True, command_buffer_compatible=capturable
+        )
+        entry = implementation._make_entry(
+            "cuda", fn, fn.__name__, {}, jax.tree_util.tree_structure(0)
+        )
     specs = [(data, list(shape), CODES[dtype]) for data, shape, dtype in buffers]
-    return _xlabind._time_cuda_host_calls(entry.key, specs, 1, calls, XLA_STREAM, device,
-                                          foreign_thread=foreign_thread)
+    return _xlabind._time_cuda_host_calls(
+        entry.key, specs, 1, calls, XLA_STREAM, device, foreign_thread=foreign_thread
+    )

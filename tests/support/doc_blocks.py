@@ -45,11 +45,12 @@ def blocks(page: pathlib.Path) -> list[Block]:
             k += 1
             continue
         fence, info = opening.group("fence"), opening.group("info").strip()
-        end = next((j for j in range(k + 1, len(lines))
-                    if lines[j].strip() == fence[0] * len(fence)), None)
+        end = next(
+            (j for j in range(k + 1, len(lines)) if lines[j].strip() == fence[0] * len(fence)), None
+        )
         if end is None:
             raise ValueError(f"{page}:{k + 1}: a code fence that never closes")
-        body, start = lines[k + 1:end], k + 2
+        body, start = lines[k + 1 : end], k + 2
         language = re.match(r"\{code-block\}\s+(\S+)|(\S*)", info)
         language = language.group(1) or language.group(2)
         if language == "python":
@@ -79,10 +80,12 @@ def set_up_devices() -> None:
     """What the pages assume, set before jax starts: 8 CPU devices (the
     sharding guide's mesh), unless the environment says otherwise."""
     import os
+
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                                   + " --xla_force_host_platform_device_count=8")
+        os.environ["XLA_FLAGS"] = (
+            os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+        )
 
 
 if __name__ == "__main__":
@@ -92,6 +95,7 @@ if __name__ == "__main__":
     if "--one-device" in arguments:
         arguments.remove("--one-device")
         import os
+
         os.environ.pop("XLA_FLAGS", None)
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     else:

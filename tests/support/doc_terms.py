@@ -33,12 +33,15 @@ TERMS = {
     "transpose": r"transposes?",
     "vmap method": r"vmap methods?",
 }
-PATTERN = re.compile(r"(?i)\b(?:" + "|".join(f"(?P<t{k}>{p})" for k, p in
-                                              enumerate(TERMS.values())) + r")\b")
+PATTERN = re.compile(
+    r"(?i)\b(?:" + "|".join(f"(?P<t{k}>{p})" for k, p in enumerate(TERMS.values())) + r")\b"
+)
 # Spans of a prose line that are not prose: a role with its text, inline
 # code, math, a link's text and target, an HTML tag.
-_NOT_PROSE = re.compile(r"\{[\w:-]+\}`[^`]*`|`[^`]*`|\$[^$]*\$|\[[^\]]*\]\([^)]*\)"
-                        r"|\[[^\]]*\]|<[^>]*>")
+_NOT_PROSE = re.compile(
+    r"\{[\w:-]+\}`[^`]*`|`[^`]*`|\$[^$]*\$|\[[^\]]*\]\([^)]*\)"
+    r"|\[[^\]]*\]|<[^>]*>"
+)
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _TERM_ROLE = re.compile(r"\{term\}`(?:[^`<]*<(?P<target>[^>]+)>|(?P<text>[^`]+))`")
 

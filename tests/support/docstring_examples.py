@@ -13,12 +13,24 @@ GPU = doctest.register_optionflag("GPU")
 # The modules whose docstrings hold the public names' examples (the public
 # functions are defined in them), and compiled classes, whose docstrings
 # doctest does not find through a module.
-MODULES = ["xlabind", "xlabind.callback", "xlabind.linear", "xlabind.multilinear",
-           "xlabind.nonlinear", "xlabind._runtime.native_targets",
-           "xlabind.ops.map_coordinates", "xlabind._primitive.factors",
-           "xlabind.sharding_check", "xlabind._primitive.definition", "xlabind.jaxbind",
-           "xlabind.ops.spline_filter", "xlabind._runtime.extension", "xlabind.cuda",
-           "xlabind._primitive.traced_rules", "xlabind._compatibility"]
+MODULES = [
+    "xlabind",
+    "xlabind.callback",
+    "xlabind.linear",
+    "xlabind.multilinear",
+    "xlabind.nonlinear",
+    "xlabind._runtime.native_targets",
+    "xlabind.ops.map_coordinates",
+    "xlabind._primitive.factors",
+    "xlabind.sharding_check",
+    "xlabind._primitive.definition",
+    "xlabind.jaxbind",
+    "xlabind.ops.spline_filter",
+    "xlabind._runtime.extension",
+    "xlabind.cuda",
+    "xlabind._primitive.traced_rules",
+    "xlabind._compatibility",
+]
 COMPILED = ["xlabind.cuda.DeviceArray"]
 
 

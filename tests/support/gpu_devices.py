@@ -13,8 +13,10 @@ def has_gpu() -> bool:
 
 
 requires_gpu = pytest.mark.skipif(
-    not has_gpu(), reason="no CUDA device here (JAX_PLATFORMS=cpu or a CPU-only jaxlib); "
-    "tools/gpu_check.py runs these on a GPU")
+    not has_gpu(),
+    reason="no CUDA device here (JAX_PLATFORMS=cpu or a CPU-only jaxlib); "
+    "tools/gpu_check.py runs these on a GPU",
+)
 
 
 def on_gpu(x):

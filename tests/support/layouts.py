@@ -21,8 +21,9 @@ def to_front(x, entry):
     order = [entry[level] for level in reversed(range(len(entry))) if entry[level] is not None]
     y = np.transpose(x, order + core)
     sizes = iter(y.shape)
-    shape = [next(sizes) if entry[level] is not None else 1
-             for level in reversed(range(len(entry)))]
+    shape = [
+        next(sizes) if entry[level] is not None else 1 for level in reversed(range(len(entry)))
+    ]
     return y.reshape(shape + list(sizes))
 
 
@@ -61,7 +62,8 @@ def single_result_shape(index):
     def shape(*args, batch_axes=None, **kwargs):
         if batch_axes is None:
             return jax.ShapeDtypeStruct(args[index].shape, args[index].dtype)
-        return elementwise_shape(args[index], *args, batch_axes=(batch_axes[index], *batch_axes),
-                                 **kwargs)
+        return elementwise_shape(
+            args[index], *args, batch_axes=(batch_axes[index], *batch_axes), **kwargs
+        )
 
     return shape

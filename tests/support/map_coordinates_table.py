@@ -12,11 +12,27 @@ CVAL = -1.0
 # Coordinates where jax's int32 index arithmetic does not overflow (reflect
 # doubles the index and adds the size: |c| < 2^30 - size), with rounding ties
 # and values one ulp off them.
-FINITE = [2.4999999999999996, 0.49999999999999994, -0.49999999999999994, 2.5, -2.5, 3.7, -7.3,
-          1e9 + 0.25, -(2.0 ** 29) + 2.5, 2.0 ** 29 - 2.5, 0.0, 4.0, 4.5, -0.5, 5.0, 1234567.5]
+FINITE = [
+    2.4999999999999996,
+    0.49999999999999994,
+    -0.49999999999999994,
+    2.5,
+    -2.5,
+    3.7,
+    -7.3,
+    1e9 + 0.25,
+    -(2.0**29) + 2.5,
+    2.0**29 - 2.5,
+    0.0,
+    4.0,
+    4.5,
+    -0.5,
+    5.0,
+    1234567.5,
+]
 
 # The table for the rest, on GRID (orders 0 and 1 agree on these integers).
-EXTREME = [math.nan, math.inf, -math.inf, 1e30, -1e30, 2.0 ** 31 + 3, 9.3e18, 3 * 2.0 ** 62]
+EXTREME = [math.nan, math.inf, -math.inf, 1e30, -1e30, 2.0**31 + 3, 9.3e18, 3 * 2.0**62]
 
 
 def _exact(mode, c):

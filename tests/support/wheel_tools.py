@@ -11,8 +11,11 @@ RUNFILES = pathlib.Path(__file__).parents[2]
 # Each lock's site-packages folder: the pinned jax, and the oldest supported.
 SITES = {
     "pinned": pathlib.Path(jax.__file__).parent.parent,
-    "lower_bound": (runfiles_repos.repository("xlabind_pypi_lower_bound")
-                    or RUNFILES.parent / "xlabind_pypi_lower_bound") / "site",
+    "lower_bound": (
+        runfiles_repos.repository("xlabind_pypi_lower_bound")
+        or RUNFILES.parent / "xlabind_pypi_lower_bound"
+    )
+    / "site",
 }
 
 

@@ -4,16 +4,18 @@ callbacks and native targets."""
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+)
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import xlabind  # noqa: E402
+import xlabind
 
 
 def _double_in_place(x, out):
@@ -21,8 +23,9 @@ def _double_in_place(x, out):
 
 
 def doubler(**options):
-    return xlabind.callback(_double_in_place, lambda x: x, in_place=True,
-                            input_output_aliases={0: 0}, **options)
+    return xlabind.callback(
+        _double_in_place, lambda x: x, in_place=True, input_output_aliases={0: 0}, **options
+    )
 
 
 def test_donated_argument_becomes_the_result_in_place():
@@ -93,8 +96,12 @@ def test_a_second_argument_aliased_to_a_second_result():
         out[0][...] = a.sum()
         out[1][...] = b * a.sum()
 
-    op = xlabind.callback(fn, lambda a, b: (jax.ShapeDtypeStruct((), a.dtype), b),
-                          in_place=True, input_output_aliases={1: 1})
+    op = xlabind.callback(
+        fn,
+        lambda a, b: (jax.ShapeDtypeStruct((), a.dtype), b),
+        in_place=True,
+        input_output_aliases={1: 1},
+    )
     b = jnp.arange(3.0)
     before = b.unsafe_buffer_pointer()
     total, scaled = jax.jit(op, donate_argnums=1)(jnp.ones(2), b)
@@ -105,10 +112,12 @@ def test_a_second_argument_aliased_to_a_second_result():
 
 # -- native targets ------------------------------------------------------------
 
+
 def test_native_target_writes_into_the_argument():
     # xlabind_noop writes nothing: with the alias its result is its argument.
-    noop = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x,
-                            input_output_aliases={0: 0})
+    noop = xlabind.callback(
+        xlabind.ffi_target("xlabind_noop"), lambda x: x, input_output_aliases={0: 0}
+    )
     x = jnp.arange(5.0) * 3
     np.testing.assert_array_equal(jax.jit(noop)(x), x)
     y = jnp.arange(5.0) * 3
@@ -120,23 +129,42 @@ def test_native_target_writes_into_the_argument():
 
 # -- static checks -------------------------------------------------------------
 
-@pytest.mark.parametrize("aliases, args, message", [
-    ({0: 0}, (np.ones(3, np.float32),), None),
-    ({0: 0}, (np.ones(4, np.float32),),
-     r"my_op: input_output_aliases maps argument 0 to result 0, which must have one shape and "
-     r"dtype: argument 0 has shape \(4,\) and dtype float32, result 0 has shape \(3,\)"),
-    ({0: 0}, (np.ones(3, np.int32),),
-     r"my_op: .*argument 0 has shape \(3,\) and dtype int32, result 0 has shape \(3,\) and "
-     r"dtype float32"),
-    ({1: 0}, (np.ones(3, np.float32),),
-     r"my_op: input_output_aliases maps argument 1 to result 0, but the call has 1 arguments"),
-    ({0: 2}, (np.ones(3, np.float32),),
-     r"my_op: input_output_aliases maps argument 0 to result 2, but the function has 1 results"),
-])
+
+@pytest.mark.parametrize(
+    "aliases, args, message",
+    [
+        ({0: 0}, (np.ones(3, np.float32),), None),
+        (
+            {0: 0},
+            (np.ones(4, np.float32),),
+            r"my_op: input_output_aliases maps argument 0 to result 0, which must have one shape and "
+            r"dtype: argument 0 has shape \(4,\) and dtype float32, result 0 has shape \(3,\)",
+        ),
+        (
+            {0: 0},
+            (np.ones(3, np.int32),),
+            r"my_op: .*argument 0 has shape \(3,\) and dtype int32, result 0 has shape \(3,\) and "
+            r"dtype float32",
+        ),
+        (
+            {1: 0},
+            (np.ones(3, np.float32),),
+            r"my_op: input_output_aliases maps argument 1 to result 0, but the call has 1 arguments",
+        ),
+        (
+            {0: 2},
+            (np.ones(3, np.float32),),
+            r"my_op: input_output_aliases maps argument 0 to result 2, but the function has 1 results",
+        ),
+    ],
+)
 def test_checked_when_called(aliases, args, message):
-    op = xlabind.callback(lambda x: np.zeros(3, np.float32),
-                          lambda *a: jax.ShapeDtypeStruct((3,), np.float32),
-                          input_output_aliases=aliases, name="my_op")
+    op = xlabind.callback(
+        lambda x: np.zeros(3, np.float32),
+        lambda *a: jax.ShapeDtypeStruct((3,), np.float32),
+        input_output_aliases=aliases,
+        name="my_op",
+    )
     if message is None:
         np.testing.assert_array_equal(op(*args), np.zeros(3))
         return
@@ -145,12 +173,17 @@ def test_checked_when_called(aliases, args, message):
 
 
 def test_checked_when_bound():
-    with pytest.raises(ValueError, match=r"my_op: input_output_aliases aliases result 0 to "
-                                         r"several arguments \(\[0, 1\]\)"):
-        xlabind.callback(np.add, lambda x, y: x, input_output_aliases={0: 0, 1: 0},
-                         name="my_op")
-    with pytest.raises(TypeError, match="my_op: input_output_aliases maps -1 to 0; the argument "
-                                        "index must be a non-negative int"):
+    with pytest.raises(
+        ValueError,
+        match=r"my_op: input_output_aliases aliases result 0 to "
+        r"several arguments \(\[0, 1\]\)",
+    ):
+        xlabind.callback(np.add, lambda x, y: x, input_output_aliases={0: 0, 1: 0}, name="my_op")
+    with pytest.raises(
+        TypeError,
+        match="my_op: input_output_aliases maps -1 to 0; the argument "
+        "index must be a non-negative int",
+    ):
         xlabind.callback(np.negative, lambda x: x, input_output_aliases={-1: 0}, name="my_op")
     with pytest.raises(TypeError, match="my_op: input_output_aliases must be a dict"):
         xlabind.callback(np.negative, lambda x: x, input_output_aliases=[(0, 0)], name="my_op")
@@ -159,6 +192,7 @@ def test_checked_when_bound():
 
 
 # -- vmap ----------------------------------------------------------------------
+
 
 def _calls(fn, *args) -> str:
     return str(jax.make_jaxpr(fn)(*args))
@@ -170,8 +204,13 @@ def _add_in_place(x, y, out):
 
 @pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
 def test_vmap_keeps_the_alias_where_shapes_match(method):
-    op = xlabind.callback(_add_in_place, lambda x, y: x, in_place=True, vmap_method=method,
-                          input_output_aliases={0: 0})
+    op = xlabind.callback(
+        _add_in_place,
+        lambda x, y: x,
+        in_place=True,
+        vmap_method=method,
+        input_output_aliases={0: 0},
+    )
     xs, y = jnp.arange(6.0).reshape(3, 2), jnp.ones(2)
     expected = np.arange(6.0).reshape(3, 2) + 1
     # x batched: its batched shape is the result's.
@@ -196,8 +235,9 @@ def _like_y(x, y, batch_axes=None):
     if not batch_axes:
         return x
     axis = batch_axes[1][-1] if batch_axes[1][-1] is not None else batch_axes[0][-1]
-    return xlabind.BatchedResult(y.shape if batch_axes[1][-1] is not None else x.shape,
-                                 x.dtype, axis)
+    return xlabind.BatchedResult(
+        y.shape if batch_axes[1][-1] is not None else x.shape, x.dtype, axis
+    )
 
 
 @pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all", "native"])
@@ -206,16 +246,29 @@ def test_an_in_place_update_reads_the_argument_under_every_vmap(method, axes):
     # The aliased argument unbatched (or batched along another axis than the
     # result): the function still finds its values in `out`.
     if method == "native":
-        op = xlabind.callback(_accumulate_native, _like_y, in_place=True,
-                              vmap_method="native", input_output_aliases={0: 0})
+        op = xlabind.callback(
+            _accumulate_native,
+            _like_y,
+            in_place=True,
+            vmap_method="native",
+            input_output_aliases={0: 0},
+        )
     else:
-        op = xlabind.callback(_accumulate, lambda x, y: x, in_place=True, vmap_method=method,
-                              input_output_aliases={0: 0})
+        op = xlabind.callback(
+            _accumulate,
+            lambda x, y: x,
+            in_place=True,
+            vmap_method=method,
+            input_output_aliases={0: 0},
+        )
     rng = np.random.default_rng(1)
     base = rng.normal(size=(4,))
     x = base if axes[0] is None else np.stack([base * (k + 1) for k in range(3)], axes[0])
-    y = rng.normal(size=(4,)) if axes[1] is None else rng.normal(
-        size=(3, 4) if axes[1] == 0 else (4, 3))
+    y = (
+        rng.normal(size=(4,))
+        if axes[1] is None
+        else rng.normal(size=(3, 4) if axes[1] == 0 else (4, 3))
+    )
     want = jax.vmap(lambda a, b: a + b, axes)(x, y)
     np.testing.assert_allclose(jax.vmap(op, axes)(x, y), want, rtol=1e-12)
     np.testing.assert_allclose(jax.jit(jax.vmap(op, axes))(x, y), want, rtol=1e-12)
@@ -223,8 +276,9 @@ def test_an_in_place_update_reads_the_argument_under_every_vmap(method, axes):
     # Nested: an outer vmap over a second batch of x only.
     xs = np.stack([x, 2 * x])
     nested = jax.jit(jax.vmap(jax.vmap(op, axes), (0, None)))(xs, y)
-    np.testing.assert_allclose(nested, np.stack([want, jax.vmap(lambda a, b: a + b, axes)(
-        2 * x, y)]), rtol=1e-12)
+    np.testing.assert_allclose(
+        nested, np.stack([want, jax.vmap(lambda a, b: a + b, axes)(2 * x, y)]), rtol=1e-12
+    )
 
 
 def test_vmap_native_keeps_matching_aliases_only():
@@ -233,12 +287,14 @@ def test_vmap_native_keeps_matching_aliases_only():
 
     def shapes(x, y, batch_axes=None):
         if not batch_axes or batch_axes[1][-1] is None:
-            return xlabind.BatchedResult(x.shape, x.dtype, None if not batch_axes
-                                         else batch_axes[0][-1])
+            return xlabind.BatchedResult(
+                x.shape, x.dtype, None if not batch_axes else batch_axes[0][-1]
+            )
         return xlabind.BatchedResult(y.shape, y.dtype, batch_axes[1][-1])
 
-    op = xlabind.callback(fn, shapes, in_place=True, vmap_method="native",
-                          input_output_aliases={0: 0})
+    op = xlabind.callback(
+        fn, shapes, in_place=True, vmap_method="native", input_output_aliases={0: 0}
+    )
     xs, ys = jnp.arange(6.0).reshape(3, 2), jnp.ones((3, 2))
     np.testing.assert_array_equal(jax.jit(jax.vmap(op))(xs, ys), np.asarray(xs) + 1)
     assert "aliases={0: 0}" in _calls(jax.vmap(op), xs, ys)
@@ -263,30 +319,42 @@ def test_vmap_native_that_cannot_keep_an_alias_says_so():
         shape.insert(axis, size)
         return xlabind.BatchedResult(tuple(shape), x.dtype, axis)
 
-    op = xlabind.callback(fn, shapes, in_place=True, vmap_method="native",
-                          input_output_aliases={0: 0}, name="my_op")
-    with pytest.raises(ValueError, match=r"my_op: under jax.vmap \(vmap_method='native'\) "
-                                         r"argument 0 .*input_output_aliases=\{0: 0\} cannot "
-                                         r"hold"):
+    op = xlabind.callback(
+        fn, shapes, in_place=True, vmap_method="native", input_output_aliases={0: 0}, name="my_op"
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"my_op: under jax.vmap \(vmap_method='native'\) "
+        r"argument 0 .*input_output_aliases=\{0: 0\} cannot "
+        r"hold",
+    ):
         jax.jit(jax.vmap(op)).lower(jnp.ones((2, 3)))
 
 
 # -- derivatives ---------------------------------------------------------------
 
+
 def test_grad_calls_are_not_aliased():
-    scale = xlabind.linear(lambda x: 3 * x, lambda ct: 3 * ct, lambda x: x,
-                           input_output_aliases={0: 0})
+    scale = xlabind.linear(
+        lambda x: 3 * x, lambda ct: 3 * ct, lambda x: x, input_output_aliases={0: 0}
+    )
     x = jnp.arange(3.0)
-    np.testing.assert_array_equal(jax.jit(jax.grad(lambda x: (scale(x) * x).sum()))(x),
-                                  6 * np.arange(3.0))
+    np.testing.assert_array_equal(
+        jax.jit(jax.grad(lambda x: (scale(x) * x).sum()))(x), 6 * np.arange(3.0)
+    )
     jaxpr = _calls(jax.grad(lambda x: (scale(x) * x).sum()), x)
     assert jaxpr.count("aliases={0: 0}") == 1  # the forward call only
     assert "(transpose)" in jaxpr
 
 
 def test_nonlinear_jvp_and_vjp_are_not_aliased():
-    square = xlabind.nonlinear(lambda x: x * x, lambda x: x, jvp=lambda x, t: 2 * x * t,
-                               vjp=lambda x, ct: 2 * x * ct, input_output_aliases={0: 0})
+    square = xlabind.nonlinear(
+        lambda x: x * x,
+        lambda x: x,
+        jvp=lambda x, t: 2 * x * t,
+        vjp=lambda x, ct: 2 * x * ct,
+        input_output_aliases={0: 0},
+    )
     x = jnp.arange(3.0)
     np.testing.assert_array_equal(jax.jit(jax.grad(lambda x: square(x).sum()))(x), 2 * x)
     jaxpr = _calls(jax.grad(lambda x: square(x).sum()), x)
@@ -294,6 +362,7 @@ def test_nonlinear_jvp_and_vjp_are_not_aliased():
 
 
 # -- sharding ------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def mesh():
@@ -306,8 +375,9 @@ def test_sharded_program_without_a_rule(mesh):
     # function's own (_lowering/call_status.py): the alias still names the right result.
     x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("d")))
     np.testing.assert_array_equal(jax.jit(doubler())(x), 2 * np.arange(8.0))
-    noop = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x,
-                            input_output_aliases={0: 0})
+    noop = xlabind.callback(
+        xlabind.ffi_target("xlabind_noop"), lambda x: x, input_output_aliases={0: 0}
+    )
     np.testing.assert_array_equal(jax.jit(noop)(x), np.arange(8.0))
 
 
@@ -318,20 +388,29 @@ def test_sharded_program_with_a_rule(mesh):
         shapes.append(x.shape)
         out[...] = 2 * x
 
-    op = xlabind.callback(fn, lambda x: x, in_place=True, sharding_rule="n -> n",
-                          input_output_aliases={0: 0})
+    op = xlabind.callback(
+        fn, lambda x: x, in_place=True, sharding_rule="n -> n", input_output_aliases={0: 0}
+    )
     x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("d")))
     np.testing.assert_array_equal(jax.jit(op)(x), 2 * np.arange(8.0))
     assert shapes == [(2,)] * 4
-    noop = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x,
-                            sharding_rule="n -> n", input_output_aliases={0: 0})
+    noop = xlabind.callback(
+        xlabind.ffi_target("xlabind_noop"),
+        lambda x: x,
+        sharding_rule="n -> n",
+        input_output_aliases={0: 0},
+    )
     np.testing.assert_array_equal(jax.jit(noop)(x), np.arange(8.0))
 
 
 def test_sharded_alias_is_dropped_where_split_differently(mesh):
     # Argument and result are split along different factors: their shards
     # differ in shape, so the per-device call is not aliased.
-    op = xlabind.callback(lambda x: np.asarray(x).T * 1, lambda x: x, sharding_rule="i j -> j i",
-                          input_output_aliases={0: 0})
+    op = xlabind.callback(
+        lambda x: np.asarray(x).T * 1,
+        lambda x: x,
+        sharding_rule="i j -> j i",
+        input_output_aliases={0: 0},
+    )
     x = jax.device_put(jnp.arange(16.0).reshape(4, 4), NamedSharding(mesh, P("d", None)))
     np.testing.assert_array_equal(jax.jit(op)(x), np.arange(16.0).reshape(4, 4).T)

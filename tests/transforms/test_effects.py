@@ -8,19 +8,21 @@ import subprocess
 import sys
 import textwrap
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4"
+)
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax import export  # noqa: E402
-from jax.experimental import io_callback  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import native_api_ops
+import numpy as np
+import pytest
+from jax import export
+from jax.experimental import io_callback
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import native_api_ops  # noqa: E402
-import xlabind  # noqa: E402
+import xlabind
 
 xlabind.register_ffi_targets(native_api_ops)
 
@@ -62,9 +64,11 @@ def test_lowered_with_has_side_effect():
 def test_native_target_with_an_effect_runs_with_its_result_unused():
     noop = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x, effect="unordered")
     np.testing.assert_array_equal(jax.jit(lambda x: (noop(x), x * 2)[1])(jnp.ones(2)), [2, 2])
-    ticket = xlabind.callback(xlabind.ffi_target("native_api_ticket", takes_token=True),
-                              lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
-                              effect="ordered")
+    ticket = xlabind.callback(
+        xlabind.ffi_target("native_api_ticket", takes_token=True),
+        lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
+        effect="ordered",
+    )
     before = int(jax.jit(ticket)(jnp.ones(2))[1])
     jax.jit(lambda x: (ticket(x), x * 2)[1])(jnp.ones(2))
     assert int(jax.jit(ticket)(jnp.ones(2))[1]) == before + 2
@@ -119,8 +123,9 @@ def test_ordered_keeps_program_order_against_data_dependencies():
     # call reads a parameter and could run first. The ordering token is what
     # keeps it after the first.
     seen = []
-    log = xlabind.callback(lambda x, *, tag: (seen.append(tag), x)[1], lambda x, **_: x,
-                           effect="ordered")
+    log = xlabind.callback(
+        lambda x, *, tag: (seen.append(tag), x)[1], lambda x, **_: x, effect="ordered"
+    )
 
     def program(x, y):
         log(jnp.sin(y * 2) @ jnp.cos(y * 3).T, tag="first")
@@ -168,7 +173,9 @@ def test_ordered_native_target_takes_the_token():
     # native_api_ticket: jax's token in and out, and the order it ran in.
     ticket = xlabind.callback(
         xlabind.ffi_target("native_api_ticket", takes_token=True),
-        lambda x: (x, jax.ShapeDtypeStruct((), np.int32)), effect="ordered")
+        lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
+        effect="ordered",
+    )
 
     def program(x, y):
         _, first = ticket(jnp.sin(y) @ jnp.cos(y).T)
@@ -178,31 +185,41 @@ def test_ordered_native_target_takes_the_token():
     first, second = jax.jit(program)(jnp.ones(2), jnp.ones((64, 64)))
     assert int(second) == int(first) + 1
     # Unordered, the same target gets a fresh token of its own.
-    free = xlabind.callback(xlabind.ffi_target("native_api_ticket", takes_token=True),
-                            lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
-                            effect="unordered")
+    free = xlabind.callback(
+        xlabind.ffi_target("native_api_ticket", takes_token=True),
+        lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
+        effect="unordered",
+    )
     np.testing.assert_array_equal(jax.jit(free)(jnp.arange(3.0))[0], [0.0, 1.0, 2.0])
 
 
 def test_ordered_native_target_without_a_token_is_refused():
-    with pytest.raises(ValueError, match=r"noop: effect='ordered' needs FFI targets that take "
-                                         r"jax's ordering token, and 'xlabind_noop' was not "
-                                         r"declared to.*takes_token=True"):
-        xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x, effect="ordered",
-                         name="noop")
+    with pytest.raises(
+        ValueError,
+        match=r"noop: effect='ordered' needs FFI targets that take "
+        r"jax's ordering token, and 'xlabind_noop' was not "
+        r"declared to.*takes_token=True",
+    ):
+        xlabind.callback(
+            xlabind.ffi_target("xlabind_noop"), lambda x: x, effect="ordered", name="noop"
+        )
     with pytest.raises(TypeError, match="takes_token must be a bool"):
         xlabind.ffi_target("xlabind_noop", takes_token="yes")
 
 
 def test_bad_effect():
-    with pytest.raises(ValueError, match=r"my_op: effect must be one of \(None, 'unordered', "
-                                         r"'ordered'\), got 'always'"):
+    with pytest.raises(
+        ValueError,
+        match=r"my_op: effect must be one of \(None, 'unordered', "
+        r"'ordered'\), got 'always'",
+    ):
         xlabind.callback(np.negative, lambda x: x, effect="always", name="my_op")
     assert xlabind.EFFECTS == (None, "unordered", "ordered")
     assert xlabind.callback(np.negative, lambda x: x, effect="ordered").effect == "ordered"
 
 
 # -- vmap ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
 def test_unordered_under_vmap(method):
@@ -233,43 +250,58 @@ def test_unordered_refuses_vmap_of_while_with_a_batched_predicate():
     log = logger(seen, "a", "unordered")
 
     def f(n):
-        return jax.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, log(c[1] + 1.0)),
-                                  (0, 0.0))[1]
+        return jax.lax.while_loop(
+            lambda c: c[0] < n, lambda c: (c[0] + 1, log(c[1] + 1.0)), (0, 0.0)
+        )[1]
 
-    with pytest.raises(Exception, match="Unordered IO effects not supported in while_loop with "
-                                        "batched predicate"):
+    with pytest.raises(
+        Exception, match="Unordered IO effects not supported in while_loop with batched predicate"
+    ):
         jax.vmap(f)(jnp.array([1, 3]))
     assert seen == []
     # The loop runs as often for every element: fine.
-    np.testing.assert_array_equal(jax.vmap(lambda x: jax.lax.fori_loop(
-        0, 2, lambda i, c: log(c) + 1, x))(jnp.zeros(3)), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(
+        jax.vmap(lambda x: jax.lax.fori_loop(0, 2, lambda i, c: log(c) + 1, x))(jnp.zeros(3)),
+        [2.0, 2.0, 2.0],
+    )
     assert seen == ["a"] * 2 * 3
 
 
 def test_ordered_refuses_vmap():
     log = logger([], "a", "ordered", vmap_method="expand_dims")
-    with pytest.raises(ValueError, match="log_a has effect='ordered', so it cannot be batched "
-                                         "with jax.vmap"):
+    with pytest.raises(
+        ValueError, match="log_a has effect='ordered', so it cannot be batched with jax.vmap"
+    ):
         jax.vmap(log)(jnp.ones((3, 2)))
 
 
 # -- derivatives ---------------------------------------------------------------
 
+
 @pytest.mark.parametrize("effect", ["unordered", "ordered"])
 def test_derivatives_are_refused(effect):
     seen = []
-    scale = xlabind.linear(lambda x: (seen.append("f"), 2 * x)[1], lambda ct: 2 * ct,
-                           lambda x: x, effect=effect, name="scale")
-    with pytest.raises(TypeError, match=f"scale has effect='{effect}', so it cannot be "
-                                        f"differentiated: its derivatives would run the effect "
-                                        f"again"):
+    scale = xlabind.linear(
+        lambda x: (seen.append("f"), 2 * x)[1],
+        lambda ct: 2 * ct,
+        lambda x: x,
+        effect=effect,
+        name="scale",
+    )
+    with pytest.raises(
+        TypeError,
+        match=f"scale has effect='{effect}', so it cannot be "
+        f"differentiated: its derivatives would run the effect "
+        f"again",
+    ):
         jax.grad(lambda x: scale(x).sum())(jnp.ones(2))
     with pytest.raises(TypeError, match="scale has effect=.*cannot be differentiated"):
         jax.jvp(scale, (jnp.ones(2),), (jnp.ones(2),))
     with pytest.raises(TypeError, match="scale has effect=.*cannot be transposed"):
         jax.linear_transpose(scale, jnp.ones(2))(jnp.ones(2))
-    square = xlabind.nonlinear(lambda x: x * x, lambda x: x, jvp=lambda x, t: 2 * x * t,
-                               effect=effect, name="square")
+    square = xlabind.nonlinear(
+        lambda x: x * x, lambda x: x, jvp=lambda x, t: 2 * x * t, effect=effect, name="square"
+    )
     with pytest.raises(TypeError, match="square has effect=.*cannot be differentiated"):
         jax.jacfwd(square)(jnp.ones(2))
 
@@ -278,8 +310,13 @@ def test_derivatives_are_refused(effect):
 def test_derivatives_are_refused_before_anything_runs(effect):
     # As io_callback: jax.grad refuses while it traces, eagerly too.
     seen = []
-    scale = xlabind.linear(lambda x: (seen.append("f"), 2 * x)[1], lambda ct: 2 * ct,
-                           lambda x: x, effect=effect, name="scale")
+    scale = xlabind.linear(
+        lambda x: (seen.append("f"), 2 * x)[1],
+        lambda ct: 2 * ct,
+        lambda x: x,
+        effect=effect,
+        name="scale",
+    )
     for transform in (jax.grad, lambda f: jax.jit(jax.grad(f))):
         with pytest.raises(TypeError, match="scale has effect=.*cannot be differentiated"):
             transform(lambda x: scale(x).sum())(jnp.ones(2))
@@ -301,6 +338,7 @@ def test_effectful_call_with_no_tangent_under_grad():
 
 # -- sharding ------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def mesh():
     assert len(jax.devices()) == 4, "XLA_FLAGS must be set before jax is imported"
@@ -311,8 +349,12 @@ def test_ordered_over_several_devices_runs_once_in_order(mesh):
     # As io_callback(ordered=True): once per program, on whole arrays, in
     # program order with the io_callbacks, whatever the program's sharding.
     seen = []
-    log = xlabind.callback(lambda x: (seen.append(float(np.asarray(x).sum())), x)[1],
-                           lambda x: x, effect="ordered", name="log")
+    log = xlabind.callback(
+        lambda x: (seen.append(float(np.asarray(x).sum())), x)[1],
+        lambda x: x,
+        effect="ordered",
+        name="log",
+    )
 
     def io(x):
         seen.append("io")
@@ -359,25 +401,40 @@ def test_ordered_over_several_devices_fails_every_device():
         except Exception as e:
             print("FAILED:", e)
         """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    assert re.search(r"(?s)FAILED: .*xlabind callback 'log' raised ValueError: no disk space.*"
-                     r"the call ran once, on the program's first device; every device of the "
-                     r"sharded program stopped", done.stdout), done.stdout + done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert re.search(
+        r"(?s)FAILED: .*xlabind callback 'log' raised ValueError: no disk space.*"
+        r"the call ran once, on the program's first device; every device of the "
+        r"sharded program stopped",
+        done.stdout,
+    ), done.stdout + done.stderr
 
 
 def test_ordered_inside_shard_map_runs_on_every_device(mesh):
     seen = []
-    log = xlabind.callback(lambda x: (seen.append(float(np.asarray(x).sum())), x)[1],
-                           lambda x: x, effect="ordered", name="log")
-    body = jax.shard_map(lambda x: log(x * 2) + log(x), mesh=mesh, in_specs=P("d"),
-                         out_specs=P("d"))
+    log = xlabind.callback(
+        lambda x: (seen.append(float(np.asarray(x).sum())), x)[1],
+        lambda x: x,
+        effect="ordered",
+        name="log",
+    )
+    body = jax.shard_map(
+        lambda x: log(x * 2) + log(x), mesh=mesh, in_specs=P("d"), out_specs=P("d")
+    )
     x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("d")))
     np.testing.assert_array_equal(jax.jit(body)(x), 3 * np.arange(8.0))
     jax.effects_barrier()
     # Each device's two calls in order: its 2x before its 1x.
-    assert sorted(seen) == sorted([2.0 * (2 * k + 2 * k + 1) for k in range(4)]
-                                  + [1.0 * (2 * k + 2 * k + 1) for k in range(4)])
+    assert sorted(seen) == sorted(
+        [2.0 * (2 * k + 2 * k + 1) for k in range(4)]
+        + [1.0 * (2 * k + 2 * k + 1) for k in range(4)]
+    )
     for k in range(4):
         shard = 2 * k + 2 * k + 1
         assert seen.index(2.0 * shard) < seen.index(1.0 * shard)
@@ -414,19 +471,26 @@ def test_unordered_without_a_rule_in_a_sharded_program(mesh):
 
 # -- jax.export ----------------------------------------------------------------
 
-_NATIVE_CHECKS = [export.DisabledSafetyCheck.custom_call(name)
-                  for name in ("xlabind_noop", "native_api_ticket")]
+_NATIVE_CHECKS = [
+    export.DisabledSafetyCheck.custom_call(name) for name in ("xlabind_noop", "native_api_ticket")
+]
 
 
 def _exported_effectful(effect, mesh=None):
     if effect == "ordered":
-        op = xlabind.callback(xlabind.ffi_target("native_api_ticket", takes_token=True),
-                              lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
-                              effect="ordered")
+        op = xlabind.callback(
+            xlabind.ffi_target("native_api_ticket", takes_token=True),
+            lambda x: (x, jax.ShapeDtypeStruct((), np.int32)),
+            effect="ordered",
+        )
         program = jax.jit(lambda x: op(op(x)[0] * 2)[0])
     else:
-        op = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x,
-                              input_output_aliases={0: 0}, effect="unordered")
+        op = xlabind.callback(
+            xlabind.ffi_target("xlabind_noop"),
+            lambda x: x,
+            input_output_aliases={0: 0},
+            effect="unordered",
+        )
         program = jax.jit(lambda x: op(x) * 2)
     x = jnp.arange(8.0)
     if mesh is not None:
@@ -463,11 +527,14 @@ def test_an_ordered_call_after_an_io_callback_with_results_over_several_devices(
         jax.jit(lambda x: io(io(x) * 2))(x)
     except jax.errors.JaxRuntimeError as error:  # jax 0.9 fails on its own program
         assert "side-effect HLO cannot have a replicated sharding" in str(error)
-        pytest.skip(f"jax {jax.__version__} cannot compile two ordered io_callbacks with "
-                    f"results over several devices itself")
+        pytest.skip(
+            f"jax {jax.__version__} cannot compile two ordered io_callbacks with "
+            f"results over several devices itself"
+        )
     seen = []
-    note = xlabind.callback(lambda x: (seen.append("xlabind"), 2 * np.asarray(x))[1],
-                            lambda x: x, effect="ordered")
+    note = xlabind.callback(
+        lambda x: (seen.append("xlabind"), 2 * np.asarray(x))[1], lambda x: x, effect="ordered"
+    )
 
     def program(x):
         y = io(x)

@@ -13,7 +13,8 @@ import pytest
 import xlabind
 
 hijax = pytest.importorskip(
-    "jax.experimental.hijax", reason="HiJAX (jax.experimental.hijax) is new in jax 0.12")
+    "jax.experimental.hijax", reason="HiJAX (jax.experimental.hijax) is new in jax 0.12"
+)
 if not hasattr(hijax, "HiPrim"):
     pytest.skip("jax.experimental.hijax has no HiPrim before jax 0.12", allow_module_level=True)
 
@@ -24,6 +25,7 @@ def _recorded(fn):
     def call(x):
         SHAPES.append((fn.__name__, np.shape(x)))
         return fn(x)
+
     call.__name__ = fn.__name__
     return call
 
@@ -31,8 +33,7 @@ def _recorded(fn):
 # The lowering's callback is batched by the primitive's `batch` rule; the
 # jvp rule's by xlabind's own vmap_method (the rule runs under jax's vmap).
 sine = xlabind.callback(_recorded(np.sin), lambda x: x, name="sine")
-cosine = xlabind.callback(_recorded(np.cos), lambda x: x, name="cosine",
-                          vmap_method="expand_dims")
+cosine = xlabind.callback(_recorded(np.cos), lambda x: x, name="cosine", vmap_method="expand_dims")
 
 
 class Sine(hijax.HiPrim):
@@ -93,6 +94,5 @@ def test_vmap_and_vmap_of_grad_call_once_for_the_whole_batch():
 
 def test_a_batch_axis_other_than_the_first_is_moved_to_the_front():
     SHAPES.clear()
-    np.testing.assert_allclose(jax.vmap(sin, in_axes=1, out_axes=1)(XS.T), np.sin(XS.T),
-                               rtol=1e-15)
+    np.testing.assert_allclose(jax.vmap(sin, in_axes=1, out_axes=1)(XS.T), np.sin(XS.T), rtol=1e-15)
     assert SHAPES == [("sin", (3, 4))]

@@ -5,11 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from layouts import elementwise, elementwise_shape
 
 import xlabind
 from xlabind import jaxbind
-
-from layouts import elementwise, elementwise_shape
 
 jax.config.update("jax_enable_x64", True)
 
@@ -51,38 +50,57 @@ def test_batch_axes_name_levels_innermost_first():
 
 
 def bad_shape_op(shape_fn, name="checked"):
-    return xlabind.callback(lambda x, *, batch_axes=None: x, shape_fn, vmap_method="native",
-                            name=name)
+    return xlabind.callback(
+        lambda x, *, batch_axes=None: x, shape_fn, vmap_method="native", name=name
+    )
 
 
 def test_batched_result_must_be_a_batch_of_the_unbatched_result():
-    op = bad_shape_op(lambda x, *, batch_axes=None: x if batch_axes is None else
-                      xlabind.BatchedResult((x.shape[0], 7), x.dtype, 0))
-    with pytest.raises(ValueError, match=r"checked: under vmap .* result 0 shape \(5, 7\) .*"
-                                         r"batch_axis=0; expected a batch of 5 along that axis "
-                                         r"of the unbatched result, which has shape \(3,\)"):
+    op = bad_shape_op(
+        lambda x, *, batch_axes=None: (
+            x if batch_axes is None else xlabind.BatchedResult((x.shape[0], 7), x.dtype, 0)
+        )
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"checked: under vmap .* result 0 shape \(5, 7\) .*"
+        r"batch_axis=0; expected a batch of 5 along that axis "
+        r"of the unbatched result, which has shape \(3,\)",
+    ):
         jax.vmap(op)(jnp.ones((5, 3)))
 
 
 def test_batched_result_axis_must_have_the_batch_size():
-    op = bad_shape_op(lambda x, *, batch_axes=None: x if batch_axes is None else
-                      xlabind.BatchedResult((3, 5), x.dtype, 0))
+    op = bad_shape_op(
+        lambda x, *, batch_axes=None: (
+            x if batch_axes is None else xlabind.BatchedResult((3, 5), x.dtype, 0)
+        )
+    )
     with pytest.raises(ValueError, match=r"shape \(3, 5\) .*batch_axis=0; expected a batch of 5"):
         jax.vmap(op)(jnp.ones((5, 3)))
 
 
 @pytest.mark.parametrize("axis", [2, -3, 7])
 def test_out_of_range_batch_axis_is_a_clear_error(axis):
-    op = bad_shape_op(lambda x, *, batch_axes=None: x if batch_axes is None else
-                      xlabind.BatchedResult(x.shape, x.dtype, axis))
-    with pytest.raises(ValueError, match=rf"checked: .* batch_axis={axis}, which is out of range "
-                                         r"for 2 dimensions"):
+    op = bad_shape_op(
+        lambda x, *, batch_axes=None: (
+            x if batch_axes is None else xlabind.BatchedResult(x.shape, x.dtype, axis)
+        )
+    )
+    with pytest.raises(
+        ValueError,
+        match=rf"checked: .* batch_axis={axis}, which is out of range "
+        r"for 2 dimensions",
+    ):
         jax.vmap(op)(jnp.ones((5, 3)))
 
 
 def test_a_negative_batch_axis_counts_from_the_end():
-    op = bad_shape_op(lambda x, *, batch_axes=None: x if batch_axes is None else
-                      xlabind.BatchedResult(x.shape, x.dtype, -1))
+    op = bad_shape_op(
+        lambda x, *, batch_axes=None: (
+            x if batch_axes is None else xlabind.BatchedResult(x.shape, x.dtype, -1)
+        )
+    )
     x = jnp.arange(15.0).reshape(3, 5)
     np.testing.assert_array_equal(jax.vmap(op, in_axes=1, out_axes=1)(x), x)
 
@@ -109,7 +127,10 @@ def test_jaxbind_keeps_its_own_batch_axes_and_checks_results():
     assert seen[-1] == ((0,), (0,))
     # ...and where that leaves the shape ambiguous, xlabind now says so instead of
     # returning a (3, 4) array where (3, 3, 4) belongs.
-    with pytest.raises(ValueError, match=r"result 0 shape \(3, 4\) .*batch_axis=0; expected a "
-                                         r"batch of 3 .* unbatched result, which has shape \(3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"result 0 shape \(3, 4\) .*batch_axis=0; expected a "
+        r"batch of 3 .* unbatched result, which has shape \(3, 4\)",
+    ):
         jax.vmap(jax.vmap(op, in_axes=(0, None)), in_axes=(None, 0))(A, A)
     assert ("abstract", ((0,), (0,))) in seen

@@ -17,9 +17,16 @@ from jax import export
 import xlabind
 from xlabind.ops import map_coordinates, spline_filter
 
-CHECKS = [export.DisabledSafetyCheck.custom_call(name) for name in (
-    "xlabind_noop", "xlabind_map_coordinates", "xlabind_map_coordinates_transpose",
-    "xlabind_spline_filter", "xlabind_spline_filter_transpose")]
+CHECKS = [
+    export.DisabledSafetyCheck.custom_call(name)
+    for name in (
+        "xlabind_noop",
+        "xlabind_map_coordinates",
+        "xlabind_map_coordinates_transpose",
+        "xlabind_spline_filter",
+        "xlabind_spline_filter_transpose",
+    )
+]
 F32 = jnp.float32
 
 
@@ -33,13 +40,17 @@ def specs(*shapes: str):
     """ShapeDtypeStructs of these shapes, their symbols from one scope (one
     `n` in each)."""
     scope = export.SymbolicScope()
-    return [jax.ShapeDtypeStruct(export.symbolic_shape(shape, scope=scope), F32)
-            for shape in shapes]
+    return [
+        jax.ShapeDtypeStruct(export.symbolic_shape(shape, scope=scope), F32) for shape in shapes
+    ]
 
 
 def test_a_native_target_at_every_size():
-    double = xlabind.linear(xlabind.ffi_target("xlabind_noop"), None,
-                            lambda x: jax.ShapeDtypeStruct((x.shape[0], *x.shape[1:]), x.dtype))
+    double = xlabind.linear(
+        xlabind.ffi_target("xlabind_noop"),
+        None,
+        lambda x: jax.ShapeDtypeStruct((x.shape[0], *x.shape[1:]), x.dtype),
+    )
     artifact = exported(double, *specs("n, 3"))
     assert str(artifact.out_avals[0].shape) == "(n, 3)"
     for n in (1, 4, 7):
@@ -62,8 +73,12 @@ def test_map_coordinates_with_symbolic_grid_and_points(order, mode):
         grid = jnp.asarray(rng.normal(size=(h, w)), F32)
         rows = jnp.asarray(rng.uniform(-1, h, n), F32)
         columns = jnp.asarray(rng.uniform(-1, w, n), F32)
-        np.testing.assert_allclose(artifact.call(grid, rows, columns),
-                                   interpolate(grid, rows, columns), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(
+            artifact.call(grid, rows, columns),
+            interpolate(grid, rows, columns),
+            rtol=1e-6,
+            atol=1e-6,
+        )
 
 
 @pytest.mark.parametrize("order", [1, 3])
@@ -116,8 +131,9 @@ def test_a_serialized_symbolic_artifact_runs_in_a_fresh_process(tmp_path):
     artifact = exported(jax.grad(loss, argnums=(0, 1, 2)), *specs("h, w", "n", "n"))
     path = tmp_path / "gradient.bin"
     path.write_bytes(artifact.serialize())
-    done = subprocess.run([sys.executable, "-c", FRESH, str(path)], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH, str(path)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0] == "symbolic (h, w) (n,)", lines
@@ -128,15 +144,23 @@ def test_a_serialized_symbolic_artifact_runs_in_a_fresh_process(tmp_path):
 def test_a_shape_function_that_needs_concrete_sizes_says_so():
     concrete = xlabind.callback(
         xlabind.ffi_target("xlabind_noop"),
-        lambda x: jax.ShapeDtypeStruct((int(x.shape[0]),), x.dtype), name="concrete")
-    with pytest.raises(TypeError, match=r"concrete: its result_shape_dtypes function needs "
-                                        r"concrete sizes, but the arguments have symbolic "
-                                        r"shapes \[\(n,\)\]"):
+        lambda x: jax.ShapeDtypeStruct((int(x.shape[0]),), x.dtype),
+        name="concrete",
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"concrete: its result_shape_dtypes function needs "
+        r"concrete sizes, but the arguments have symbolic "
+        r"shapes \[\(n,\)\]",
+    ):
         exported(concrete, *specs("n"))
 
 
 def test_a_python_function_is_refused_with_why():
     python = xlabind.callback(np.sin, lambda x: x, name="sine")
-    with pytest.raises(NotImplementedError, match=r"jax.export cannot serialize 'sine': it "
-                                                  r"calls a Python function"):
+    with pytest.raises(
+        NotImplementedError,
+        match=r"jax.export cannot serialize 'sine': it "
+        r"calls a Python function",
+    ):
         exported(python, *specs("n"))

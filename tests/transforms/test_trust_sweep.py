@@ -8,22 +8,24 @@ devices, or the error that says why it cannot (REFUSED)."""
 
 import os
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=8")
+os.environ["XLA_FLAGS"] = (
+    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+)
 
-import copy  # noqa: E402
-import gc  # noqa: E402
+import copy
+import gc
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import export
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
 
-import xlabind  # noqa: E402
-from jax import export  # noqa: E402
-from xlabind import jaxbind  # noqa: E402
-from xlabind.ops import map_coordinates  # noqa: E402
+import xlabind
+from xlabind import jaxbind
+from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)
 
@@ -48,44 +50,75 @@ _COORDS = np.linspace(-1.0, N + 0.5, N)
 MAKERS = {
     "callback": lambda rule: (
         xlabind.callback(lambda x: 2.0 * np.asarray(x), lambda x: x, sharding_rule=rule),
-        lambda x: 2.0 * x),
+        lambda x: 2.0 * x,
+    ),
     "linear": lambda rule: (
-        xlabind.linear(lambda x: 2.0 * np.asarray(x), lambda ct: 2.0 * np.asarray(ct),
-                       lambda x: x, sharding_rule=rule),
-        lambda x: 2.0 * x),
+        xlabind.linear(
+            lambda x: 2.0 * np.asarray(x),
+            lambda ct: 2.0 * np.asarray(ct),
+            lambda x: x,
+            sharding_rule=rule,
+        ),
+        lambda x: 2.0 * x,
+    ),
     "multilinear": lambda rule: (
-        (lambda op: lambda x: op(x, x))(xlabind.multilinear(
-            lambda x, y: np.asarray(x) * np.asarray(y),
-            (lambda y, ct: np.asarray(y) * np.asarray(ct),
-             lambda x, ct: np.asarray(x) * np.asarray(ct)),
-            lambda x, y: x, sharding_rule=None if rule is None else "n, n -> n")),
-        lambda x: x * x),
+        (lambda op: lambda x: op(x, x))(
+            xlabind.multilinear(
+                lambda x, y: np.asarray(x) * np.asarray(y),
+                (
+                    lambda y, ct: np.asarray(y) * np.asarray(ct),
+                    lambda x, ct: np.asarray(x) * np.asarray(ct),
+                ),
+                lambda x, y: x,
+                sharding_rule=None if rule is None else "n, n -> n",
+            )
+        ),
+        lambda x: x * x,
+    ),
     "nonlinear": lambda rule: (
-        xlabind.nonlinear(lambda x: np.sin(x), lambda x: x,
-                          jvp=lambda x, t: np.cos(x) * t, vjp=lambda x, ct: np.cos(x) * ct,
-                          sharding_rule=rule),
-        jnp.sin),
+        xlabind.nonlinear(
+            lambda x: np.sin(x),
+            lambda x: x,
+            jvp=lambda x, t: np.cos(x) * t,
+            vjp=lambda x, ct: np.cos(x) * ct,
+            sharding_rule=rule,
+        ),
+        jnp.sin,
+    ),
     "traceable": lambda rule: (
-        xlabind.nonlinear(lambda x: np.sin(x), lambda x: x, vjp=None,
-                          jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t),
-                          sharding_rule=rule),
-        jnp.sin),
+        xlabind.nonlinear(
+            lambda x: np.sin(x),
+            lambda x: x,
+            vjp=None,
+            jvp=xlabind.traceable(lambda x, t: jnp.cos(x) * t),
+            sharding_rule=rule,
+        ),
+        jnp.sin,
+    ),
     "jaxbind": lambda rule: (
         (lambda call: lambda x: call(x)[0])(
-            jaxbind.get_linear_call(_jaxbind_scale, _jaxbind_scale, _abstract, _abstract)),
-        lambda x: 3.0 * x),
+            jaxbind.get_linear_call(_jaxbind_scale, _jaxbind_scale, _abstract, _abstract)
+        ),
+        lambda x: 3.0 * x,
+    ),
     "ffi_target": lambda rule: (
         (lambda op: lambda x: op(x, jnp.asarray(_COORDS), order=1, mode=1, derivative=(0,)))(
-            xlabind.linear(xlabind.ffi_target("xlabind_map_coordinates"),
-                           xlabind.ffi_target("xlabind_map_coordinates_transpose"),
-                           lambda g, c, **_: c, nondiff_argnums=(1,),
-                           sharding_rule=None if rule is None else "g, p -> p")),
-        lambda x: jax.scipy.ndimage.map_coordinates(x, [jnp.asarray(_COORDS)], 1, "nearest")),
+            xlabind.linear(
+                xlabind.ffi_target("xlabind_map_coordinates"),
+                xlabind.ffi_target("xlabind_map_coordinates_transpose"),
+                lambda g, c, **_: c,
+                nondiff_argnums=(1,),
+                sharding_rule=None if rule is None else "g, p -> p",
+            )
+        ),
+        lambda x: jax.scipy.ndimage.map_coordinates(x, [jnp.asarray(_COORDS)], 1, "nearest"),
+    ),
     "map_coordinates": lambda rule: (
         lambda x: map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1, "mirror"),
-        lambda x: jax.scipy.ndimage.map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1,
-                                                    "mirror")),
+        lambda x: jax.scipy.ndimage.map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1, "mirror"),
+    ),
 }
+
 
 def _double_into(x, out):
     out[...] = 2.0 * np.asarray(x)
@@ -95,83 +128,150 @@ def _scaled(a, x):
     return np.asarray(a) * np.asarray(x)
 
 
-MAKERS.update({
-    "in_place": lambda rule: (
-        xlabind.callback(_double_into, lambda x: x, in_place=True, sharding_rule=rule),
-        lambda x: 2.0 * x),
-    "in_place_linear": lambda rule: (
-        xlabind.linear(_double_into, _double_into, lambda x: x, in_place=True,
-                       sharding_rule=rule),
-        lambda x: 2.0 * x),
-    "unordered": lambda rule: (
-        xlabind.linear(lambda x: 2.0 * np.asarray(x), lambda ct: 2.0 * np.asarray(ct),
-                       lambda x: x, effect="unordered", sharding_rule=rule),
-        lambda x: 2.0 * x),
-    "ordered": lambda rule: (
-        xlabind.callback(lambda x: 2.0 * np.asarray(x), lambda x: x, effect="ordered",
-                         sharding_rule=rule),
-        lambda x: 2.0 * x),
-    # Linear in x, differentiable in the scale a through a traceable rule.
-    "linear_jvp": lambda rule: (
-        (lambda op: lambda x: op(jnp.sin(x), x))(xlabind.linear(
-            _scaled, lambda a, ct: np.asarray(a) * np.asarray(ct), lambda a, x: x,
-            nondiff_argnums=(0,), jvp=xlabind.traceable(lambda a, x, da: da * x),
-            sharding_rule=None if rule is None else "n, n -> n")),
-        lambda x: jnp.sin(x) * x),
-})
-
+MAKERS.update(
+    {
+        "in_place": lambda rule: (
+            xlabind.callback(_double_into, lambda x: x, in_place=True, sharding_rule=rule),
+            lambda x: 2.0 * x,
+        ),
+        "in_place_linear": lambda rule: (
+            xlabind.linear(
+                _double_into, _double_into, lambda x: x, in_place=True, sharding_rule=rule
+            ),
+            lambda x: 2.0 * x,
+        ),
+        "unordered": lambda rule: (
+            xlabind.linear(
+                lambda x: 2.0 * np.asarray(x),
+                lambda ct: 2.0 * np.asarray(ct),
+                lambda x: x,
+                effect="unordered",
+                sharding_rule=rule,
+            ),
+            lambda x: 2.0 * x,
+        ),
+        "ordered": lambda rule: (
+            xlabind.callback(
+                lambda x: 2.0 * np.asarray(x), lambda x: x, effect="ordered", sharding_rule=rule
+            ),
+            lambda x: 2.0 * x,
+        ),
+        # Linear in x, differentiable in the scale a through a traceable rule.
+        "linear_jvp": lambda rule: (
+            (lambda op: lambda x: op(jnp.sin(x), x))(
+                xlabind.linear(
+                    _scaled,
+                    lambda a, ct: np.asarray(a) * np.asarray(ct),
+                    lambda a, x: x,
+                    nondiff_argnums=(0,),
+                    jvp=xlabind.traceable(lambda a, x, da: da * x),
+                    sharding_rule=None if rule is None else "n, n -> n",
+                )
+            ),
+            lambda x: jnp.sin(x) * x,
+        ),
+    }
+)
 
 
 def _double_in_place(x, out):
     out *= 2.0  # out *is* x's memory (input_output_aliases): it holds x
 
 
-MAKERS.update({
-    # In place through the alias: the function reads the argument from `out`.
-    "in_place_alias": lambda rule: (
-        xlabind.callback(_double_in_place, lambda x: x, in_place=True,
-                         input_output_aliases={0: 0}, sharding_rule=rule),
-        lambda x: 2.0 * x),
-    "ffi_target_unordered": lambda rule: (
-        (lambda op: lambda x: op(x, jnp.asarray(_COORDS), order=1, mode=1, derivative=(0,)))(
-            xlabind.linear(xlabind.ffi_target("xlabind_map_coordinates"),
-                           xlabind.ffi_target("xlabind_map_coordinates_transpose"),
-                           lambda g, c, **_: c, nondiff_argnums=(1,), effect="unordered",
-                           sharding_rule=None if rule is None else "g, p -> p")),
-        lambda x: jax.scipy.ndimage.map_coordinates(x, [jnp.asarray(_COORDS)], 1, "nearest")),
-    # NaN marks the outside; every point here is inside.
-    "map_coordinates_nan_cval": lambda rule: (
-        lambda x: map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1, "constant", cval=np.nan),
-        lambda x: jax.scipy.ndimage.map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1,
-                                                    "constant", cval=np.nan)),
-})
+MAKERS.update(
+    {
+        # In place through the alias: the function reads the argument from `out`.
+        "in_place_alias": lambda rule: (
+            xlabind.callback(
+                _double_in_place,
+                lambda x: x,
+                in_place=True,
+                input_output_aliases={0: 0},
+                sharding_rule=rule,
+            ),
+            lambda x: 2.0 * x,
+        ),
+        "ffi_target_unordered": lambda rule: (
+            (lambda op: lambda x: op(x, jnp.asarray(_COORDS), order=1, mode=1, derivative=(0,)))(
+                xlabind.linear(
+                    xlabind.ffi_target("xlabind_map_coordinates"),
+                    xlabind.ffi_target("xlabind_map_coordinates_transpose"),
+                    lambda g, c, **_: c,
+                    nondiff_argnums=(1,),
+                    effect="unordered",
+                    sharding_rule=None if rule is None else "g, p -> p",
+                )
+            ),
+            lambda x: jax.scipy.ndimage.map_coordinates(x, [jnp.asarray(_COORDS)], 1, "nearest"),
+        ),
+        # NaN marks the outside; every point here is inside.
+        "map_coordinates_nan_cval": lambda rule: (
+            lambda x: map_coordinates(jnp.asarray(_GRID), [x + 1.5], 1, "constant", cval=np.nan),
+            lambda x: jax.scipy.ndimage.map_coordinates(
+                jnp.asarray(_GRID), [x + 1.5], 1, "constant", cval=np.nan
+            ),
+        ),
+    }
+)
 
-DIFFERENTIABLE = set(MAKERS) - {"callback", "in_place", "in_place_alias", "unordered",
-                                "ordered", "ffi_target_unordered"}
+DIFFERENTIABLE = set(MAKERS) - {
+    "callback",
+    "in_place",
+    "in_place_alias",
+    "unordered",
+    "ordered",
+    "ffi_target_unordered",
+}
 # What only native code can be: jax.export serializes it.
-EXPORTABLE = {"ffi_target", "ffi_target_unordered", "map_coordinates",
-              "map_coordinates_nan_cval"}
+EXPORTABLE = {"ffi_target", "ffi_target_unordered", "map_coordinates", "map_coordinates_nan_cval"}
 
-MODES = ["eager", "jit", "grad", "vmap", "shard_map", "shard_map_grad", "jit8", "jit8_rule",
-         "export", "export8", "deepcopy"]
+MODES = [
+    "eager",
+    "jit",
+    "grad",
+    "vmap",
+    "shard_map",
+    "shard_map_grad",
+    "jit8",
+    "jit8_rule",
+    "export",
+    "export8",
+    "deepcopy",
+]
 
 # (kind, mode) -> (exception, message): what is refused, and how it says so.
 REFUSED = {
-    **{(kind, mode): (TypeError, r"has no derivative rules")
-       for kind in ("callback", "in_place") for mode in ("grad", "shard_map_grad")},
-    **{(kind, mode): (TypeError, r"has no derivative rules")
-       for kind in ("in_place_alias",) for mode in ("grad", "shard_map_grad")},
-    **{(kind, mode): (TypeError, r"has effect='(un)?ordered', so it cannot be differentiated")
-       for kind in ("unordered", "ordered", "ffi_target_unordered")
-       for mode in ("grad", "shard_map_grad")},
+    **{
+        (kind, mode): (TypeError, r"has no derivative rules")
+        for kind in ("callback", "in_place")
+        for mode in ("grad", "shard_map_grad")
+    },
+    **{
+        (kind, mode): (TypeError, r"has no derivative rules")
+        for kind in ("in_place_alias",)
+        for mode in ("grad", "shard_map_grad")
+    },
+    **{
+        (kind, mode): (TypeError, r"has effect='(un)?ordered', so it cannot be differentiated")
+        for kind in ("unordered", "ordered", "ffi_target_unordered")
+        for mode in ("grad", "shard_map_grad")
+    },
     ("ordered", "vmap"): (ValueError, r"has effect='ordered', so it cannot be batched"),
     ("ordered", "jit8_rule"): (ValueError, r"effect='ordered' cannot have a sharding_rule"),
-    **{(kind, mode): (NotImplementedError, r"jax.export cannot serialize .*: it calls a "
-                                           r"Python function")
-       for kind in set(MAKERS) - EXPORTABLE for mode in ("export", "export8")},
+    **{
+        (kind, mode): (
+            NotImplementedError,
+            r"jax.export cannot serialize .*: it calls a "
+            r"Python function",
+        )
+        for kind in set(MAKERS) - EXPORTABLE
+        for mode in ("export", "export8")
+    },
 }
-_CHECKS = [export.DisabledSafetyCheck.custom_call(name) for name in (
-    "xlabind_map_coordinates", "xlabind_map_coordinates_transpose")]
+_CHECKS = [
+    export.DisabledSafetyCheck.custom_call(name)
+    for name in ("xlabind_map_coordinates", "xlabind_map_coordinates_transpose")
+]
 
 
 @pytest.fixture(scope="module")
@@ -212,8 +312,11 @@ def _program(mode, make, inside, mesh):
     if mode == "jit":
         return jax.jit(body), x, reference
     if mode == "grad":
-        return (jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(body(x))))), x,
-                jax.grad(lambda x: jnp.sum(jnp.sin(reference(x)))))
+        return (
+            jax.jit(jax.grad(lambda x: jnp.sum(jnp.sin(body(x))))),
+            x,
+            jax.grad(lambda x: jnp.sum(jnp.sin(reference(x)))),
+        )
     if mode == "vmap":
         xs = jnp.stack([x, 2 * x])
         return jax.jit(jax.vmap(body)), xs, jax.vmap(reference)
@@ -226,9 +329,10 @@ def _program(mode, make, inside, mesh):
         return jax.jit(lambda x: again[0](x)), x, reference
     if mode == "export":
         # Exported for every size n, serialized, then called at this one.
-        n, = export.symbolic_shape("n")
+        (n,) = export.symbolic_shape("n")
         exported = export.export(jax.jit(body), disabled_checks=_CHECKS)(
-            jax.ShapeDtypeStruct((n,), x.dtype))
+            jax.ShapeDtypeStruct((n,), x.dtype)
+        )
         return _Called(export.deserialize(exported.serialize())), x, reference
     sharded = jax.device_put(x, NamedSharding(mesh, P("d")))
     if mode == "export8":
@@ -244,8 +348,11 @@ def _program(mode, make, inside, mesh):
         return jax.jit(f), sharded, blockwise
     if mode == "shard_map_grad":
         f = jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d"))
-        return (jax.jit(jax.grad(lambda x: jnp.sum(f(x) ** 2))), sharded,
-                jax.grad(lambda x: jnp.sum(blockwise(x) ** 2)))
+        return (
+            jax.jit(jax.grad(lambda x: jnp.sum(f(x) ** 2))),
+            sharded,
+            jax.grad(lambda x: jnp.sum(blockwise(x) ** 2)),
+        )
     return jax.jit(body), sharded, reference  # jit8, jit8_rule
 
 
@@ -315,16 +422,20 @@ def test_the_plain_jit_path_with_collections_between_dispatch_and_read(kind, mes
     for x in (_x(), jax.device_put(_x(), NamedSharding(mesh, P("d")))):
         y = jax.jit(lambda x: make(None)[0](x) + 1)(x)  # jitted lambda and op dropped at once
         gc.collect()
-        np.testing.assert_allclose(np.asarray(y), np.asarray(make(None)[1](np.asarray(x))) + 1,
-                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(y), np.asarray(make(None)[1](np.asarray(x))) + 1, rtol=1e-10, atol=1e-12
+        )
 
 
 def test_ordered_calls_with_collections_between_dispatch_and_read(mesh):
     seen = []
     for x in (_x(), jax.device_put(_x(), NamedSharding(mesh, P("d")))):
         for tag in ("a", "b"):
-            log = xlabind.callback(lambda x, tag=tag: (seen.append(tag), 2.0 * np.asarray(x))[1],
-                                   lambda x: x, effect="ordered")
+            log = xlabind.callback(
+                lambda x, tag=tag: (seen.append(tag), 2.0 * np.asarray(x))[1],
+                lambda x: x,
+                effect="ordered",
+            )
             y = jax.jit(lambda x: log(x * 3.0) + log(x))(x)  # dropped at once
             gc.collect()
             np.testing.assert_allclose(np.asarray(y), 8.0 * np.asarray(x), rtol=1e-12)

@@ -1,6 +1,5 @@
 """vmap: every method, in_axes combinations with None, nesting, and with grad."""
 
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -62,10 +61,16 @@ def test_vmap_of_grad_and_grad_of_vmap(method):
     y = jnp.ones(3)
     loss = lambda x, y: jnp.sum(jnp.sin(op(x, y)))
     ref = lambda x, y: jnp.sum(jnp.sin(reference(x, y)))
-    for fn, rf in [(jax.vmap(jax.grad(loss, (0, 1)), in_axes=(0, None)),
-                    jax.vmap(jax.grad(ref, (0, 1)), in_axes=(0, None))),
-                   (jax.grad(lambda x, y: jnp.sum(jax.vmap(loss, (0, None))(x, y)), (0, 1)),
-                    jax.grad(lambda x, y: jnp.sum(jax.vmap(ref, (0, None))(x, y)), (0, 1)))]:
+    for fn, rf in [
+        (
+            jax.vmap(jax.grad(loss, (0, 1)), in_axes=(0, None)),
+            jax.vmap(jax.grad(ref, (0, 1)), in_axes=(0, None)),
+        ),
+        (
+            jax.grad(lambda x, y: jnp.sum(jax.vmap(loss, (0, None))(x, y)), (0, 1)),
+            jax.grad(lambda x, y: jnp.sum(jax.vmap(ref, (0, None))(x, y)), (0, 1)),
+        ),
+    ]:
         for got, want in zip(fn(x, y), rf(x, y)):
             np.testing.assert_allclose(got, want, rtol=1e-12)
 
@@ -75,9 +80,12 @@ def test_sequential_calls_once_per_element_and_expand_dims_once():
     jax.vmap(affine("sequential", calls), in_axes=(0, None))(jnp.ones((5, 2)), jnp.ones(2))
     assert calls == [(2,)] * 5
     calls.clear()
-    jax.vmap(xlabind.callback(lambda x, y: calls.append(x.shape) or x + y,
-                              lambda x, y: x, vmap_method="expand_dims"),
-             in_axes=(0, None))(jnp.ones((5, 2)), jnp.ones(2))
+    jax.vmap(
+        xlabind.callback(
+            lambda x, y: calls.append(x.shape) or x + y, lambda x, y: x, vmap_method="expand_dims"
+        ),
+        in_axes=(0, None),
+    )(jnp.ones((5, 2)), jnp.ones(2))
     assert calls == [(5, 2)]
 
 
@@ -93,8 +101,13 @@ def native_scale(calls):
             return xlabind.BatchedResult(x.shape, x.dtype, batch_axes[0][-1])
         return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
-    return xlabind.linear(f, lambda ct, *, batch_axes: 3 * ct, shape, transpose_shape_dtypes=shape,
-                          vmap_method="native")
+    return xlabind.linear(
+        f,
+        lambda ct, *, batch_axes: 3 * ct,
+        shape,
+        transpose_shape_dtypes=shape,
+        vmap_method="native",
+    )
 
 
 def test_native_batching_reports_batch_axes_and_nests():
@@ -103,8 +116,9 @@ def test_native_batching_reports_batch_axes_and_nests():
     x = jnp.arange(24.0).reshape(2, 3, 4)
     np.testing.assert_allclose(jax.vmap(op, in_axes=1)(x), 3 * jnp.moveaxis(x, 1, 0))
     assert calls[-1] == ((2, 3, 4), ((1,),))
-    np.testing.assert_allclose(jax.vmap(jax.vmap(op, in_axes=1), in_axes=2)(x),
-                               3 * jnp.transpose(x, (2, 1, 0)))
+    np.testing.assert_allclose(
+        jax.vmap(jax.vmap(op, in_axes=1), in_axes=2)(x), 3 * jnp.transpose(x, (2, 1, 0))
+    )
     # Inner vmap over axis 1 of the (2, 3) slices = axis 1 of x; outer over axis 2.
     assert calls[-1] == ((2, 3, 4), ((1, 2),))
 
@@ -119,10 +133,14 @@ def test_native_batching_with_grad_both_ways():
 
 
 def test_native_batching_needs_batched_results():
-    op = xlabind.callback(lambda x, *, batch_axes: x, lambda x, *, batch_axes: x,
-                          vmap_method="native", name="nb")
-    with pytest.raises(TypeError, match=r"nb: under vmap .* batch_axis=None; vmap_method='native' "
-                                        r"needs every result's batch axis"):
+    op = xlabind.callback(
+        lambda x, *, batch_axes: x, lambda x, *, batch_axes: x, vmap_method="native", name="nb"
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"nb: under vmap .* batch_axis=None; vmap_method='native' "
+        r"needs every result's batch axis",
+    ):
         jax.vmap(op)(jnp.ones((2, 3)))
 
 
@@ -143,18 +161,25 @@ def test_what_derivative_functions_see_under_jacfwd_and_jacrev(method):
         def rule(x, t, **kwargs):
             seen[kind].append((np.shape(x), np.shape(t)))
             return 2 * x * t  # broadcasts x where it has size 1
+
         return rule
 
     def like(i):
         def shape(*args, batch_axes=None):
             if batch_axes is None:
                 return jax.ShapeDtypeStruct(args[i].shape, args[i].dtype)
-            return xlabind.BatchedResult(args[i].shape, args[i].dtype,
-                                         batch_axis=batch_axes[i][-1])
+            return xlabind.BatchedResult(args[i].shape, args[i].dtype, batch_axis=batch_axes[i][-1])
+
         return shape
 
-    square = xlabind.nonlinear(lambda x, **_: x * x, like(0), jvp=record("jvp"),
-                               vjp=record("vjp"), vjp_shape_dtypes=like(1), vmap_method=method)
+    square = xlabind.nonlinear(
+        lambda x, **_: x * x,
+        like(0),
+        jvp=record("jvp"),
+        vjp=record("vjp"),
+        vjp_shape_dtypes=like(1),
+        vmap_method=method,
+    )
     x = jnp.arange(1.0, 4.0)
     for jacobian in (jax.jacfwd, jax.jacrev):
         np.testing.assert_allclose(jacobian(square)(x), np.diag(2 * np.arange(1.0, 4.0)))

@@ -37,16 +37,20 @@ STAND_INS = {
     "protobuf": (("3.19.6", "21.7"), {}),
     "zlib": (("1.3.1.bcr.3",), {}),
     "apple_support": (("1.23.1",), {}),
-    "buildozer": (("7.1.2",), {
-        "buildozer_binary.bzl": (
-            '"""A stand-in: an empty buildozer_binary repository."""\n\n'
-            "def _repository(ctx):\n"
-            '    ctx.file("BUILD.bazel", "")\n\n'
-            "_empty = repository_rule(implementation = _repository)\n\n"
-            "def _extension(ctx):\n"
-            '    _empty(name = "buildozer_binary")\n\n'
-            "buildozer_binary = module_extension(implementation = _extension)\n"),
-    }),
+    "buildozer": (
+        ("7.1.2",),
+        {
+            "buildozer_binary.bzl": (
+                '"""A stand-in: an empty buildozer_binary repository."""\n\n'
+                "def _repository(ctx):\n"
+                '    ctx.file("BUILD.bazel", "")\n\n'
+                "_empty = repository_rule(implementation = _repository)\n\n"
+                "def _extension(ctx):\n"
+                '    _empty(name = "buildozer_binary")\n\n'
+                "buildozer_binary = module_extension(implementation = _extension)\n"
+            ),
+        },
+    ),
 }
 
 
@@ -72,7 +76,8 @@ def _module_file(name: str, version: str, source: pathlib.Path | None) -> str:
 def write(registry: pathlib.Path, share: pathlib.Path) -> None:
     registry.mkdir(parents=True, exist_ok=True)
     (registry / "bazel_registry.json").write_text(
-        json.dumps({"mirrors": [], "module_base_path": "/"}))
+        json.dumps({"mirrors": [], "module_base_path": "/"})
+    )
     for name, (versions, folder) in DEBIAN.items():
         source = share / folder
         for version in versions:
@@ -80,23 +85,27 @@ def write(registry: pathlib.Path, share: pathlib.Path) -> None:
             entry.mkdir(parents=True, exist_ok=True)
             (entry / "MODULE.bazel").write_text(_module_file(name, version, source))
             (entry / "source.json").write_text(
-                json.dumps({"type": "local_path", "path": str(source)}))
+                json.dumps({"type": "local_path", "path": str(source)})
+            )
     for name, (versions, files) in STAND_INS.items():
         for version in versions:
             entry = registry / "modules" / name / version
             content = registry / "stand_ins" / name / version
             content.mkdir(parents=True, exist_ok=True)
             entry.mkdir(parents=True, exist_ok=True)
-            module = (f'module(name = "{name}", version = "{version}"'
-                      + (', repo_name = "com_google_protobuf"' if name == "protobuf" else "")
-                      + ")\n")
+            module = (
+                f'module(name = "{name}", version = "{version}"'
+                + (', repo_name = "com_google_protobuf"' if name == "protobuf" else "")
+                + ")\n"
+            )
             (content / "MODULE.bazel").write_text(module)
             (content / "BUILD.bazel").write_text("")
             for filename, text in files.items():
                 (content / filename).write_text(text)
             (entry / "MODULE.bazel").write_text(module)
             (entry / "source.json").write_text(
-                json.dumps({"type": "local_path", "path": str(content)}))
+                json.dumps({"type": "local_path", "path": str(content)})
+            )
 
 
 def main() -> None:

@@ -57,6 +57,7 @@ def _cuda_repository_impl(rctx):
     _accept_glibc_rsqrt(rctx)
     nvcc = rctx.path("site/nvidia/cu13/bin/nvcc")
     rctx.file("nvcc", _NVCC_WRAPPER.format(nvcc = nvcc), executable = True)
+
     # An unversioned name to link against (zig's lld refuses -l:libcudart.so.13);
     # the soname inside stays libcudart.so.13.
     rctx.symlink("site/nvidia/cu13/lib/libcudart.so.13", "lib/libcudart.so")

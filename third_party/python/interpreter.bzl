@@ -41,8 +41,10 @@ print(multiarch if multiarch and os.path.isdir(platform) else "")
 
 def _local_python_impl(rctx):
     python = find_python(rctx)
-    low, high, why = _SUPPORTED.get(rctx.os.environ.get("XLABIND_LOCK", "pinned"),
-                                    _SUPPORTED["pinned"])
+    low, high, why = _SUPPORTED.get(
+        rctx.os.environ.get("XLABIND_LOCK", "pinned"),
+        _SUPPORTED["pinned"],
+    )
     result = rctx.execute([python, "-c", _PROBE.format(low = low, high = high, why = why)])
     if result.return_code != 0:
         fail("probing %s failed:\n%s" % (python, result.stderr))
@@ -51,8 +53,10 @@ def _local_python_impl(rctx):
     rctx.symlink(include, "include")
     if multiarch:
         python = "python" + version
-        rctx.symlink("/usr/include/%s/%s" % (multiarch, python),
-                     "platform/%s/%s" % (multiarch, python))
+        rctx.symlink(
+            "/usr/include/%s/%s" % (multiarch, python),
+            "platform/%s/%s" % (multiarch, python),
+        )
     else:
         rctx.file("platform/README", "No multiarch headers: pyconfig.h is in include/.\n")
     rctx.template("BUILD.bazel", rctx.attr.build_template, {

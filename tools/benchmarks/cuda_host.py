@@ -57,7 +57,8 @@ class StandInCupy:
     def __init__(self):
         self.cuda = types.SimpleNamespace(
             ExternalStream=StandInStream,
-            get_current_stream=lambda device_id=-1: StandInCupy.stack[-1])
+            get_current_stream=lambda device_id=-1: StandInCupy.stack[-1],
+        )
 
 
 class StandInTorch:
@@ -76,10 +77,11 @@ class StandInTorch:
 
         self.device = lambda kind, index=None: (kind, index)
         self._C = types.SimpleNamespace(
-            _cuda_getCurrentStream=lambda device: current[device],
-            _cuda_setStream=set_stream_by_id)
-        self.cuda = types.SimpleNamespace(is_initialized=lambda: True,
-                                          ExternalStream=ExternalStream)
+            _cuda_getCurrentStream=lambda device: current[device], _cuda_setStream=set_stream_by_id
+        )
+        self.cuda = types.SimpleNamespace(
+            is_initialized=lambda: True, ExternalStream=ExternalStream
+        )
 
 
 class CupyLikeResult:
@@ -98,14 +100,25 @@ class CupyLikeResult:
 
     @property
     def __cuda_array_interface__(self):
-        return {"shape": self.shape, "typestr": "<f4", "data": (0x900000, False), "version": 3,
-                "strides": None, "stream": StandInCupy.stack[-1].ptr}
+        return {
+            "shape": self.shape,
+            "typestr": "<f4",
+            "data": (0x900000, False),
+            "version": 3,
+            "strides": None,
+            "stream": StandInCupy.stack[-1].ptr,
+        }
 
 
 def _with_libraries(cupy: bool, torch: bool):
     """Installs the stand-ins in xlabind's view of the world; returns the undo."""
-    saved = (cuda_calls._cupy_module, cuda_calls._cupy_checked, sys.modules.get("cupy"),
-             sys.modules.get("torch"), extension.cuda_copy)
+    saved = (
+        cuda_calls._cupy_module,
+        cuda_calls._cupy_checked,
+        sys.modules.get("cupy"),
+        sys.modules.get("torch"),
+        extension.cuda_copy,
+    )
     module = StandInCupy() if cupy else None
     cuda_calls._cupy_module, cuda_calls._cupy_checked = module, True
     for name, value in (("cupy", module), ("torch", StandInTorch() if torch else None)):
@@ -146,18 +159,48 @@ def _returns_cupy_like(x):
 
 CASES = (
     # name, label, style, function, CuPy stand-in, PyTorch stand-in
-    ("floor", "floor: the handler alone (views, one call of a no-op, escape check)",
-     "floor", lambda operands, results: None, False, False),
+    (
+        "floor",
+        "floor: the handler alone (views, one call of a no-op, escape check)",
+        "floor",
+        lambda operands, results: None,
+        False,
+        False,
+    ),
     ("in_place", "in place no-op, no CuPy", "in_place", _noop_into, False, False),
     ("in_place_cupy", "in place no-op, CuPy imported", "in_place", _noop_into, True, False),
-    ("in_place_cupy_torch", "in place no-op, CuPy and PyTorch (CUDA initialized)", "in_place",
-     _noop_into, True, True),
-    ("in_place_interfaces", "in place, both interfaces read twice (cupy.asarray), CuPy",
-     "in_place", _reads_interfaces, True, False),
-    ("in_place_interfaces_torch", "the same, CuPy and PyTorch", "in_place", _reads_interfaces,
-     True, True),
-    ("returning", "returning a CuPy array (DLPack, checked, copied), CuPy",
-     "returning", _returns_cupy_like, True, False),
+    (
+        "in_place_cupy_torch",
+        "in place no-op, CuPy and PyTorch (CUDA initialized)",
+        "in_place",
+        _noop_into,
+        True,
+        True,
+    ),
+    (
+        "in_place_interfaces",
+        "in place, both interfaces read twice (cupy.asarray), CuPy",
+        "in_place",
+        _reads_interfaces,
+        True,
+        False,
+    ),
+    (
+        "in_place_interfaces_torch",
+        "the same, CuPy and PyTorch",
+        "in_place",
+        _reads_interfaces,
+        True,
+        True,
+    ),
+    (
+        "returning",
+        "returning a CuPy array (DLPack, checked, copied), CuPy",
+        "returning",
+        _returns_cupy_like,
+        True,
+        False,
+    ),
 )
 
 
@@ -183,15 +226,24 @@ def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
         prepared.append((name, label, _entry(style, fn), cupy, torch, False))
     for name, label, style, fn, cupy, torch in CASES:
         if name in FOREIGN_THREAD:
-            prepared.append((name + "_foreign_thread", label + " [XLA-like thread]",
-                             _entry(style, fn), cupy, torch, True))
+            prepared.append(
+                (
+                    name + "_foreign_thread",
+                    label + " [XLA-like thread]",
+                    _entry(style, fn),
+                    cupy,
+                    torch,
+                    True,
+                )
+            )
     samples: dict[str, list[float]] = {name: [] for name, *_ in prepared}
     for _ in range(rounds + 1):  # the first round warms up
         for name, label, entry, cupy, torch, foreign in prepared:
             undo = _with_libraries(cupy, torch)
             try:
                 seconds = _xlabind._time_cuda_host_calls(
-                    entry.key, buffers, 1, calls, XLA_STREAM, DEVICE, foreign_thread=foreign)
+                    entry.key, buffers, 1, calls, XLA_STREAM, DEVICE, foreign_thread=foreign
+                )
             finally:
                 undo()
             samples[name].append(seconds / calls * 1e6)
@@ -199,8 +251,15 @@ def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
     for name, label, *_ in prepared:
         s = samples[name][1:]
         q = statistics.quantiles(s, n=10) if len(s) > 1 else [s[0]] * 9
-        rows.append({"name": name, "label": label, "p10_us": q[0],
-                     "p50_us": statistics.median(s), "p90_us": q[-1]})
+        rows.append(
+            {
+                "name": name,
+                "label": label,
+                "p10_us": q[0],
+                "p50_us": statistics.median(s),
+                "p90_us": q[-1],
+            }
+        )
     floor = rows[0]["p50_us"]
     for row in rows:
         row["vs_floor"] = row["p50_us"] / floor
@@ -212,8 +271,10 @@ def print_table(rows: list[dict]) -> None:
     print("CUDA callbacks' host work on the CPU (stand-in CuPy and PyTorch; no driver):")
     print(f"{'case':<88} {'p10':>7} {'p50':>7} {'p90':>7} {'added':>7} {'x floor':>8}")
     for row in rows:
-        print(f"{row['label']:<88} {row['p10_us']:7.2f} {row['p50_us']:7.2f} "
-              f"{row['p90_us']:7.2f} {row['added_us']:7.2f} {row['vs_floor']:8.2f}")
+        print(
+            f"{row['label']:<88} {row['p10_us']:7.2f} {row['p50_us']:7.2f} "
+            f"{row['p90_us']:7.2f} {row['added_us']:7.2f} {row['vs_floor']:8.2f}"
+        )
     print("(µs per call; added: over the floor)")
 
 

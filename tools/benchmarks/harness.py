@@ -9,21 +9,21 @@ import ctypes
 import dataclasses
 import gc
 import json
+import os
 import platform
 import random
-import time
-from typing import Any, Callable
-
-import os
 import sys
+import time
+from collections.abc import Callable
+from typing import Any
 
 # xlabind's callbacks run on the CPU only; on a machine with an accelerator jax
 # would otherwise put the arrays (and the computation) there.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-import jax  # noqa: E402  (after the platform choice above)
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
@@ -104,15 +104,21 @@ def warm_up(cases: list[Case]) -> None:
         _extension.set_checks_unwritten_results(case.checks_unwritten)
         result = case.fn(case.x).block_until_ready()
         if case.expected is not None:
-            np.testing.assert_allclose(np.asarray(result), case.expected, rtol=1e-12, atol=1e-12,
-                                       err_msg=f"benchmark case {case.key} computes a wrong result")
+            np.testing.assert_allclose(
+                np.asarray(result),
+                case.expected,
+                rtol=1e-12,
+                atol=1e-12,
+                err_msg=f"benchmark case {case.key} computes a wrong result",
+            )
         for _ in range(WARMUP_CALLS):
             case.fn(case.x).block_until_ready()
     _extension.set_checks_unwritten_results(True)
 
 
-def measure(cases: list[Case], rounds: int, calls: int, seed: int = 0,
-            after_itself: bool = False) -> None:
+def measure(
+    cases: list[Case], rounds: int, calls: int, seed: int = 0, after_itself: bool = False
+) -> None:
     """Appends `rounds * calls` timings to every case, the cases interleaved;
     with `after_itself`, each timed call follows an untimed one of its case."""
     order = list(cases)
@@ -145,20 +151,35 @@ def _us(seconds: float) -> float:
 def summarize(case: Case) -> dict:
     times = np.asarray(case.times)
     p10, p25, median, p75, p90 = np.percentile(times, [10, 25, 50, 75, 90])
-    return {"key": case.key, "case": case.label, "n": case.n, "shape": list(case.x.shape),
-            "calls": len(times), "median_us": _us(median), "p10_us": _us(p10),
-            "p25_us": _us(p25), "p75_us": _us(p75), "p90_us": _us(p90),
-            "min_us": _us(times.min())}
+    return {
+        "key": case.key,
+        "case": case.label,
+        "n": case.n,
+        "shape": list(case.x.shape),
+        "calls": len(times),
+        "median_us": _us(median),
+        "p10_us": _us(p10),
+        "p25_us": _us(p25),
+        "p75_us": _us(p75),
+        "p90_us": _us(p90),
+        "min_us": _us(times.min()),
+    }
 
 
 def environment(malloc_pinned: bool) -> dict:
     import jaxlib
 
-    return {"python": platform.python_version(), "jax": jax.__version__,
-            "jaxlib": jaxlib.__version__, "numpy": np.__version__,
-            "xlabind": xlabind.__version__, "machine": platform.machine(),
-            "cpu_count": os.cpu_count(), "devices": [str(d) for d in jax.devices()],
-            "malloc_pinned": malloc_pinned}
+    return {
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "numpy": np.__version__,
+        "xlabind": xlabind.__version__,
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "devices": [str(d) for d in jax.devices()],
+        "malloc_pinned": malloc_pinned,
+    }
 
 
 def _output_path(path: str) -> str:
@@ -177,6 +198,11 @@ def run_worker(args: list[str], env: dict | None = None) -> dict:
     """Runs main.py as a worker in a fresh process; returns what it prints."""
     import subprocess
 
-    out = subprocess.run([sys.executable, MAIN, *args], check=True,
-                         capture_output=True, text=True, env={**os.environ, **(env or {})})
+    out = subprocess.run(
+        [sys.executable, MAIN, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])

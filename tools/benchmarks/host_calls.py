@@ -3,7 +3,7 @@ call and jax's own callbacks (the main table and its ratio lines)."""
 
 from __future__ import annotations
 
-from harness import Case, _extension, like, vector, jax, jnp, np, xlabind
+from harness import Case, _extension, jax, jnp, like, np, vector, xlabind
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -54,21 +54,36 @@ def noop_into(x, *, out):
 
 def xlabind_in_place(n: int) -> Case:
     op = xlabind.callback(noop_into, lambda x: x, in_place=True)
-    return Case(f"xlabind_in_place_{n}", "xlabind.callback no-op, in place (unchecked)",
-                jax.jit(op), vector(n), checks_unwritten=False)
+    return Case(
+        f"xlabind_in_place_{n}",
+        "xlabind.callback no-op, in place (unchecked)",
+        jax.jit(op),
+        vector(n),
+        checks_unwritten=False,
+    )
 
 
 def xlabind_returning(n: int) -> Case:
     op = xlabind.callback(lambda x: x, lambda x: x)
     x = vector(n)
-    return Case(f"xlabind_returning_{n}", "xlabind.callback no-op, returning (1 copy)",
-                jax.jit(op), x, np.asarray(x))
+    return Case(
+        f"xlabind_returning_{n}",
+        "xlabind.callback no-op, returning (1 copy)",
+        jax.jit(op),
+        x,
+        np.asarray(x),
+    )
 
 
 def xlabind_linear(n: int) -> Case:
     op = xlabind.linear(noop_into, noop_into, lambda x: x, in_place=True)
-    return Case(f"xlabind_linear_{n}", "xlabind.linear no-op, in place (primal, unchecked)",
-                jax.jit(op), vector(n), checks_unwritten=False)
+    return Case(
+        f"xlabind_linear_{n}",
+        "xlabind.linear no-op, in place (primal, unchecked)",
+        jax.jit(op),
+        vector(n),
+        checks_unwritten=False,
+    )
 
 
 def _copy_into(x, *, out):
@@ -81,9 +96,14 @@ def xlabind_in_place_copy(n: int, checked: bool = True) -> Case:
     op = xlabind.callback(_copy_into, lambda x: x, in_place=True)
     x = vector(n)
     suffix = "" if checked else "_unchecked"
-    return Case(f"xlabind_in_place_copy{suffix}_{n}",
-                "xlabind.callback in place, out[...] = x" + ("" if checked else " (unchecked)"),
-                jax.jit(op), x, np.asarray(x), checks_unwritten=checked)
+    return Case(
+        f"xlabind_in_place_copy{suffix}_{n}",
+        "xlabind.callback in place, out[...] = x" + ("" if checked else " (unchecked)"),
+        jax.jit(op),
+        x,
+        np.asarray(x),
+        checks_unwritten=checked,
+    )
 
 
 def native_copy(n: int) -> Case:
@@ -91,8 +111,9 @@ def native_copy(n: int) -> Case:
         return jax.ffi.ffi_call("xlabind_copy", like(x))(x)
 
     x = vector(n)
-    return Case(f"native_copy_{n}", "native copy (memcpy, jax.ffi.ffi_call)", jax.jit(f), x,
-                np.asarray(x))
+    return Case(
+        f"native_copy_{n}", "native copy (memcpy, jax.ffi.ffi_call)", jax.jit(f), x, np.asarray(x)
+    )
 
 
 def native_copy_and_write(n: int) -> Case:
@@ -108,8 +129,9 @@ def native_copy_and_write(n: int) -> Case:
         _copy_into(source, out=target)
         return result
 
-    return Case(f"native_copy_and_write_{n}", "native copy, then the same NumPy write", f, x,
-                np.asarray(x))
+    return Case(
+        f"native_copy_and_write_{n}", "native copy, then the same NumPy write", f, x, np.asarray(x)
+    )
 
 
 def _jaxbind_copy(out, args, kwargs_dump):
@@ -125,8 +147,13 @@ def jaxbind_noop(n: int) -> Case:
 
     op = jaxbind.get_linear_call(_jaxbind_copy, _jaxbind_copy, abstract, abstract)
     x = vector(n)
-    return Case(f"jaxbind_{n}", "xlabind.jaxbind get_linear_call, out[0][...] = args[0]",
-                jax.jit(lambda x: op(x)[0]), x, np.asarray(x))
+    return Case(
+        f"jaxbind_{n}",
+        "xlabind.jaxbind get_linear_call, out[0][...] = args[0]",
+        jax.jit(lambda x: op(x)[0]),
+        x,
+        np.asarray(x),
+    )
 
 
 def _sin_native(x, *, out, batch_axes):
@@ -152,15 +179,25 @@ def _batch() -> jax.Array:
 def vmap_native() -> Case:
     op = xlabind.callback(_sin_native, _sin_native_spec, in_place=True, vmap_method="native")
     x = _batch()
-    return Case("vmap_native", "vmap(np.sin), vmap_method='native'", jax.jit(jax.vmap(op)), x,
-                np.sin(np.asarray(x)))
+    return Case(
+        "vmap_native",
+        "vmap(np.sin), vmap_method='native'",
+        jax.jit(jax.vmap(op)),
+        x,
+        np.sin(np.asarray(x)),
+    )
 
 
 def vmap_sequential() -> Case:
     op = xlabind.callback(_sin_into, lambda x: x, in_place=True, vmap_method="sequential")
     x = _batch()
-    return Case("vmap_sequential", "vmap(np.sin), vmap_method='sequential'",
-                jax.jit(jax.vmap(op)), x, np.sin(np.asarray(x)))
+    return Case(
+        "vmap_sequential",
+        "vmap(np.sin), vmap_method='sequential'",
+        jax.jit(jax.vmap(op)),
+        x,
+        np.sin(np.asarray(x)),
+    )
 
 
 def eager_map_coordinates(who: str) -> Case:
@@ -173,8 +210,13 @@ def eager_map_coordinates(who: str) -> Case:
     grid = jnp.asarray(np.sin(np.arange(64.0)))
     f = ours if who == "xlabind" else jax_map
     x = jnp.asarray(np.linspace(0.5, 60.5, 8))
-    return Case(f"eager_map_coordinates_{who}", f"eager map_coordinates, 8 points, {who}",
-                lambda c: f(grid, [c], 1, "mirror"), x, np.asarray(jax_map(grid, [x], 1, "mirror")))
+    return Case(
+        f"eager_map_coordinates_{who}",
+        f"eager map_coordinates, 8 points, {who}",
+        lambda c: f(grid, [c], 1, "mirror"),
+        x,
+        np.asarray(jax_map(grid, [x], 1, "mirror")),
+    )
 
 
 def all_cases() -> tuple[list[Case], list[str]]:
@@ -205,6 +247,11 @@ def all_cases() -> tuple[list[Case], list[str]]:
         lambda: eager_map_coordinates("jax"),
     ]
     cases = [c for c in (make() for make in makers) if c is not None]
-    notes = [] if buffer_callback is not None else [
-        f"jax {jax.__version__} has no jax.experimental.buffer_callback: its cases are skipped"]
+    notes = (
+        []
+        if buffer_callback is not None
+        else [
+            f"jax {jax.__version__} has no jax.experimental.buffer_callback: its cases are skipped"
+        ]
+    )
     return cases, notes

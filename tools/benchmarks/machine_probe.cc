@@ -100,20 +100,31 @@ template <typename T>
 int StreamOf(int reads, int writes, int64_t n, int threads) {
   if (writes == 0) {
     switch (reads) {
-      case 1: return Stream<T, 1, 0>(n, threads);
-      case 2: return Stream<T, 2, 0>(n, threads);
-      case 3: return Stream<T, 3, 0>(n, threads);
-      case 4: return Stream<T, 4, 0>(n, threads);
-      case 5: return Stream<T, 5, 0>(n, threads);
+      case 1:
+        return Stream<T, 1, 0>(n, threads);
+      case 2:
+        return Stream<T, 2, 0>(n, threads);
+      case 3:
+        return Stream<T, 3, 0>(n, threads);
+      case 4:
+        return Stream<T, 4, 0>(n, threads);
+      case 5:
+        return Stream<T, 5, 0>(n, threads);
     }
   } else if (writes == 1) {
     switch (reads) {
-      case 0: return Stream<T, 0, 1>(n, threads);
-      case 1: return Stream<T, 1, 1>(n, threads);
-      case 2: return Stream<T, 2, 1>(n, threads);
-      case 3: return Stream<T, 3, 1>(n, threads);
-      case 4: return Stream<T, 4, 1>(n, threads);
-      case 5: return Stream<T, 5, 1>(n, threads);
+      case 0:
+        return Stream<T, 0, 1>(n, threads);
+      case 1:
+        return Stream<T, 1, 1>(n, threads);
+      case 2:
+        return Stream<T, 2, 1>(n, threads);
+      case 3:
+        return Stream<T, 3, 1>(n, threads);
+      case 4:
+        return Stream<T, 4, 1>(n, threads);
+      case 5:
+        return Stream<T, 5, 1>(n, threads);
     }
   } else if (writes == 3 && reads == 4) {
     return Stream<T, 4, 3>(n, threads);  // a gradient in three coordinates
@@ -182,9 +193,8 @@ template <typename T>
 int Fma(int threads) {
   constexpr int64_t kIterations = int64_t{1} << 24;
   constexpr int kChains = 12;
-  const double seconds = Timed(threads, threads, [&](int, int64_t, int64_t) {
-    sink = FmaChains<T>(kIterations);
-  });
+  const double seconds =
+      Timed(threads, threads, [&](int, int64_t, int64_t) { sink = FmaChains<T>(kIterations); });
   const double flops = 2.0 * kChains * Vec256<T>::kLanes * kIterations * threads;
   std::printf("{\"seconds\": %.9g, \"flops\": %.9g}\n", seconds, flops);
   return 0;
@@ -274,12 +284,18 @@ template <int kSize, bool kScatter>
 double VisitBlocksOf(int nodes, char* grid, const int32_t* first, int64_t begin, int64_t end,
                      int64_t side) {
   switch (nodes) {
-    case 1: return VisitBlocks<kSize, 1, kScatter>(grid, first, begin, end, side);
-    case 2: return VisitBlocks<kSize, 2, kScatter>(grid, first, begin, end, side);
-    case 3: return VisitBlocks<kSize, 3, kScatter>(grid, first, begin, end, side);
-    case 4: return VisitBlocks<kSize, 4, kScatter>(grid, first, begin, end, side);
-    case 5: return VisitBlocks<kSize, 5, kScatter>(grid, first, begin, end, side);
-    default: return VisitBlocks<kSize, 6, kScatter>(grid, first, begin, end, side);
+    case 1:
+      return VisitBlocks<kSize, 1, kScatter>(grid, first, begin, end, side);
+    case 2:
+      return VisitBlocks<kSize, 2, kScatter>(grid, first, begin, end, side);
+    case 3:
+      return VisitBlocks<kSize, 3, kScatter>(grid, first, begin, end, side);
+    case 4:
+      return VisitBlocks<kSize, 4, kScatter>(grid, first, begin, end, side);
+    case 5:
+      return VisitBlocks<kSize, 5, kScatter>(grid, first, begin, end, side);
+    default:
+      return VisitBlocks<kSize, 6, kScatter>(grid, first, begin, end, side);
   }
 }
 
@@ -325,10 +341,9 @@ int main(int argc, char** argv) {
   }
   if (a.size() == 7 && a[0] == "nodes") {
     const bool scatter = a[1] == "scatter";
-    return f64(a[2]) ? Nodes<double>(scatter, number(a[3]), number(a[4]), number(a[5]),
-                                     number(a[6]))
-                     : Nodes<float>(scatter, number(a[3]), number(a[4]), number(a[5]),
-                                    number(a[6]));
+    return f64(a[2])
+               ? Nodes<double>(scatter, number(a[3]), number(a[4]), number(a[5]), number(a[6]))
+               : Nodes<float>(scatter, number(a[3]), number(a[4]), number(a[5]), number(a[6]));
   }
   return Usage();
 }

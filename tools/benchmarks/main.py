@@ -111,51 +111,111 @@ import os
 import sys
 import time
 
-from harness import (CALLS_PER_ROUND, DEFAULT_ROUNDS, QUICK_ROUNDS, Case, environment, jax,
-                     measure, pin_malloc, run_worker, summarize, warm_up, write_json)
 from cuda_host import cuda_host_main
+from harness import (
+    CALLS_PER_ROUND,
+    DEFAULT_ROUNDS,
+    QUICK_ROUNDS,
+    Case,
+    environment,
+    jax,
+    measure,
+    pin_malloc,
+    run_worker,
+    summarize,
+    warm_up,
+    write_json,
+)
 from host_calls import BATCH, LARGE, SMALL, all_cases
-from native_ops import (map_coordinates_groups, map_coordinates_sweep, print_spline_orders,
-                        print_sweep, spline_groups, spline_orders_groups)
+from native_ops import (
+    map_coordinates_groups,
+    map_coordinates_sweep,
+    print_spline_orders,
+    print_sweep,
+    spline_groups,
+    spline_orders_groups,
+)
 from roofline import measure_workloads, roofline_worker
 from roofline import report as print_roofline
 from worker_threads import measure_worker_threads, print_worker_threads, worker_threads_worker
-from workers import (SHARDED_DEVICES, lifetime_worker, map_coordinates_sharded_worker,
-                     map_coordinates_threads_worker, print_lifetime,
-                     print_map_coordinates_sharded, print_map_coordinates_threads, print_sharded,
-                     sharded_worker)
-
+from workers import (
+    SHARDED_DEVICES,
+    lifetime_worker,
+    map_coordinates_sharded_worker,
+    map_coordinates_threads_worker,
+    print_lifetime,
+    print_map_coordinates_sharded,
+    print_map_coordinates_threads,
+    print_sharded,
+    sharded_worker,
+)
 
 # -- reporting ---------------------------------------------------------------
 TARGETS = [
     # (name, numerator key, denominator key, target maximum or None)
     ("xlabind no-op / native no-op", f"xlabind_in_place_{SMALL}", f"native_noop_{SMALL}", 1.10),
     ("jaxbind drop-in / native no-op", f"jaxbind_{SMALL}", f"native_noop_{SMALL}", 1.15),
-    ("jaxbind drop-in / in place, the same write", f"jaxbind_{SMALL}",
-     f"xlabind_in_place_copy_{SMALL}", None),
+    (
+        "jaxbind drop-in / in place, the same write",
+        f"jaxbind_{SMALL}",
+        f"xlabind_in_place_copy_{SMALL}",
+        None,
+    ),
     ("AD-wrapped / plain", f"xlabind_linear_{SMALL}", f"xlabind_in_place_{SMALL}", 1.05),
-    ("in place, one write: checked / unchecked", f"xlabind_in_place_copy_{SMALL}",
-     f"xlabind_in_place_copy_unchecked_{SMALL}", None),
-    ("in place, one write / native copy", f"xlabind_in_place_copy_{SMALL}",
-     f"native_copy_{SMALL}", None),
-    ("in place, one write / native copy + the same NumPy write",
-     f"xlabind_in_place_copy_{SMALL}", f"native_copy_and_write_{SMALL}", 1.10),
-    ("in place, one write / native copy, n = 10^6", f"xlabind_in_place_copy_{LARGE}",
-     f"native_copy_{LARGE}", None),
+    (
+        "in place, one write: checked / unchecked",
+        f"xlabind_in_place_copy_{SMALL}",
+        f"xlabind_in_place_copy_unchecked_{SMALL}",
+        None,
+    ),
+    (
+        "in place, one write / native copy",
+        f"xlabind_in_place_copy_{SMALL}",
+        f"native_copy_{SMALL}",
+        None,
+    ),
+    (
+        "in place, one write / native copy + the same NumPy write",
+        f"xlabind_in_place_copy_{SMALL}",
+        f"native_copy_and_write_{SMALL}",
+        1.10,
+    ),
+    (
+        "in place, one write / native copy, n = 10^6",
+        f"xlabind_in_place_copy_{LARGE}",
+        f"native_copy_{LARGE}",
+        None,
+    ),
     (f"native vmap / sequential vmap (batch {BATCH})", "vmap_native", "vmap_sequential", None),
-    ("eager map_coordinates, xlabind / jax", "eager_map_coordinates_xlabind",
-     "eager_map_coordinates_jax", None),
+    (
+        "eager map_coordinates, xlabind / jax",
+        "eager_map_coordinates_xlabind",
+        "eager_map_coordinates_jax",
+        None,
+    ),
 ]
 SPEEDUPS = [
     # (name, jax's key, xlabind's key, target minimum): how many times faster xlabind is
-    ("map_coordinates forward, jax / xlabind", "map_coordinates_jax", "map_coordinates_xlabind",
-     1.5),
-    ("map_coordinates grad in input, jax / xlabind", "map_coordinates_grad_jax",
-     "map_coordinates_grad_xlabind", 5.0),
+    (
+        "map_coordinates forward, jax / xlabind",
+        "map_coordinates_jax",
+        "map_coordinates_xlabind",
+        1.5,
+    ),
+    (
+        "map_coordinates grad in input, jax / xlabind",
+        "map_coordinates_grad_jax",
+        "map_coordinates_grad_xlabind",
+        5.0,
+    ),
     ("order-3 forward, SciPy / xlabind", "spline_scipy", "spline_xlabind", 2.0),
     ("order-3 forward, jnp gathers / xlabind", "spline_jnp", "spline_xlabind", 4.0),
-    ("order-3 grad in input, jnp gathers / xlabind", "spline_grad_jnp", "spline_grad_xlabind",
-     10.0),
+    (
+        "order-3 grad in input, jnp gathers / xlabind",
+        "spline_grad_jnp",
+        "spline_grad_xlabind",
+        10.0,
+    ),
 ]
 
 
@@ -164,26 +224,48 @@ def ratios(results: dict[str, dict]) -> list[dict]:
     for name, num, den, target in TARGETS:
         if num in results and den in results:
             value = results[num]["median_us"] / results[den]["median_us"]
-            out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
-                        "target_max": target, "target_min": None})
+            out.append(
+                {
+                    "name": name,
+                    "numerator": num,
+                    "denominator": den,
+                    "ratio": value,
+                    "target_max": target,
+                    "target_min": None,
+                }
+            )
     for name, num, den, target in SPEEDUPS:
         if num in results and den in results:
             value = results[num]["median_us"] / results[den]["median_us"]
-            out.append({"name": name, "numerator": num, "denominator": den, "ratio": value,
-                        "target_max": None, "target_min": target})
+            out.append(
+                {
+                    "name": name,
+                    "numerator": num,
+                    "denominator": den,
+                    "ratio": value,
+                    "target_max": None,
+                    "target_min": target,
+                }
+            )
     return out
 
 
-def print_report(cases: list[Case], results: dict[str, dict], ratio_rows: list[dict],
-                 notes: list[str], elapsed: float) -> None:
+def print_report(
+    cases: list[Case],
+    results: dict[str, dict],
+    ratio_rows: list[dict],
+    notes: list[str],
+    elapsed: float,
+) -> None:
     unit = results[f"native_noop_{SMALL}"]["median_us"]
     width = max(len(c.label) for c in cases)
     print(f"{'case':<{width}}  {'n':>8}  {'median µs':>10}  {'vs native':>9}")
     print("-" * (width + 33))
     for case in cases:
         median = results[case.key]["median_us"]
-        print(f"{case.label:<{width}}  {case.size_label:>8}  {median:>10.1f}  "
-              f"{median / unit:>9.2f}")
+        print(
+            f"{case.label:<{width}}  {case.size_label:>8}  {median:>10.1f}  {median / unit:>9.2f}"
+        )
     print()
     for row in ratio_rows:
         target = ""
@@ -197,39 +279,62 @@ def print_report(cases: list[Case], results: dict[str, dict], ratio_rows: list[d
     calls = len(cases[0].times)
     slow = [c for c in cases if c.key.startswith(("map_coordinates", "spline"))]
     slow_calls = f", {len(slow[0].times)} per native-op case" if slow else ""
-    print(f"\n{calls} timed calls per case{slow_calls}, {elapsed:.1f} s; jax {jax.__version__}, "
-          f"{os.cpu_count()} CPUs")
-
-
+    print(
+        f"\n{calls} timed calls per case{slow_calls}, {elapsed:.1f} s; jax {jax.__version__}, "
+        f"{os.cpu_count()} CPUs"
+    )
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=None,
-                        help=f"rounds of interleaved calls (default {DEFAULT_ROUNDS}, "
-                             f"{QUICK_ROUNDS} with --quick)")
-    parser.add_argument("--calls-per-round", type=int, default=CALLS_PER_ROUND,
-                        help=f"timed calls of each case per round (default {CALLS_PER_ROUND})")
-    parser.add_argument("--quick", action="store_true",
-                        help="a few rounds only: a smoke test, not a measurement")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"rounds of interleaved calls (default {DEFAULT_ROUNDS}, {QUICK_ROUNDS} with --quick)",
+    )
+    parser.add_argument(
+        "--calls-per-round",
+        type=int,
+        default=CALLS_PER_ROUND,
+        help=f"timed calls of each case per round (default {CALLS_PER_ROUND})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="a few rounds only: a smoke test, not a measurement"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write every result to PATH as JSON")
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
-    parser.add_argument("--grid-sweep", action="store_true",
-                        help="only map_coordinates' values against jax's, on grids from 32^3 "
-                             "to 96^3 (where the grid outgrows a core's L2)")
-    parser.add_argument("--roofline", action="store_true",
-                        help="only the native ops against the machine's measured limits "
-                             "(orders 0-5, float32 and float64, 64^3 and 256^3, values and "
-                             "gradients; 1 and 8 devices)")
-    parser.add_argument("--cuda-host", action="store_true",
-                        help="only the host work of CUDA callbacks, on the CPU with stand-ins "
-                             "for the GPU, CuPy and PyTorch (cuda_host.py)")
-    parser.add_argument("--worker-threads", action="store_true",
-                        help="only the cost of a callback on XLA's own threads (programs over "
-                             "1, 2 and 8 CPU devices), beside buffer_callback's (worker_threads.py)")
-    parser.add_argument("--spline-orders", action="store_true",
-                        help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
-                             "2^20 points): values against SciPy's, and the gradient")
+    parser.add_argument(
+        "--grid-sweep",
+        action="store_true",
+        help="only map_coordinates' values against jax's, on grids from 32^3 "
+        "to 96^3 (where the grid outgrows a core's L2)",
+    )
+    parser.add_argument(
+        "--roofline",
+        action="store_true",
+        help="only the native ops against the machine's measured limits "
+        "(orders 0-5, float32 and float64, 64^3 and 256^3, values and "
+        "gradients; 1 and 8 devices)",
+    )
+    parser.add_argument(
+        "--cuda-host",
+        action="store_true",
+        help="only the host work of CUDA callbacks, on the CPU with stand-ins "
+        "for the GPU, CuPy and PyTorch (cuda_host.py)",
+    )
+    parser.add_argument(
+        "--worker-threads",
+        action="store_true",
+        help="only the cost of a callback on XLA's own threads (programs over "
+        "1, 2 and 8 CPU devices), beside buffer_callback's (worker_threads.py)",
+    )
+    parser.add_argument(
+        "--spline-orders",
+        action="store_true",
+        help="only map_coordinates of orders 2 to 5 (64^3 float64 grid, "
+        "2^20 points): values against SciPy's, and the gradient",
+    )
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = QUICK_ROUNDS if args.quick else DEFAULT_ROUNDS
@@ -269,8 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = measure_worker_threads(max(5, args.rounds // 10))
         print_worker_threads(rows)
         if args.json:
-            write_json(args.json, {"worker_threads": rows,
-                                   "environment": environment(malloc_pinned)})
+            write_json(
+                args.json, {"worker_threads": rows, "environment": environment(malloc_pinned)}
+            )
         return 0
     if args.grid_sweep or args.spline_orders:
         return sweep_main(args, malloc_pinned, start)
@@ -283,24 +389,56 @@ def main(argv: list[str] | None = None) -> int:
         warm_up(group)
         measure(group, max(5, args.rounds // 20), 1, after_itself=True)
         cases += group
-    sharded = [run_worker(["--worker", "sharded", "--rounds", str(max(5, args.rounds // 10)),
-                           "--calls-per-round", str(args.calls_per_round)],
-                          {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
-                           f" --xla_force_host_platform_device_count={devices}"})
-               for devices in dict.fromkeys(SHARDED_DEVICES)]
+    sharded = [
+        run_worker(
+            [
+                "--worker",
+                "sharded",
+                "--rounds",
+                str(max(5, args.rounds // 10)),
+                "--calls-per-round",
+                str(args.calls_per_round),
+            ],
+            {
+                "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+                + f" --xla_force_host_platform_device_count={devices}"
+            },
+        )
+        for devices in dict.fromkeys(SHARDED_DEVICES)
+    ]
     points = 1 << (20 if args.quick else 22)
-    mc_sharded = run_worker(["--worker", "map_coordinates_sharded", str(points),
-                             "--rounds", str(max(5, args.rounds // 20))],
-                            {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
-                             " --xla_force_host_platform_device_count=8"})
-    mc_threads = run_worker(["--worker", "map_coordinates_threads", str(1 << 20),
-                             "--rounds", str(max(5, args.rounds // 20))],
-                            {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
-                             " --xla_force_host_platform_device_count=8"})
+    mc_sharded = run_worker(
+        [
+            "--worker",
+            "map_coordinates_sharded",
+            str(points),
+            "--rounds",
+            str(max(5, args.rounds // 20)),
+        ],
+        {
+            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+            + " --xla_force_host_platform_device_count=8"
+        },
+    )
+    mc_threads = run_worker(
+        [
+            "--worker",
+            "map_coordinates_threads",
+            str(1 << 20),
+            "--rounds",
+            str(max(5, args.rounds // 20)),
+        ],
+        {
+            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+            + " --xla_force_host_platform_device_count=8"
+        },
+    )
     worker_threads = measure_worker_threads(max(5, args.rounds // 10))
     loops = 50 if args.quick else 1000
-    lifetime = [run_worker(["--worker", "lifetime", kind, str(loops)])
-                for kind in ("xlabind", "pure_callback")]
+    lifetime = [
+        run_worker(["--worker", "lifetime", kind, str(loops)])
+        for kind in ("xlabind", "pure_callback")
+    ]
     elapsed = time.perf_counter() - start
 
     results = {case.key: summarize(case) for case in cases}
@@ -313,13 +451,21 @@ def main(argv: list[str] | None = None) -> int:
     print_worker_threads(worker_threads)
     print_lifetime(lifetime)
     if args.json:
-        report = {"results": list(results.values()), "ratios": ratio_rows, "notes": notes,
-                  "sharded": sharded, "map_coordinates_sharded": mc_sharded,
-                  "map_coordinates_threads": mc_threads,
-                  "worker_threads": worker_threads, "lifetime": lifetime,
-                  "rounds": args.rounds, "calls_per_round": args.calls_per_round,
-                  "quick": args.quick, "seconds": elapsed,
-                  "environment": environment(malloc_pinned)}
+        report = {
+            "results": list(results.values()),
+            "ratios": ratio_rows,
+            "notes": notes,
+            "sharded": sharded,
+            "map_coordinates_sharded": mc_sharded,
+            "map_coordinates_threads": mc_threads,
+            "worker_threads": worker_threads,
+            "lifetime": lifetime,
+            "rounds": args.rounds,
+            "calls_per_round": args.calls_per_round,
+            "quick": args.quick,
+            "seconds": elapsed,
+            "environment": environment(malloc_pinned),
+        }
         write_json(args.json, report)
     return 0
 
@@ -330,16 +476,30 @@ def roofline_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -
     machine's ceilings and the table."""
     rounds = max(3, args.rounds // 50)  # at most; fewer for the slow workloads
     results = measure_workloads(rounds, with_baselines=True, quick=args.quick)
-    sharded = run_worker(["--worker", "roofline", str(rounds), "quick" if args.quick else "all"],
-                         {"XLA_FLAGS": os.environ.get("XLA_FLAGS", "") +
-                          " --xla_force_host_platform_device_count=8"})
+    sharded = run_worker(
+        ["--worker", "roofline", str(rounds), "quick" if args.quick else "all"],
+        {
+            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
+            + " --xla_force_host_platform_device_count=8"
+        },
+    )
     table = print_roofline(results, sharded, threads=os.cpu_count() or 1)
-    print(f"\n3 to {rounds} timed calls per case (about 2 s a workload), "
-          f"{time.perf_counter() - start:.1f} s; jax {jax.__version__}, {os.cpu_count()} CPUs, "
-          f"{platform_cpu()}")
+    print(
+        f"\n3 to {rounds} timed calls per case (about 2 s a workload), "
+        f"{time.perf_counter() - start:.1f} s; jax {jax.__version__}, {os.cpu_count()} CPUs, "
+        f"{platform_cpu()}"
+    )
     if args.json:
-        write_json(args.json, {"roofline": table, "results": results, "sharded": sharded,
-                               "rounds": rounds, "environment": environment(malloc_pinned)})
+        write_json(
+            args.json,
+            {
+                "roofline": table,
+                "results": results,
+                "sharded": sharded,
+                "rounds": rounds,
+                "environment": environment(malloc_pinned),
+            },
+        )
     return 0
 
 
@@ -368,11 +528,20 @@ def sweep_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -> i
     results = {case.key: summarize(case) for group in groups for case in group}
     report(groups, results)
     calls = len(groups[0][0].times)
-    print(f"\n{calls} timed calls per case, {time.perf_counter() - start:.1f} s; "
-          f"jax {jax.__version__}, {os.cpu_count()} CPUs")
+    print(
+        f"\n{calls} timed calls per case, {time.perf_counter() - start:.1f} s; "
+        f"jax {jax.__version__}, {os.cpu_count()} CPUs"
+    )
     if args.json:
-        write_json(args.json, {"results": list(results.values()), "rounds": args.rounds,
-                               "quick": args.quick, "environment": environment(malloc_pinned)})
+        write_json(
+            args.json,
+            {
+                "results": list(results.values()),
+                "rounds": args.rounds,
+                "quick": args.quick,
+                "environment": environment(malloc_pinned),
+            },
+        )
     return 0
 
 

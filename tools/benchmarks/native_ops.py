@@ -5,9 +5,10 @@ others (main.py)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from harness import Case, Ready, jax, jnp, np
+
 
 # -- native ops (their own, slower section) ----------------------------------
 def map_coordinates_problem(side: int, points: int, seed: int):
@@ -29,8 +30,15 @@ def _map_coordinates_values(grid: jax.Array, coords: list[jax.Array], tag: str) 
     for who, f in (("xlabind", ours), ("jax", jax_map)):
         # The coordinates are arguments, not constants XLA could fold the work into.
         forward = jax.jit(lambda g, c, f=f: f(g, c, 1))
-        cases.append(Case(f"{tag}_{who}", f"{tag}, {who}",
-                          lambda g, forward=forward: forward(g, coords), grid, expected))
+        cases.append(
+            Case(
+                f"{tag}_{who}",
+                f"{tag}, {who}",
+                lambda g, forward=forward: forward(g, coords),
+                grid,
+                expected,
+            )
+        )
     return cases
 
 
@@ -47,12 +55,16 @@ def map_coordinates_groups() -> list[list[Case]]:
     gradients = []
     for who, f in (("xlabind", ours), ("jax", jax_map)):
         grad = jax.jit(jax.grad(lambda g, c, f=f: f(g, c, 1).sum()))
-        gradients.append(Case(f"map_coordinates_grad_{who}",
-                              f"map_coordinates grad in input, {who}",
-                              lambda g, grad=grad: grad(g, coords), grid, grad_expected))
+        gradients.append(
+            Case(
+                f"map_coordinates_grad_{who}",
+                f"map_coordinates grad in input, {who}",
+                lambda g, grad=grad: grad(g, coords),
+                grid,
+                grad_expected,
+            )
+        )
     return [_map_coordinates_values(grid, coords, "map_coordinates"), gradients]
-
-
 
 
 def _cubic_by_gathers(coefficients: jax.Array, coords: list[jax.Array]) -> jax.Array:
@@ -64,14 +76,24 @@ def _cubic_by_gathers(coefficients: jax.Array, coords: list[jax.Array]) -> jax.A
     for axis, c in enumerate(coords):
         base = jnp.floor(c)
         t = c - base
-        w = jnp.stack([(1 - t) ** 3 / 6, (3 * t**3 - 6 * t**2 + 4) / 6,
-                       (-3 * t**3 + 3 * t**2 + 3 * t + 1) / 6, t**3 / 6], axis=-1)
+        w = jnp.stack(
+            [
+                (1 - t) ** 3 / 6,
+                (3 * t**3 - 6 * t**2 + 4) / 6,
+                (-3 * t**3 + 3 * t**2 + 3 * t + 1) / 6,
+                t**3 / 6,
+            ],
+            axis=-1,
+        )
         period = 2 * (n[axis] - 1)
         i = jnp.mod(base.astype(jnp.int32)[:, None] + jnp.arange(-1, 3, dtype=jnp.int32), period)
         indices.append(jnp.where(i >= n[axis], period - i, i))
         weights.append(w)
-    flat = (indices[0][:, :, None, None] * (n[1] * n[2])
-            + indices[1][:, None, :, None] * n[2] + indices[2][:, None, None, :])
+    flat = (
+        indices[0][:, :, None, None] * (n[1] * n[2])
+        + indices[1][:, None, :, None] * n[2]
+        + indices[2][:, None, None, :]
+    )
     w = weights[0][:, :, None, None] * weights[1][:, None, :, None] * weights[2][:, None, None, :]
     return jnp.sum(coefficients.reshape(-1)[flat] * w, axis=(1, 2, 3))
 
@@ -81,8 +103,9 @@ def _scipy_spline(host_coords: np.ndarray, order: int) -> Callable[[jax.Array], 
     host_coords, as a case's function."""
     import scipy.ndimage
 
-    return lambda g: Ready(scipy.ndimage.map_coordinates(np.asarray(g), host_coords,
-                                                          order=order, mode="mirror"))
+    return lambda g: Ready(
+        scipy.ndimage.map_coordinates(np.asarray(g), host_coords, order=order, mode="mirror")
+    )
 
 
 def spline_groups() -> list[list[Case]]:
@@ -102,19 +125,37 @@ def spline_groups() -> list[list[Case]]:
     forward = jax.jit(lambda g, c: ours(g, c, 3, "mirror"))
     reference = jax.jit(_cubic_by_gathers)
     values = [
-        Case("spline_xlabind", "map_coordinates order 3, xlabind",
-             lambda g: forward(g, coords), grid, expected),
+        Case(
+            "spline_xlabind",
+            "map_coordinates order 3, xlabind",
+            lambda g: forward(g, coords),
+            grid,
+            expected,
+        ),
         Case("spline_scipy", "map_coordinates order 3, SciPy", scipy_values, grid, expected),
-        Case("spline_jnp", "map_coordinates order 3, jnp gathers (coefficients given)",
-             lambda g: reference(coefficients, coords), grid, expected),
+        Case(
+            "spline_jnp",
+            "map_coordinates order 3, jnp gathers (coefficients given)",
+            lambda g: reference(coefficients, coords),
+            grid,
+            expected,
+        ),
     ]
     grad = jax.jit(jax.grad(lambda g, c: jnp.sum(ours(g, c, 3, "mirror") ** 2)))
     reference_grad = jax.jit(jax.grad(lambda k, c: jnp.sum(_cubic_by_gathers(k, c) ** 2)))
     gradients = [
-        Case("spline_grad_xlabind", "map_coordinates order 3 grad in input, xlabind",
-             lambda g: grad(g, coords), grid),
-        Case("spline_grad_jnp", "map_coordinates order 3 grad in coefficients, jnp gathers",
-             lambda g: reference_grad(coefficients, coords), grid),
+        Case(
+            "spline_grad_xlabind",
+            "map_coordinates order 3 grad in input, xlabind",
+            lambda g: grad(g, coords),
+            grid,
+        ),
+        Case(
+            "spline_grad_jnp",
+            "map_coordinates order 3 grad in coefficients, jnp gathers",
+            lambda g: reference_grad(coefficients, coords),
+            grid,
+        ),
     ]
     return [values, gradients]
 
@@ -127,9 +168,12 @@ SWEEP_SIDES = (32, 48, 56, 60, 64, 72, 96)
 def map_coordinates_sweep(sides=SWEEP_SIDES, points: int = 1 << 20) -> list[list[Case]]:
     """The values comparison of map_coordinates_groups on side^3 grids, one
     group per side: how the ratio to jax moves as the grid outgrows a cache."""
-    return [_map_coordinates_values(*map_coordinates_problem(side, points, seed=side),
-                                    f"map_coordinates_{side}cubed")
-            for side in sides]
+    return [
+        _map_coordinates_values(
+            *map_coordinates_problem(side, points, seed=side), f"map_coordinates_{side}cubed"
+        )
+        for side in sides
+    ]
 
 
 def print_sweep(groups: list[list[Case]], results: dict[str, dict]) -> None:
@@ -137,8 +181,10 @@ def print_sweep(groups: list[list[Case]], results: dict[str, dict]) -> None:
     for ours, theirs in groups:
         side = ours.x.shape[0]
         mine, jax_ms = (results[c.key]["median_us"] / 1e3 for c in (ours, theirs))
-        print(f"{side:>4}^3  {ours.x.nbytes / 2**20:>6.2f}  {mine:>10.2f}  {jax_ms:>8.2f}  "
-              f"{jax_ms / mine:>13.2f}")
+        print(
+            f"{side:>4}^3  {ours.x.nbytes / 2**20:>6.2f}  {mine:>10.2f}  {jax_ms:>8.2f}  "
+            f"{jax_ms / mine:>13.2f}"
+        )
 
 
 def spline_orders_groups(points: int = 1 << 20) -> list[list[Case]]:
@@ -155,21 +201,33 @@ def spline_orders_groups(points: int = 1 << 20) -> list[list[Case]]:
         expected = scipy_values(grid).value
         values = jax.jit(lambda g, c, k=order: ours(g, c, k, "mirror"))
         grad = jax.jit(jax.grad(lambda g, c, k=order: jnp.sum(ours(g, c, k, "mirror") ** 2)))
-        groups.append([
-            Case(f"spline{order}_xlabind", f"order {order}, xlabind",
-                 lambda g, f=values: f(g, coords), grid, expected),
-            Case(f"spline{order}_scipy", f"order {order}, SciPy", scipy_values, grid, expected),
-            Case(f"spline{order}_grad_xlabind", f"order {order} grad, xlabind",
-                 lambda g, f=grad: f(g, coords), grid),
-        ])
+        groups.append(
+            [
+                Case(
+                    f"spline{order}_xlabind",
+                    f"order {order}, xlabind",
+                    lambda g, f=values: f(g, coords),
+                    grid,
+                    expected,
+                ),
+                Case(f"spline{order}_scipy", f"order {order}, SciPy", scipy_values, grid, expected),
+                Case(
+                    f"spline{order}_grad_xlabind",
+                    f"order {order} grad, xlabind",
+                    lambda g, f=grad: f(g, coords),
+                    grid,
+                ),
+            ]
+        )
     return groups
 
 
 def print_spline_orders(groups: list[list[Case]], results: dict[str, dict]) -> None:
-    print(f"{'order':>5}  {'xlabind ms':>10}  {'SciPy ms':>9}  {'SciPy / xlabind':>15}  "
-          f"{'xlabind grad ms':>15}")
+    print(
+        f"{'order':>5}  {'xlabind ms':>10}  {'SciPy ms':>9}  {'SciPy / xlabind':>15}  "
+        f"{'xlabind grad ms':>15}"
+    )
     for ours, scipy_case, grad in groups:
-        mine, theirs, slope = (results[c.key]["median_us"] / 1e3
-                               for c in (ours, scipy_case, grad))
+        mine, theirs, slope = (results[c.key]["median_us"] / 1e3 for c in (ours, scipy_case, grad))
         order = ours.key[len("spline")]
         print(f"{order:>5}  {mine:>10.1f}  {theirs:>9.1f}  {theirs / mine:>15.2f}  {slope:>15.1f}")

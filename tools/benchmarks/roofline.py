@@ -43,6 +43,8 @@ DTYPES = ("float32", "float64")
 MODE = "mirror"
 KINDS = ("values", "grid gradient", "coordinate gradient")
 FILTER_KINDS = ("values", "transpose")
+
+
 def _probe_path() -> str:
     """//tools:machine_probe in the benchmark's runfiles, or where
     XLABIND_MACHINE_PROBE says (the benchmark run outside Bazel)."""
@@ -69,7 +71,7 @@ class Workload:
 
     @property
     def grid_elements(self) -> int:
-        return self.side ** 3
+        return self.side**3
 
     def streams(self) -> list[tuple[int, int, int]]:
         """(arrays read, arrays written, elements) of each pass every call needs."""
@@ -100,7 +102,7 @@ class Workload:
         if self.order == 0:
             return 0.0
         n = self.order + 1
-        per_point = 2 * (n ** 3 + n ** 2 + n + 3 * n * self.order)
+        per_point = 2 * (n**3 + n**2 + n + 3 * n * self.order)
         return float(per_point * self.points * (3 if self.kind == "coordinate gradient" else 1))
 
 
@@ -127,8 +129,12 @@ class Machine:
         self.threads = threads
 
     def _probe(self, *args) -> dict:
-        out = subprocess.run([_probe_path(), *map(str, args), str(self.threads)], check=True,
-                             capture_output=True, text=True)
+        out = subprocess.run(
+            [_probe_path(), *map(str, args), str(self.threads)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return json.loads(out.stdout)
 
     @staticmethod
@@ -151,8 +157,10 @@ class Machine:
 
     def bounds(self, w: Workload) -> dict[str, float]:
         """Seconds per call each ceiling allows, and the largest ("bound")."""
-        out = {"stream": sum(self.stream_seconds(w.dtype, *s) for s in w.streams()),
-               "fma": w.flops() / self.fma_rate(w.dtype)}
+        out = {
+            "stream": sum(self.stream_seconds(w.dtype, *s) for s in w.streams()),
+            "fma": w.flops() / self.fma_rate(w.dtype),
+        }
         visits = w.visits()
         if visits is not None:
             out["nodes"] = self.node_seconds(visits[0], w.dtype, w.side, visits[1], w.points)
@@ -165,8 +173,7 @@ def _problem(w: Workload):
     grid = jnp.asarray(rng.standard_normal((w.side,) * 3), w.dtype)
     # Three arrays, not one (3, points): slicing one inside the jitted call
     # would add three copies to every case.
-    coords = tuple(jnp.asarray(rng.uniform(0.0, w.side - 1.0, w.points), w.dtype)
-                   for _ in range(3))
+    coords = tuple(jnp.asarray(rng.uniform(0.0, w.side - 1.0, w.points), w.dtype) for _ in range(3))
     return grid, coords
 
 
@@ -203,8 +210,9 @@ def _baselines(w: Workload, grid, coords) -> dict[str, object]:
             import scipy.ndimage
 
             host = np.asarray(grid)
-            out["SciPy"] = lambda g, c: scipy.ndimage.spline_filter(host, w.order, mode=MODE,
-                                                                    output=host.dtype)
+            out["SciPy"] = lambda g, c: scipy.ndimage.spline_filter(
+                host, w.order, mode=MODE, output=host.dtype
+            )
         return out
     if w.order <= 1:
         from jax.scipy.ndimage import map_coordinates as jax_map
@@ -217,7 +225,8 @@ def _baselines(w: Workload, grid, coords) -> dict[str, object]:
 
         host_grid, host_coords = np.asarray(grid), np.stack([np.asarray(c) for c in coords])
         out["SciPy"] = lambda g, c: scipy.ndimage.map_coordinates(
-            host_grid, host_coords, order=w.order, mode=MODE, prefilter=False)
+            host_grid, host_coords, order=w.order, mode=MODE, prefilter=False
+        )
     return out
 
 
@@ -251,8 +260,10 @@ def _shard(grid, coords):
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     mesh = Mesh(np.array(jax.devices()), ("d",))
-    return (jax.device_put(grid, NamedSharding(mesh, PartitionSpec())),
-            tuple(jax.device_put(c, NamedSharding(mesh, PartitionSpec("d"))) for c in coords))
+    return (
+        jax.device_put(grid, NamedSharding(mesh, PartitionSpec())),
+        tuple(jax.device_put(c, NamedSharding(mesh, PartitionSpec("d"))) for c in coords),
+    )
 
 
 def measure_workloads(rounds: int, with_baselines: bool, quick: bool = False) -> dict[str, dict]:
@@ -277,8 +288,16 @@ def measure_workloads(rounds: int, with_baselines: bool, quick: bool = False) ->
             if w.dtype == "float64" and w.kind == "values":
                 expected = np.asarray(ours(grid, coords))
             for name, f in _baselines(w, grid, coords).items():
-                cases.append(_case(f"{w.key}:{name}", name, f, grid, coords,
-                                   None if name == "jnp gather" else expected))
+                cases.append(
+                    _case(
+                        f"{w.key}:{name}",
+                        name,
+                        f,
+                        grid,
+                        coords,
+                        None if name == "jnp gather" else expected,
+                    )
+                )
         warm_up(cases)
         measure(cases, _rounds(cases, rounds), 1, after_itself=True)
         results[w.key] = {c.label: summarize(c)["median_us"] for c in cases}
@@ -296,19 +315,27 @@ def roofline_worker(rounds: int, quick: bool) -> dict:
 def report(results: dict[str, dict], sharded: dict | None, threads: int) -> dict:
     """Prints the roofline table; returns it, with the machine's ceilings."""
     machine = Machine(threads)
-    probe = {dtype: {"stream GB/s (3 reads, 1 write, 2^20)":
-                     machine.stream_bandwidth(dtype, 3, 1, POINTS) / 1e9,
-                     "stream GB/s (fill of 256^3)":
-                     machine.stream_bandwidth(dtype, 0, 1, 256 ** 3) / 1e9,
-                     "FMA GFLOP/s": machine.fma_rate(dtype) / 1e9} for dtype in DTYPES}
-    print(f"\nroofline: {POINTS:,} points, mode {MODE!r}, {threads} threads "
-          f"(machine_probe: fastest of 7 passes)")
+    probe = {
+        dtype: {
+            "stream GB/s (3 reads, 1 write, 2^20)": machine.stream_bandwidth(dtype, 3, 1, POINTS)
+            / 1e9,
+            "stream GB/s (fill of 256^3)": machine.stream_bandwidth(dtype, 0, 1, 256**3) / 1e9,
+            "FMA GFLOP/s": machine.fma_rate(dtype) / 1e9,
+        }
+        for dtype in DTYPES
+    }
+    print(
+        f"\nroofline: {POINTS:,} points, mode {MODE!r}, {threads} threads "
+        f"(machine_probe: fastest of 7 passes)"
+    )
     for dtype, ceilings in probe.items():
         print(f"  {dtype}: " + ", ".join(f"{k} {v:.1f}" for k, v in ceilings.items()))
     multi = sharded["devices"] if sharded else None
-    header = (f"{'op':<16} {'kind':<20} {'k':>1} {'dtype':<7} {'grid':>4}  {'xlabind':>8}  "
-              f"{'baseline':<18} {'ratio':>6}  {'stream':>7} {'nodes':>7} {'fma':>7}  "
-              f"{'bound':<6} {'of bound':>8}")
+    header = (
+        f"{'op':<16} {'kind':<20} {'k':>1} {'dtype':<7} {'grid':>4}  {'xlabind':>8}  "
+        f"{'baseline':<18} {'ratio':>6}  {'stream':>7} {'nodes':>7} {'fma':>7}  "
+        f"{'bound':<6} {'of bound':>8}"
+    )
     if multi:
         header += f"  {f'{multi} dev':>8} {'of bound':>8}"
     print(header + "\n" + "-" * len(header) + "\n(times in ms; ratio: baseline / xlabind)")
@@ -323,8 +350,11 @@ def report(results: dict[str, dict], sharded: dict | None, threads: int) -> dict
         if not others:
             others = [("", None)]
         for index, (name, theirs) in enumerate(others):
-            line = (f"{w.op:<16} {w.kind:<20} {w.order:>1} {w.dtype:<7} {w.side:>4}  "
-                    if index == 0 else " " * 55)
+            line = (
+                f"{w.op:<16} {w.kind:<20} {w.order:>1} {w.dtype:<7} {w.side:>4}  "
+                if index == 0
+                else " " * 55
+            )
             line = line[:55] + (f"{ours:>8.2f}  " if index == 0 else " " * 10)
             if theirs is None:
                 line += " " * 26
@@ -332,19 +362,29 @@ def report(results: dict[str, dict], sharded: dict | None, threads: int) -> dict
                 line += f"{name + f' {theirs:.2f}':<18} {theirs / ours:>6.2f}  "
             if index == 0:
                 nodes = bounds.get("nodes")
-                line += (f"{bounds['stream'] * 1e3:>7.2f} "
-                         f"{'' if nodes is None else f'{nodes * 1e3:.2f}':>7} "
-                         f"{bounds['fma'] * 1e3:>7.2f}  {bounds['binding']:<6} "
-                         f"{100 * bounds['bound'] * 1e3 / ours:>7.0f}%")
+                line += (
+                    f"{bounds['stream'] * 1e3:>7.2f} "
+                    f"{'' if nodes is None else f'{nodes * 1e3:.2f}':>7} "
+                    f"{bounds['fma'] * 1e3:>7.2f}  {bounds['binding']:<6} "
+                    f"{100 * bounds['bound'] * 1e3 / ours:>7.0f}%"
+                )
                 if multi and w.key in sharded["results"]:
                     split = sharded["results"][w.key]["xlabind"] / 1e3
                     line += f"  {split:>8.2f} {100 * bounds['bound'] * 1e3 / split:>7.0f}%"
             print(line.rstrip())
-        rows.append({"workload": dataclasses.asdict(w), "ms": {k: v / 1e3 for k, v in times.items()},
-                     "bounds_ms": {k: (v * 1e3 if isinstance(v, float) else v)
-                                   for k, v in bounds.items()},
-                     "fraction_of_bound": bounds["bound"] * 1e3 / ours,
-                     "sharded_ms": (sharded["results"][w.key]["xlabind"] / 1e3
-                                    if multi and w.key in sharded["results"] else None)})
-    return {"ceilings": probe, "threads": threads, "rows": rows,
-            "devices_sharded": multi}
+        rows.append(
+            {
+                "workload": dataclasses.asdict(w),
+                "ms": {k: v / 1e3 for k, v in times.items()},
+                "bounds_ms": {
+                    k: (v * 1e3 if isinstance(v, float) else v) for k, v in bounds.items()
+                },
+                "fraction_of_bound": bounds["bound"] * 1e3 / ours,
+                "sharded_ms": (
+                    sharded["results"][w.key]["xlabind"] / 1e3
+                    if multi and w.key in sharded["results"]
+                    else None
+                ),
+            }
+        )
+    return {"ceilings": probe, "threads": threads, "rows": rows, "devices_sharded": multi}

@@ -42,19 +42,23 @@ def _call(kind: str, record=None):
     """One in-place no-op call of `kind` (the native baseline: "native"); it
     calls `record()` when given."""
     if kind.startswith("xlabind"):
+
         def noop(x, *, out):
             record()
 
-        return xlabind.callback(noop if record else noop_into, lambda x: x, in_place=True,
-                                input_output_aliases={0: 0})
+        return xlabind.callback(
+            noop if record else noop_into, lambda x: x, in_place=True, input_output_aliases={0: 0}
+        )
     if kind == "buffer_callback":
+
         def function(ctx, out, a):
             if record:
                 record()
 
         return lambda x: buffer_callback(function, _like(x), input_output_aliases={0: 0})(x)
-    return lambda x: jax.ffi.ffi_call(_extension.NOOP_TARGET, _like(x),
-                                      input_output_aliases={0: 0})(x)
+    return lambda x: jax.ffi.ffi_call(
+        _extension.NOOP_TARGET, _like(x), input_output_aliases={0: 0}
+    )(x)
 
 
 def worker_threads_worker(kind: str, rounds: int) -> dict:
@@ -78,15 +82,19 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
             for _ in range(CHAIN):
                 x = call(x)
             return x
-        return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=PartitionSpec("d"),
-                                     out_specs=PartitionSpec("d")))
 
-    record = lambda: on_main.add(threading.current_thread() is threading.main_thread())  # noqa: E731
+        return jax.jit(
+            jax.shard_map(
+                body, mesh=mesh, in_specs=PartitionSpec("d"), out_specs=PartitionSpec("d")
+            )
+        )
+
+    record = lambda: on_main.add(threading.current_thread() is threading.main_thread())
     native = _call("native")
-    programs = {"native": program(native, native),
-                kind: program(_call(kind, record), _call(kind))}
-    x = jax.device_put(jnp.zeros(8 * len(mesh.devices), jnp.float32),
-                       NamedSharding(mesh, PartitionSpec("d")))
+    programs = {"native": program(native, native), kind: program(_call(kind, record), _call(kind))}
+    x = jax.device_put(
+        jnp.zeros(8 * len(mesh.devices), jnp.float32), NamedSharding(mesh, PartitionSpec("d"))
+    )
     samples = {name: [] for name in programs}
     for round_ in range(rounds + 1):  # the first round warms up
         for name, f in programs.items():
@@ -96,30 +104,49 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
                 samples[name].append(time.perf_counter() - start)
     base, total = statistics.median(samples["native"]), statistics.median(samples[kind])
     devices = len(mesh.devices)
-    return {"kind": kind, "devices": devices,
-            "us_per_call": (total - base) / (devices * (CHAIN + 1)) * 1e6,
-            "program_ms": total * 1e3, "native_program_ms": base * 1e3,
-            "threads": ("the caller's" if on_main == {True} else
-                        "XLA's" if on_main == {False} else "both")}
+    return {
+        "kind": kind,
+        "devices": devices,
+        "us_per_call": (total - base) / (devices * (CHAIN + 1)) * 1e6,
+        "program_ms": total * 1e3,
+        "native_program_ms": base * 1e3,
+        "threads": (
+            "the caller's" if on_main == {True} else "XLA's" if on_main == {False} else "both"
+        ),
+    }
 
 
 def measure_worker_threads(rounds: int) -> list[dict]:
     """Every kind on every device count, each in a fresh process."""
     flags = os.environ.get("XLA_FLAGS", "")
-    return [run_worker(["--worker", "worker_threads", kind, "--rounds", str(rounds)],
-                       {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}"})
-            for n in DEVICES for kind in KINDS]
+    return [
+        run_worker(
+            ["--worker", "worker_threads", kind, "--rounds", str(rounds)],
+            {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}"},
+        )
+        for n in DEVICES
+        for kind in KINDS
+    ]
 
 
 def print_worker_threads(rows: list[dict]) -> None:
-    print(f"\nIn-place no-op callbacks, {CHAIN} chained on each device, over native no-ops "
-          "(µs per call; each kind in a process of its own):")
-    print(f"{'devices':>8} {'threads':>14} " + " ".join(f"{k:>18}" for k in KINDS)
-          + f" {'unchecked/bcb':>14}")
+    print(
+        f"\nIn-place no-op callbacks, {CHAIN} chained on each device, over native no-ops "
+        "(µs per call; each kind in a process of its own):"
+    )
+    print(
+        f"{'devices':>8} {'threads':>14} "
+        + " ".join(f"{k:>18}" for k in KINDS)
+        + f" {'unchecked/bcb':>14}"
+    )
     for n in DEVICES:
         by_kind = {r["kind"]: r for r in rows if r.get("devices") == n}
-        cells = [f"{by_kind[k]['us_per_call']:18.2f}" if "us_per_call" in by_kind.get(k, {})
-                 else f"{'-':>18}" for k in KINDS]
+        cells = [
+            f"{by_kind[k]['us_per_call']:18.2f}"
+            if "us_per_call" in by_kind.get(k, {})
+            else f"{'-':>18}"
+            for k in KINDS
+        ]
         ratio = f"{'-':>14}"
         if "us_per_call" in by_kind.get("buffer_callback", {}):
             ours, theirs = (by_kind[k]["us_per_call"] for k in KINDS[1:])

@@ -8,8 +8,7 @@ from __future__ import annotations
 import gc
 import importlib
 
-from harness import (Case, _extension, vector, jax, jnp, measure, np, os, summarize,
-                     warm_up, xlabind)
+from harness import Case, _extension, jax, jnp, measure, np, os, summarize, vector, warm_up, xlabind
 from host_calls import noop_into
 from native_ops import map_coordinates_problem
 
@@ -27,10 +26,12 @@ def sharded_worker(rounds: int, calls: int) -> dict:
 
     devices = len(jax.devices())
     mesh = Mesh(np.array(jax.devices()), ("d",))
-    x = jax.device_put(vector(devices * 4).reshape(devices, 4),
-                       NamedSharding(mesh, PartitionSpec("d")))
-    cases = [Case("sharded_jnp", "jnp (x + 1)", jax.jit(lambda x: x + 1), x,
-                  checks_unwritten=False)]
+    x = jax.device_put(
+        vector(devices * 4).reshape(devices, 4), NamedSharding(mesh, PartitionSpec("d"))
+    )
+    cases = [
+        Case("sharded_jnp", "jnp (x + 1)", jax.jit(lambda x: x + 1), x, checks_unwritten=False)
+    ]
     for exchange in (True, False):
         call_status._EXCHANGE_STATUS = exchange  # read when lowering: compile now
         tag = "" if exchange else "_unchecked"
@@ -40,14 +41,23 @@ def sharded_worker(rounds: int, calls: int) -> dict:
             f = jax.jit(op)
             f.lower(x).compile()
             # The no-op leaves its result unwritten: timed with that check off.
-            cases.append(Case(f"sharded_{key}{tag}", f"no-op callback, {key.replace('_', ' ')}"
-                              f"{label}", f, x, checks_unwritten=False))
+            cases.append(
+                Case(
+                    f"sharded_{key}{tag}",
+                    f"no-op callback, {key.replace('_', ' ')}{label}",
+                    f,
+                    x,
+                    checks_unwritten=False,
+                )
+            )
         warm_up(cases[-2:])
     call_status._EXCHANGE_STATUS = True
     warm_up(cases[:1])
     measure(cases, rounds, calls)
-    return {"devices": devices,
-            "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
+    return {
+        "devices": devices,
+        "results": {c.key: {"label": c.label, **summarize(c)} for c in cases},
+    }
 
 
 def map_coordinates_sharded_worker(points: int, rounds: int) -> dict:
@@ -76,21 +86,36 @@ def map_coordinates_sharded_worker(points: int, rounds: int) -> dict:
         tag = "split" if sharded else "once"
         for name, fn in (("values", values), ("grid_gradient", grid_gradient)):
             f = jax.jit(fn)  # traced (reading _SHARDED) by warm_up below
-            cases.append(Case(f"mc_{name}_{tag}", f"{name.replace('_', ' ')}, "
-                              f"{'split by points' if sharded else 'once per program'}",
-                              lambda x, f=f: f(x, *coords), grid))
+            cases.append(
+                Case(
+                    f"mc_{name}_{tag}",
+                    f"{name.replace('_', ' ')}, "
+                    f"{'split by points' if sharded else 'once per program'}",
+                    lambda x, f=f: f(x, *coords),
+                    grid,
+                )
+            )
         warm_up(cases[-2:])
     module._SHARDED = True
-    reduce = jax.jit(jax.shard_map(lambda g: jax.lax.psum(g, "d"), mesh=mesh,
-                                   in_specs=PartitionSpec(), out_specs=PartitionSpec(),
-                                   check_vma=False))
+    reduce = jax.jit(
+        jax.shard_map(
+            lambda g: jax.lax.psum(g, "d"),
+            mesh=mesh,
+            in_specs=PartitionSpec(),
+            out_specs=PartitionSpec(),
+            check_vma=False,
+        )
+    )
     cases.append(Case("mc_all_reduce", "all-reduce of one grid (64³ float64)", reduce, grid))
     warm_up(cases[-1:])
     np.testing.assert_allclose(cases[0].fn(grid), cases[2].fn(grid), rtol=1e-12)
     np.testing.assert_allclose(cases[1].fn(grid), cases[3].fn(grid), rtol=1e-9, atol=1e-9)
     measure(cases, rounds, 1)
-    return {"devices": len(jax.devices()), "points": points,
-            "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
+    return {
+        "devices": len(jax.devices()),
+        "points": points,
+        "results": {c.key: {"label": c.label, **summarize(c)} for c in cases},
+    }
 
 
 # Read by the CPU map_coordinates handlers on every call (cpu_point_loops.h):
@@ -122,10 +147,16 @@ def map_coordinates_threads_worker(points: int, rounds: int) -> dict:
         "values": (jax.jit(values), coords),
         "grid_gradient": (jax.jit(grid_gradient), coords),
         # One result: the sum keeps both computations, which XLA may run at once.
-        "values_beside_matmul": (jax.jit(lambda g, c, m: jnp.sum(values(g, c))
-                                         + jnp.sum(m @ m)), coords, matrix),
-        "grid_gradient_beside_matmul": (jax.jit(lambda g, c, m: grid_gradient(g, c)
-                                                + jnp.sum(m @ m)), coords, matrix),
+        "values_beside_matmul": (
+            jax.jit(lambda g, c, m: jnp.sum(values(g, c)) + jnp.sum(m @ m)),
+            coords,
+            matrix,
+        ),
+        "grid_gradient_beside_matmul": (
+            jax.jit(lambda g, c, m: grid_gradient(g, c) + jnp.sum(m @ m)),
+            coords,
+            matrix,
+        ),
         "values_split": (jax.jit(values), split),
         "grid_gradient_split": (jax.jit(grid_gradient), split),
     }
@@ -137,28 +168,40 @@ def map_coordinates_threads_worker(points: int, rounds: int) -> dict:
             else:
                 os.environ.pop(OWN_THREADS_VARIABLE, None)
             return f(g, *args)
+
         return call
 
     cases = []
     for name, (f, *args) in programs.items():
         for own in (False, True):
             who = "own threads" if own else "XLA's pool"
-            cases.append(Case(f"mc_{name}_{'own' if own else 'pool'}",
-                              f"{name.replace('_', ' ')}, {who}", on(own, f, *args), grid))
+            cases.append(
+                Case(
+                    f"mc_{name}_{'own' if own else 'pool'}",
+                    f"{name.replace('_', ' ')}, {who}",
+                    on(own, f, *args),
+                    grid,
+                )
+            )
     warm_up(cases)
     for pool, own in zip(cases[::2], cases[1::2]):  # the same numbers either way
         np.testing.assert_array_equal(pool.fn(grid), own.fn(grid))
     measure(cases, rounds, 1)
     os.environ.pop(OWN_THREADS_VARIABLE, None)
-    return {"devices": len(jax.devices()), "points": points,
-            "results": {c.key: {"label": c.label, **summarize(c)} for c in cases}}
+    return {
+        "devices": len(jax.devices()),
+        "points": points,
+        "results": {c.key: {"label": c.label, **summarize(c)} for c in cases},
+    }
 
 
 def print_map_coordinates_threads(report: dict) -> None:
     results = report["results"]
-    print(f"\nmap_coordinates on {report['points']:,} points, 64³ float64 grid, {os.cpu_count()} "
-          f"cores: XLA's intra-op pool against threads of its own (median µs; split: over "
-          f"{report['devices']} CPU devices):")
+    print(
+        f"\nmap_coordinates on {report['points']:,} points, 64³ float64 grid, {os.cpu_count()} "
+        f"cores: XLA's intra-op pool against threads of its own (median µs; split: over "
+        f"{report['devices']} CPU devices):"
+    )
     for row in results.values():
         print(f"  {row['label']:<58} {row['median_us']:>10.1f}")
     names = dict.fromkeys(key[3:].rsplit("_", 1)[0] for key in results)
@@ -169,8 +212,10 @@ def print_map_coordinates_threads(report: dict) -> None:
 
 def print_map_coordinates_sharded(report: dict) -> None:
     results = report["results"]
-    print(f"\nmap_coordinates on {report['points']:,} points sharded over {report['devices']} "
-          f"CPU devices, {os.cpu_count()} cores, 64³ float64 grid (median µs):")
+    print(
+        f"\nmap_coordinates on {report['points']:,} points sharded over {report['devices']} "
+        f"CPU devices, {os.cpu_count()} cores, 64³ float64 grid (median µs):"
+    )
     for row in results.values():
         print(f"  {row['label']:<58} {row['median_us']:>10.1f}")
     for name in ("values", "grid_gradient"):
@@ -203,8 +248,9 @@ def lifetime_worker(kind: str, loops: int) -> dict:
         if kind == "xlabind":
             op = xlabind.callback(fn, lambda a: a)
             return jax.jit(lambda a: op(a) + 1)(x)
-        return jax.jit(lambda a: jax.pure_callback(fn, jax.ShapeDtypeStruct(a.shape, a.dtype),
-                                                   a) + 1)(x)
+        return jax.jit(
+            lambda a: jax.pure_callback(fn, jax.ShapeDtypeStruct(a.shape, a.dtype), a) + 1
+        )(x)
 
     for i in range(20):  # jax's own caches and allocator warmed up first
         one(i).block_until_ready()
@@ -212,10 +258,13 @@ def lifetime_worker(kind: str, loops: int) -> dict:
     for i in range(loops):
         np.testing.assert_allclose(np.asarray(one(i)), i + 2.0)
     after = rss_mib()
-    return {"kind": kind, "loops": loops, "growth_mib": after - before, "rss_mib": after,
-            "live_callbacks": _extension.live_callback_data_count()}
-
-
+    return {
+        "kind": kind,
+        "loops": loops,
+        "growth_mib": after - before,
+        "rss_mib": after,
+        "live_callbacks": _extension.live_callback_data_count(),
+    }
 
 
 def print_sharded(report: dict) -> None:
@@ -224,14 +273,20 @@ def print_sharded(report: dict) -> None:
     for key, row in results.items():
         print(f"  {row['label']:<58} {row['median_us']:>8.1f}")
     for key in ("per_device", "once"):
-        ratio = (results[f"sharded_{key}"]["median_us"]
-                 / results[f"sharded_{key}_unchecked"]["median_us"])
+        ratio = (
+            results[f"sharded_{key}"]["median_us"]
+            / results[f"sharded_{key}_unchecked"]["median_us"]
+        )
         print(f"  status exchange, {key.replace('_', ' ')}: {ratio:.3f}x the call without it")
 
 
 def print_lifetime(rows: list[dict]) -> None:
-    print("\nProcess growth over a loop of bound functions (1 MiB closures) made, jitted, "
-          "called, dropped:")
+    print(
+        "\nProcess growth over a loop of bound functions (1 MiB closures) made, jitted, "
+        "called, dropped:"
+    )
     for row in rows:
-        print(f"  {row['kind']:<14} {row['loops']:>5} loops: {row['growth_mib']:+8.1f} MiB "
-              f"(RSS {row['rss_mib']:.0f} MiB)")
+        print(
+            f"  {row['kind']:<14} {row['loops']:>5} loops: {row['growth_mib']:+8.1f} MiB "
+            f"(RSS {row['rss_mib']:.0f} MiB)"
+        )

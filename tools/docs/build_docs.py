@@ -43,29 +43,59 @@ import native_headers  # noqa: E402
 # Each module's public names in the order a reader meets them, by section.
 API = {
     "xlabind": {
-        "Binding a function": ["callback", "linear", "multilinear", "nonlinear", "BoundFunction",
-                               "Callback"],
-        "Native targets": ["ffi_target", "register_ffi_targets", "FfiTarget", "include_dir",
-                           "cmake_dir"],
+        "Binding a function": [
+            "callback",
+            "linear",
+            "multilinear",
+            "nonlinear",
+            "BoundFunction",
+            "Callback",
+        ],
+        "Native targets": [
+            "ffi_target",
+            "register_ffi_targets",
+            "FfiTarget",
+            "include_dir",
+            "cmake_dir",
+        ],
         "Derivative rules in JAX": ["traceable", "Traceable"],
         "vmap": ["BatchedResult", "VMAP_METHODS"],
         "Sharding": ["ShardingRule", "check_sharding"],
-        "Types and constants": ["Function", "ResultSpec", "Rule", "EFFECTS", "SUPPORTED_DTYPES",
-                                "UntestedVersionWarning"],
+        "Types and constants": [
+            "Function",
+            "ResultSpec",
+            "Rule",
+            "EFFECTS",
+            "SUPPORTED_DTYPES",
+            "UntestedVersionWarning",
+        ],
     },
     "xlabind.ops": {"Interpolation": ["map_coordinates", "spline_filter"]},
-    "xlabind.cuda": {"Inside a CUDA callback": ["DeviceArray", "current_stream",
-                                                "current_device", "is_capturing"]},
-    "xlabind.jaxbind": {"jaxbind's functions": ["get_linear_call", "get_nonlinear_call",
-                                                "load_kwargs"]},
+    "xlabind.cuda": {
+        "Inside a CUDA callback": [
+            "DeviceArray",
+            "current_stream",
+            "current_device",
+            "is_capturing",
+        ]
+    },
+    "xlabind.jaxbind": {
+        "jaxbind's functions": ["get_linear_call", "get_nonlinear_call", "load_kwargs"]
+    },
 }
-PAGES = {"xlabind": "xlabind", "xlabind.ops": "ops", "xlabind.cuda": "cuda",
-         "xlabind.jaxbind": "jaxbind"}
+PAGES = {
+    "xlabind": "xlabind",
+    "xlabind.ops": "ops",
+    "xlabind.cuda": "cuda",
+    "xlabind.jaxbind": "jaxbind",
+}
 # Names documented as type aliases (their values are typing constructs).
 TYPE_ALIASES = {"Function", "ResultSpec", "Rule"}
 # Macros other workspaces call, by file.
-BAZEL_MACROS = {"ffi/defs.bzl": ["xlabind_ffi_library", "xlabind_extension"],
-                "repositories.bzl": ["xlabind_dependencies", "xlabind_register_zig_toolchain"]}
+BAZEL_MACROS = {
+    "ffi/defs.bzl": ["xlabind_ffi_library", "xlabind_extension"],
+    "repositories.bzl": ["xlabind_dependencies", "xlabind_register_zig_toolchain"],
+}
 
 
 def first_line(text: str) -> str:
@@ -116,32 +146,56 @@ def describe(module_name: str, name: str) -> tuple[list[str], str]:
         return [f".. py:type:: {name}", "", *indent(text), ""], first_line(text)
     if inspect.isclass(obj) and obj.__name__ != name:  # another name for a class
         text = data_comment(name)
-        return ([f".. py:data:: {name}", "", *indent(text), "",
-                 f"   The same class as :class:`~{obj.__module__.split('._')[0]}."
-                 f"{obj.__name__}`.", ""], first_line(text))
+        return (
+            [
+                f".. py:data:: {name}",
+                "",
+                *indent(text),
+                "",
+                f"   The same class as :class:`~{obj.__module__.split('._')[0]}.{obj.__name__}`.",
+                "",
+            ],
+            first_line(text),
+        )
     if inspect.isclass(obj) and not obj.__module__.startswith("xlabind"):
         # A compiled (nanobind) class: its docstring and its documented members.
         doc = inspect.getdoc(obj) or ""
         out = [f".. py:class:: {name}", "", *indent(doc), ""]
         for member, value in vars(obj).items():
             member_doc = getattr(value, "__doc__", None) or ""
-            if member.startswith("_") and member not in ("__cuda_array_interface__",
-                                                         "__dlpack__", "__dlpack_device__"):
+            if member.startswith("_") and member not in (
+                "__cuda_array_interface__",
+                "__dlpack__",
+                "__dlpack_device__",
+            ):
                 continue
             if isinstance(value, property):
                 out += [f"   .. py:attribute:: {member}", "", *indent(member_doc, "      "), ""]
             elif callable(value):
                 signature, _, text = member_doc.partition("\n")
-                out += [f"   .. py:method:: {signature.strip()}", "",
-                        *indent(text.strip(), "      "), ""]
+                out += [
+                    f"   .. py:method:: {signature.strip()}",
+                    "",
+                    *indent(text.strip(), "      "),
+                    "",
+                ]
         return out, first_line(doc)
     if inspect.isclass(obj):
         return [f".. autoclass:: {full}", "   :members:", ""], first_line(inspect.getdoc(obj))
     if callable(obj):
         return [f".. autofunction:: {full}", ""], first_line(inspect.getdoc(obj))
     text = data_comment(name)
-    return ([f".. py:data:: {name}", "", *indent(text), "",
-             *indent(f"Value: ``{short_repr(obj)}``"), ""], first_line(text))
+    return (
+        [
+            f".. py:data:: {name}",
+            "",
+            *indent(text),
+            "",
+            *indent(f"Value: ``{short_repr(obj)}``"),
+            "",
+        ],
+        first_line(text),
+    )
 
 
 def module_summary(module) -> list[str]:
@@ -162,10 +216,19 @@ def api_page(module_name: str, sections: dict[str, list[str]]) -> str:
     module = importlib.import_module(module_name)
     listed = [name for names in sections.values() for name in names]
     if sorted(listed) != sorted(module.__all__):
-        raise SystemExit(f"build_docs: API lists {sorted(set(listed) ^ set(module.__all__))} "
-                         f"unlike {module_name}.__all__: update API in build_docs.py")
-    rst = [f".. py:module:: {module_name}", "", *module_summary(module), "",
-           ".. list-table::", "   :widths: 30 70", ""]
+        raise SystemExit(
+            f"build_docs: API lists {sorted(set(listed) ^ set(module.__all__))} "
+            f"unlike {module_name}.__all__: update API in build_docs.py"
+        )
+    rst = [
+        f".. py:module:: {module_name}",
+        "",
+        *module_summary(module),
+        "",
+        ".. list-table::",
+        "   :widths: 30 70",
+        "",
+    ]
     entries = []
     for section, names in sections.items():
         entries += [section, "-" * len(section), ""]
@@ -179,23 +242,45 @@ def api_page(module_name: str, sections: dict[str, list[str]]) -> str:
 
 
 def helper_text(declaration: str) -> str:
-    lines = [line.rstrip().rstrip("\\").rstrip().removesuffix("{").rstrip()
-             for line in declaration.splitlines()]
+    lines = [
+        line.rstrip().rstrip("\\").rstrip().removesuffix("{").rstrip()
+        for line in declaration.splitlines()
+    ]
     return "\n".join(lines)
 
 
 def native_page() -> str:
-    out = ["# Native helpers", "",
-           "The helper headers for handler authors, `ffi/native/*.h`: header-only, in "
-           "`namespace xlabind::native`, included as `#include \"xlabind/native/<header>\"` "
-           "from `@xlabind//ffi/native:helpers` (the macros add it). Generated from the "
-           "headers; the [native reference](../native/reference.md) lists them by task.", ""]
+    out = [
+        "# Native helpers",
+        "",
+        "The helper headers for handler authors, `ffi/native/*.h`: header-only, in "
+        '`namespace xlabind::native`, included as `#include "xlabind/native/<header>"` '
+        "from `@xlabind//ffi/native:helpers` (the macros add it). Generated from the "
+        "headers; the [native reference](../native/reference.md) lists them by task.",
+        "",
+    ]
     for header in native_headers.headers(REPO / "ffi" / "native"):
-        out += [f"## `{header.name}`", "", f"```{{native:header}} {header.name}", "```", "",
-                "```text", header.comment, "```", ""]
+        out += [
+            f"## `{header.name}`",
+            "",
+            f"```{{native:header}} {header.name}",
+            "```",
+            "",
+            "```text",
+            header.comment,
+            "```",
+            "",
+        ]
         for helper in header.helpers:
-            out += [f"```{{native:helper}} {helper.name}", "```", "",
-                    "```cpp", helper_text(helper.declaration), "```", ""]
+            out += [
+                f"```{{native:helper}} {helper.name}",
+                "```",
+                "",
+                "```cpp",
+                helper_text(helper.declaration),
+                "```",
+                "",
+            ]
             if helper.comment:
                 out += ["```text", helper.comment, "```", ""]
     return "\n".join(out)
@@ -208,8 +293,9 @@ def bazel_macros() -> list[tuple[str, str, str]]:
         tree = ast.parse((REPO / file).read_text())
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name in names:
-                found.append((file, f"{node.name}({ast.unparse(node.args)})",
-                              ast.get_docstring(node) or ""))
+                found.append(
+                    (file, f"{node.name}({ast.unparse(node.args)})", ast.get_docstring(node) or "")
+                )
         missing = set(names) - {sig.split("(")[0] for f, sig, _ in found if f == file}
         if missing:
             raise SystemExit(f"build_docs: {file} defines no {sorted(missing)}")
@@ -218,6 +304,7 @@ def bazel_macros() -> list[tuple[str, str, str]]:
 
 def macros_page() -> str:
     from sphinx.ext.napoleon import Config, GoogleDocstring
+
     config = Config(napoleon_use_param=True, napoleon_use_rtype=False)
     rst = []
     for file, signature, doc in bazel_macros():
@@ -225,23 +312,38 @@ def macros_page() -> str:
         text = str(GoogleDocstring(doc, config))
         # Starlark's docstrings quote code in single backticks (Markdown's way).
         text = re.sub(r"(?<![`:])`([^`\n]+)`(?!`)", r"``\1``", text)
-        rst += [name, "-" * len(name), "", f".. bzl:macro:: {signature}", "",
-                f"   Load it from ``@xlabind//{file.replace('/', ':', 1) if '/' in file else ':' + file}``.",
-                "", *indent(text), ""]
-    return ("# Bazel macros\n\nWhat another Bazel workspace calls: "
-            "[Using xlabind from Bazel](../native/bazel.md) shows them together.\n\n"
-            "```{eval-rst}\n" + "\n".join(rst) + "\n```\n")
+        rst += [
+            name,
+            "-" * len(name),
+            "",
+            f".. bzl:macro:: {signature}",
+            "",
+            f"   Load it from ``@xlabind//{file.replace('/', ':', 1) if '/' in file else ':' + file}``.",
+            "",
+            *indent(text),
+            "",
+        ]
+    return (
+        "# Bazel macros\n\nWhat another Bazel workspace calls: "
+        "[Using xlabind from Bazel](../native/bazel.md) shows them together.\n\n"
+        "```{eval-rst}\n" + "\n".join(rst) + "\n```\n"
+    )
 
 
 def example_folder() -> pathlib.Path:
     """examples/native_op: @xlabind_example in the runfiles, or the checkout's."""
     # In the runfiles the repository's folder is its canonical name: the name
     # itself under WORKSPACE, ending in ~name (Bazel 7) or +name under bzlmod.
-    candidates = [folder for folder in sorted(REPO.parent.iterdir())
-                  if folder.name == "xlabind_example"
-                  or folder.name.endswith(("~xlabind_example", "+xlabind_example"))]
-    for candidate in candidates + [REPO / "external" / "xlabind_example",
-                                   REPO / "examples" / "native_op"]:
+    candidates = [
+        folder
+        for folder in sorted(REPO.parent.iterdir())
+        if folder.name == "xlabind_example"
+        or folder.name.endswith(("~xlabind_example", "+xlabind_example"))
+    ]
+    for candidate in candidates + [
+        REPO / "external" / "xlabind_example",
+        REPO / "examples" / "native_op",
+    ]:
         if (candidate / "WORKSPACE").exists():
             return candidate
     raise SystemExit("build_docs: no examples/native_op (@xlabind_example) to include")
@@ -249,10 +351,17 @@ def example_folder() -> pathlib.Path:
 
 def copy_examples(source: pathlib.Path) -> None:
     target = source / "_examples"
-    shutil.copytree(example_folder(), target / "native_op", symlinks=False,
-                    ignore=shutil.ignore_patterns("bazel-*"))
-    shutil.copytree(REPO / "examples" / "native_op_cmake", target / "native_op_cmake",
-                    ignore=shutil.ignore_patterns("BUILD.bazel"))
+    shutil.copytree(
+        example_folder(),
+        target / "native_op",
+        symlinks=False,
+        ignore=shutil.ignore_patterns("bazel-*"),
+    )
+    shutil.copytree(
+        REPO / "examples" / "native_op_cmake",
+        target / "native_op_cmake",
+        ignore=shutil.ignore_patterns("BUILD.bazel"),
+    )
     (target / "python").mkdir()
     for path in (REPO / "python" / "examples").glob("*.py"):
         shutil.copy(path, target / "python" / path.name)
@@ -281,8 +390,21 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True)
     write_sources(source)
     from sphinx.cmd.build import build_main
-    status = build_main(["-W", "--keep-going", "-n", "-q", "-b", "html",
-                         "-d", str(work / "doctrees"), str(source), str(html)])
+
+    status = build_main(
+        [
+            "-W",
+            "--keep-going",
+            "-n",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(work / "doctrees"),
+            str(source),
+            str(html),
+        ]
+    )
     if status:
         return status
     with zipfile.ZipFile(args.out, "w", zipfile.ZIP_DEFLATED) as archive:

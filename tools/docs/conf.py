@@ -41,8 +41,9 @@ myst_dmath_double_inline = True
 # the union it stands for), linked to their entries.
 autodoc_typehints = "signature"
 autodoc_member_order = "bysource"
-autodoc_type_aliases = {name: f"xlabind.{name}" for name in
-                        ("Function", "ResultSpec", "Rule", "Traceable")}
+autodoc_type_aliases = {
+    name: f"xlabind.{name}" for name in ("Function", "ResultSpec", "Rule", "Traceable")
+}
 autodoc_default_options = {"exclude-members": "__init__, __new__"}
 autosummary_generate = False
 napoleon_google_docstring = True
@@ -74,8 +75,10 @@ sys.dont_write_bytecode = True
 def _alias_names(app, what, name, obj, options, signature, return_annotation):
     """Sphinx 9 prints an alias inside a union (``ResultSpec | Callable``) as
     ``TypeAliasForwardRef('xlabind.ResultSpec')``: the alias's name instead."""
+
     def clean(text):
         return re.sub(r"TypeAliasForwardRef\('([\w.]+)'\)", r"\1", text) if text else text
+
     return clean(signature), clean(return_annotation)
 
 

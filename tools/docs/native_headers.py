@@ -79,9 +79,10 @@ def read(path: pathlib.Path) -> Header:
             if found and found.group(1) not in seen:
                 seen.add(found.group(1))
                 first = k - 1 if k and lines[k - 1].startswith("template") else k
-                declaration = "\n".join(lines[first:_declaration_end(lines, k) + 1])
-                helpers.append(Helper(found.group(1), declaration,
-                                      _comment_above(lines, first - 1)))
+                declaration = "\n".join(lines[first : _declaration_end(lines, k) + 1])
+                helpers.append(
+                    Helper(found.group(1), declaration, _comment_above(lines, first - 1))
+                )
     return Header(path, "\n".join(opening), helpers)
 
 

@@ -40,8 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     unpack(folder)
     handler = functools.partial(_QuietHandler, directory=str(folder))
     with http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler) as server:
-        print(f"xlabind's documentation: http://127.0.0.1:{server.server_address[1]}/ "
-              f"(from {folder}; Ctrl-C stops)", flush=True)
+        print(
+            f"xlabind's documentation: http://127.0.0.1:{server.server_address[1]}/ "
+            f"(from {folder}; Ctrl-C stops)",
+            flush=True,
+        )
         try:
             server.serve_forever()
         except KeyboardInterrupt:

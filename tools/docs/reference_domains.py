@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-from docutils import nodes
 from sphinx import addnodes
 from sphinx.directives import ObjectDescription
 from sphinx.domains import Domain, ObjType
@@ -70,9 +69,14 @@ class _ReferenceDomain(Domain):
         return make_refnode(builder, fromdocname, found[0], found[1], contnode, target)
 
     def resolve_any_xref(self, env, fromdocname, builder, target, node, contnode):
-        return [(f"{self.name}:{typ}", self.resolve_xref(env, fromdocname, builder, typ, target,
-                                                         node, contnode))
-                for typ in self.object_types if (typ, target) in self.data["objects"]]
+        return [
+            (
+                f"{self.name}:{typ}",
+                self.resolve_xref(env, fromdocname, builder, typ, target, node, contnode),
+            )
+            for typ in self.object_types
+            if (typ, target) in self.data["objects"]
+        ]
 
     def get_objects(self):
         for (typ, name), (docname, anchor) in self.data["objects"].items():
@@ -80,24 +84,33 @@ class _ReferenceDomain(Domain):
 
 
 def _domain(name: str, label: str, types: dict[str, str]) -> type[Domain]:
-    return type(f"{name.title()}Domain", (_ReferenceDomain,), {
-        "name": name,
-        "label": label,
-        "object_types": {typ: ObjType(lname, typ) for typ, lname in types.items()},
-        "directives": {typ: _Entry for typ in types},
-        "roles": {typ: XRefRole() for typ in types},
-        "initial_data": {"objects": {}},
-    })
+    return type(
+        f"{name.title()}Domain",
+        (_ReferenceDomain,),
+        {
+            "name": name,
+            "label": label,
+            "object_types": {typ: ObjType(lname, typ) for typ, lname in types.items()},
+            "directives": dict.fromkeys(types, _Entry),
+            "roles": {typ: XRefRole() for typ in types},
+            "initial_data": {"objects": {}},
+        },
+    )
 
 
 BazelDomain = _domain("bzl", "Bazel", {"macro": "Bazel macro"})
-NativeDomain = _domain("native", "Native helpers",
-                       {"helper": "native helper", "header": "helper header"})
+NativeDomain = _domain(
+    "native", "Native helpers", {"helper": "native helper", "header": "helper header"}
+)
 
 
 def setup(app):
     app.add_domain(BazelDomain)
     app.add_domain(NativeDomain)
-    app.add_object_type("parameter", "param", objname="constructor parameter",
-                        indextemplate="single: %s (constructor parameter)")
+    app.add_object_type(
+        "parameter",
+        "param",
+        objname="constructor parameter",
+        indextemplate="single: %s (constructor parameter)",
+    )
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -151,8 +151,8 @@ struct Avx2<float> {
   using Offset = Index;
   XLABIND_AVX2_INLINE static Offset ZeroOffset() { return _mm256_setzero_si256(); }
   XLABIND_AVX2_INLINE static Offset AddScaled(Offset offset, Vec lower, int32_t stride) {
-    return _mm256_add_epi32(offset,
-                            _mm256_mullo_epi32(_mm256_cvttps_epi32(lower), _mm256_set1_epi32(stride)));
+    return _mm256_add_epi32(
+        offset, _mm256_mullo_epi32(_mm256_cvttps_epi32(lower), _mm256_set1_epi32(stride)));
   }
   XLABIND_AVX2_INLINE static Index ToIndex(Offset offset) { return offset; }
   XLABIND_AVX2_INLINE static Vec Gather(const float* base, Index offset) {
@@ -170,15 +170,15 @@ struct Avx2<float> {
     // Per 128-bit half: lanes 0, 1, 4, 5 then 2, 3, 6, 7; the quarters reordered.
     const __m256 even = _mm256_shuffle_ps(low4, high4, _MM_SHUFFLE(2, 0, 2, 0));
     const __m256 odd = _mm256_shuffle_ps(low4, high4, _MM_SHUFFLE(3, 1, 3, 1));
-    *lower = _mm256_castpd_ps(
-        _mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
-    *upper = _mm256_castpd_ps(
-        _mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0)));
+    *lower =
+        _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even), _MM_SHUFFLE(3, 1, 2, 0)));
+    *upper =
+        _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd), _MM_SHUFFLE(3, 1, 2, 0)));
   }
   XLABIND_AVX2_INLINE static void AddPair(float* p, float lower, float upper) {
     __m128i* pair = reinterpret_cast<__m128i*>(p);  // 8 bytes, unaligned: movq
-    const __m128 sum = _mm_add_ps(_mm_castsi128_ps(_mm_loadl_epi64(pair)),
-                                  _mm_setr_ps(lower, upper, 0.0f, 0.0f));
+    const __m128 sum =
+        _mm_add_ps(_mm_castsi128_ps(_mm_loadl_epi64(pair)), _mm_setr_ps(lower, upper, 0.0f, 0.0f));
     _mm_storel_epi64(pair, _mm_castps_si128(sum));
   }
   XLABIND_AVX2_INLINE static Vec RoundUpFrom(Vec x, Vec lower) {
@@ -235,8 +235,8 @@ struct Avx2Axes {
 
   // The cells of the group of points at coords[a] + p: the offset of each
   // one's first node, and each axis' two weights (kPlain, no axis
-  // differentiated: 1 - t and t without the constants). Returns whether every cell lies inside the grid; when not,
-  // the offsets are garbage and unused.
+  // differentiated: 1 - t and t without the constants). Returns whether every cell lies inside the
+  // grid; when not, the offsets are garbage and unused.
   template <bool kPlain = false>
   XLABIND_AVX2_INLINE bool Load(const T* const* coords, int64_t p, typename V::Index* offset,
                                 typename V::Vec (*weight)[2]) const {
@@ -286,8 +286,8 @@ XLABIND_AVX2_INLINE void GatherGroupsAvx2(const Avx2Axes<T, kNdim>& axes, const 
 }
 
 template <typename T, int kNdim, typename Scalar>
-XLABIND_AVX2 void GatherRunAvx2(const Geometry& g, const T* grid, const T* const* coords,
-                                T* values, int64_t count, Scalar& scalar) {
+XLABIND_AVX2 void GatherRunAvx2(const Geometry& g, const T* grid, const T* const* coords, T* values,
+                                int64_t count, Scalar& scalar) {
   const Avx2Axes<T, kNdim> axes(g);
   bool slopes = false;
   for (int a = 0; a < kNdim; ++a) slopes = slopes || g.derivative[a] != 0;
@@ -314,8 +314,8 @@ XLABIND_AVX2_INLINE void NodeWeights(typename Avx2<T>::Vec factor, int32_t node,
   } else {
     NodeWeights<T, kNdim, kAxis + 1>(V::Mul(factor, weight[kAxis][0]), node, stride, weight,
                                      node_weight, node_offset, nodes);
-    NodeWeights<T, kNdim, kAxis + 1>(V::Mul(factor, weight[kAxis][1]), node + stride[kAxis],
-                                     stride, weight, node_weight, node_offset, nodes);
+    NodeWeights<T, kNdim, kAxis + 1>(V::Mul(factor, weight[kAxis][1]), node + stride[kAxis], stride,
+                                     weight, node_weight, node_offset, nodes);
   }
 }
 
@@ -340,8 +340,8 @@ XLABIND_AVX2 void ScatterRunAvx2(const Geometry& g, T* grid, const T* const* coo
     typename V::Vec node_weight[kNodes];
     int32_t node_offset[kNodes];
     int nodes = 0;
-    NodeWeights<T, kNdim>(V::Load(cotangents + p), 0, axes.stride, weight, node_weight,
-                          node_offset, &nodes);
+    NodeWeights<T, kNdim>(V::Load(cotangents + p), 0, axes.stride, weight, node_weight, node_offset,
+                          &nodes);
     alignas(32) int32_t first[V::kLanes];
     alignas(32) T add[kNodes][V::kLanes];
     V::StoreIndex(first, offset);
@@ -432,14 +432,12 @@ XLABIND_AVX2 void ScatterNearestRunAvx2(const Geometry& g, T* grid, const T* con
 #else  // not x86-64: never called, since Avx2KernelsApply() is false.
 
 template <typename T, int kNdim, typename Scalar>
-void GatherRunAvx2(const Geometry&, const T*, const T* const*, T*, int64_t count,
-                   Scalar& scalar) {
+void GatherRunAvx2(const Geometry&, const T*, const T* const*, T*, int64_t count, Scalar& scalar) {
   for (int64_t p = 0; p < count; ++p) scalar(p);
 }
 
 template <typename T, int kNdim, typename Scalar>
-void ScatterRunAvx2(const Geometry&, T*, const T* const*, const T*, int64_t count,
-                    Scalar& scalar) {
+void ScatterRunAvx2(const Geometry&, T*, const T* const*, const T*, int64_t count, Scalar& scalar) {
   for (int64_t p = 0; p < count; ++p) scalar(p);
 }
 

@@ -130,8 +130,8 @@ struct Quad<float> {
     return _mm_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
   }
   XLABIND_AVX2_INLINE static int Within(Vec x, Vec highest) {
-    return _mm_movemask_ps(_mm_and_ps(_mm_cmp_ps(x, Zero(), _CMP_GE_OQ),
-                                      _mm_cmp_ps(x, highest, _CMP_LE_OQ)));
+    return _mm_movemask_ps(
+        _mm_and_ps(_mm_cmp_ps(x, Zero(), _CMP_GE_OQ), _mm_cmp_ps(x, highest, _CMP_LE_OQ)));
   }
   XLABIND_AVX2_INLINE static Vec Add(Vec a, Vec b) { return _mm_add_ps(a, b); }
   XLABIND_AVX2_INLINE static Vec Abs(Vec a) { return _mm_andnot_ps(_mm_set1_ps(-0.0f), a); }
@@ -240,8 +240,7 @@ XLABIND_AVX2_INLINE typename Quad<T>::Vec BSplinePieceQuad(int piece, typename Q
 // |x + k/2 - j| away, always on the same piece of the B-spline, so no lane
 // needs a branch; the last weight from its piece too, as there.
 template <typename T, int kOrder>
-XLABIND_AVX2_INLINE void SplineValueWeightsQuad(typename Quad<T>::Vec x,
-                                                typename Quad<T>::Vec* w) {
+XLABIND_AVX2_INLINE void SplineValueWeightsQuad(typename Quad<T>::Vec x, typename Quad<T>::Vec* w) {
   using Q = Quad<T>;
   constexpr int kHalf = kOrder / 2;
   for (int j = 0; j <= kOrder; ++j) {
@@ -284,9 +283,9 @@ struct SplineGroup {
   static constexpr int kNodes = kOrder + 1;
   static constexpr int kChunks = ChunksOf(kNodes);
   SplineNodes<kNodes, kNdim> nodes[4];
-  int64_t stride[kNdim];                    // the grid's, in elements
-  alignas(32) T weight[kNdim][kNodes][4];   // [axis][node][point]
-  typename Q::Vec last[kChunks * 4];        // the last axis' weights per node; 0 past kNodes
+  int64_t stride[kNdim];                   // the grid's, in elements
+  alignas(32) T weight[kNdim][kNodes][4];  // [axis][node][point]
+  typename Q::Vec last[kChunks * 4];       // the last axis' weights per node; 0 past kNodes
 
   // Fills the group of the 4 points at coords[a] + p; returns the points it
   // could place, bit `lane` for each: those whose nodes all lie inside the
@@ -300,8 +299,7 @@ struct SplineGroup {
 #pragma GCC unroll 3
     for (int a = 0; a < kNdim; ++a) {
       const typename Q::Vec c = Q::Load(coords[a] + p);
-      const typename Q::Vec base =
-          Q::Floor((kOrder & 1) ? c : Q::Add(c, Q::Splat(T(0.5))));
+      const typename Q::Vec base = Q::Floor((kOrder & 1) ? c : Q::Add(c, Q::Splat(T(0.5))));
       const typename Q::Vec low = Q::Sub(base, Q::Splat(T(kOrder / 2)));
       inside[a] = Q::Within(low, Q::Splat(static_cast<T>(g.grid_shape[a] - kNodes)));
       Q::Store(start[a], low);
@@ -398,8 +396,7 @@ XLABIND_AVX2_INLINE Row<T, kNodes> LoadConsecutive(const T* first) {
 
 // The last-axis nodes of a row of `point`, from `row`.
 template <typename T, int kNodes, int kNdim>
-XLABIND_AVX2_INLINE Row<T, kNodes> LoadRow(const SplineNodes<kNodes, kNdim>& point,
-                                           const T* row) {
+XLABIND_AVX2_INLINE Row<T, kNodes> LoadRow(const SplineNodes<kNodes, kNdim>& point, const T* row) {
   using Q = Quad<T>;
   constexpr int kChunks = ChunksOf(kNodes);
   const int64_t* at = point.offset[kNdim - 1];
@@ -432,8 +429,8 @@ XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRowsFrom(const SplineGroup<T, kOrder, 
     for (int j = 0; j < kNodes; ++j) {
       const typename Q::Vec w = Q::Broadcast(&group.weight[kAxis][j][lane]);
       const T* next = kInterior ? at + j * group.stride[kAxis] : at + point.offset[kAxis][j];
-      const Row<T, kNodes> rows = SumRowsFrom<T, kOrder, kNdim, kInterior, kAxis + 1>(
-          group, lane, next);
+      const Row<T, kNodes> rows =
+          SumRowsFrom<T, kOrder, kNdim, kInterior, kAxis + 1>(group, lane, next);
 #pragma GCC unroll 2
       for (int c = 0; c < kChunks; ++c) sum.chunk[c] = Q::MulAdd(w, rows.chunk[c], sum.chunk[c]);
     }
@@ -443,8 +440,8 @@ XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRowsFrom(const SplineGroup<T, kOrder, 
 
 // Point `lane`'s weighted sum of its rows along the last axis.
 template <typename T, int kOrder, int kNdim>
-XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRows(const SplineGroup<T, kOrder, kNdim>& group,
-                                               int lane, const T* grid) {
+XLABIND_AVX2_INLINE Row<T, kOrder + 1> SumRows(const SplineGroup<T, kOrder, kNdim>& group, int lane,
+                                               const T* grid) {
   const auto& point = group.nodes[lane];
   if (point.interior) return SumRowsFrom<T, kOrder, kNdim, true>(group, lane, grid + point.first);
   return SumRowsFrom<T, kOrder, kNdim, false>(group, lane, grid);

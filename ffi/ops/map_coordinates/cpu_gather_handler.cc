@@ -29,52 +29,52 @@ void Gather(ffi::ThreadPool* pool, const Geometry& geometry, const T* grid,
   DispatchCpu(geometry, [&](auto order, auto rank, auto fast) {
     constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
     constexpr bool kFast = decltype(fast)::value;
-    native::ParallelChunks(pool, geometry.batch * geometry.points, kGrainPoints, kChunkPoints,
-                           [&](int, int64_t begin, int64_t end) {
-      // A copy of its own lets the compiler keep the geometry in registers: it
-      // cannot know that writing the values leaves a shared one unchanged.
-      const Geometry g = geometry;
-      ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
-        const T* grid_b = grid + grid_offset;
-        if constexpr (kFast) {  // 1 to 3 dimensions
-          if (vector) {
-            auto point = [&](int64_t k) {
-              values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
-            };
-            const T* run_coords[kNdim];
-            for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-            if constexpr (kOrder == 0) {
-              GatherNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
-            } else if constexpr (kOrder == 1) {
-              GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
-            } else {
-              GatherSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, values + i, count,
-                                                    point);
+    native::ParallelChunks(
+        pool, geometry.batch * geometry.points, kGrainPoints, kChunkPoints,
+        [&](int, int64_t begin, int64_t end) {
+          // A copy of its own lets the compiler keep the geometry in registers: it
+          // cannot know that writing the values leaves a shared one unchanged.
+          const Geometry g = geometry;
+          ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
+            const T* grid_b = grid + grid_offset;
+            if constexpr (kFast) {  // 1 to 3 dimensions
+              if (vector) {
+                auto point = [&](int64_t k) {
+                  values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
+                };
+                const T* run_coords[kNdim];
+                for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
+                if constexpr (kOrder == 0) {
+                  GatherNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+                } else if constexpr (kOrder == 1) {
+                  GatherRunAvx2<T, kNdim>(g, grid_b, run_coords, values + i, count, point);
+                } else {
+                  GatherSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, values + i, count,
+                                                        point);
+                }
+                return;
+              }
             }
-            return;
-          }
-        }
-        // Written out rather than a call of `point`, which the compiler
-        // would not inline: it is also the vector loop's (rare) way out.
-        for (int64_t k = 0; k < count; ++k) {
-          values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
-        }
-      });
-    });
+            // Written out rather than a call of `point`, which the compiler
+            // would not inline: it is also the vector loop's (rare) way out.
+            for (int64_t k = 0; k < count; ++k) {
+              values[i + k] = GatherPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k);
+            }
+          });
+        });
   });
 }
 
 ffi::Error MapCoordinates(ffi::ThreadPool pool, ffi::RemainingArgs args,
-                          ffi::Result<ffi::AnyBuffer> values,
-                          int64_t order, int64_t mode, ffi::Span<const int64_t> derivative) {
+                          ffi::Result<ffi::AnyBuffer> values, int64_t order, int64_t mode,
+                          ffi::Span<const int64_t> derivative) {
   constexpr const char* kOp = "xlabind_map_coordinates";
   Call call;
   XLABIND_RETURN_IF_ERROR(ReadGather(kOp, args, *values, order, mode, derivative, &call));
   return native::DispatchFloating(kOp, call.grid->element_type(), [&](auto zero) {
     using T = decltype(zero);
     Gather<T>(PoolOrOwnThreads(pool), call.geometry, call.grid->typed_data<T>(),
-              call.CoordinatePointers<T>(),
-              call.values->typed_data<T>());
+              call.CoordinatePointers<T>(), call.values->typed_data<T>());
     return ffi::Error::Success();
   });
 }
@@ -82,7 +82,6 @@ ffi::Error MapCoordinates(ffi::ThreadPool pool, ffi::RemainingArgs args,
 }  // namespace
 }  // namespace xlabind::map_coordinates::cpu
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesCpu, xlabind::map_coordinates::cpu::MapCoordinates,
-                              xlabind::map_coordinates::BindCall(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
-
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    XlabindMapCoordinatesCpu, xlabind::map_coordinates::cpu::MapCoordinates,
+    xlabind::map_coordinates::BindCall(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));

@@ -48,13 +48,12 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
         if (vector) {
           auto point = [&](int64_t k) {
             ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
-                                                 AddTo{});
+                                                  AddTo{});
           };
           const T* run_coords[kNdim];
           for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
           if constexpr (kOrder == 0) {
-            ScatterNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count,
-                                            point);
+            ScatterNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           } else if constexpr (kOrder == 1) {
             ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
           } else {
@@ -66,7 +65,7 @@ void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const 
       }
       for (int64_t k = 0; k < count; ++k) {
         ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
-                                                 AddTo{});
+                                              AddTo{});
       }
     });
   });
@@ -112,8 +111,7 @@ ffi::Error Scatter(ffi::ThreadPool* pool, const Geometry& g, const Coordinates<T
 }
 
 ffi::Error MapCoordinatesTranspose(ffi::ThreadPool pool, ffi::RemainingArgs args,
-                                   ffi::Result<ffi::AnyBuffer> grid,
-                                   int64_t order, int64_t mode,
+                                   ffi::Result<ffi::AnyBuffer> grid, int64_t order, int64_t mode,
                                    ffi::Span<const int64_t> derivative) {
   constexpr const char* kOp = "xlabind_map_coordinates_transpose";
   Call call;
@@ -129,7 +127,6 @@ ffi::Error MapCoordinatesTranspose(ffi::ThreadPool pool, ffi::RemainingArgs args
 }  // namespace
 }  // namespace xlabind::map_coordinates::cpu
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindMapCoordinatesTransposeCpu,
-                              xlabind::map_coordinates::cpu::MapCoordinatesTranspose,
-                              xlabind::map_coordinates::BindCall(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    XlabindMapCoordinatesTransposeCpu, xlabind::map_coordinates::cpu::MapCoordinatesTranspose,
+    xlabind::map_coordinates::BindCall(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));

@@ -15,9 +15,8 @@ ffi::Error Launched(const char* op, const char* status) {
   return native::Internal(op, ": CUDA error: ", status);
 }
 
-ffi::Error MapCoordinates(void* stream, ffi::RemainingArgs args,
-                          ffi::Result<ffi::AnyBuffer> values, int64_t order, int64_t mode,
-                          ffi::Span<const int64_t> derivative) {
+ffi::Error MapCoordinates(void* stream, ffi::RemainingArgs args, ffi::Result<ffi::AnyBuffer> values,
+                          int64_t order, int64_t mode, ffi::Span<const int64_t> derivative) {
   constexpr const char* kOp = "xlabind_map_coordinates (CUDA)";
   Call call;
   XLABIND_RETURN_IF_ERROR(ReadGather(kOp, args, *values, order, mode, derivative, &call));
@@ -47,11 +46,13 @@ ffi::Error MapCoordinatesTranspose(void* stream, ffi::RemainingArgs args,
     using T = decltype(zero);
     const Coordinates<T> coords = call.CoordinatePointers<T>();
     if constexpr (sizeof(T) == 4) {
-      return Launched(kOp, XlabindMapCoordinatesScatterF32(&g, &coords, call.values->typed_data<T>(),
-                                                           call.grid->typed_data<T>(), count, stream));
+      return Launched(kOp,
+                      XlabindMapCoordinatesScatterF32(&g, &coords, call.values->typed_data<T>(),
+                                                      call.grid->typed_data<T>(), count, stream));
     } else {
-      return Launched(kOp, XlabindMapCoordinatesScatterF64(&g, &coords, call.values->typed_data<T>(),
-                                                           call.grid->typed_data<T>(), count, stream));
+      return Launched(kOp,
+                      XlabindMapCoordinatesScatterF64(&g, &coords, call.values->typed_data<T>(),
+                                                      call.grid->typed_data<T>(), count, stream));
     }
   });
 }

@@ -16,8 +16,7 @@ namespace xlabind::map_coordinates {
 
 // Where value i's grid and coordinates are. Without batch dimensions (most
 // calls) nothing to compute: no 64-bit division per point.
-XLABIND_HOST_DEVICE void Locate(const Geometry& g, int64_t i, int64_t* grid_offset,
-                                int64_t* at) {
+XLABIND_HOST_DEVICE void Locate(const Geometry& g, int64_t i, int64_t* grid_offset, int64_t* at) {
   if (g.batch_dims == 0) {
     *grid_offset = 0;
     *at = i;
@@ -35,8 +34,8 @@ template <int kNdim>
 constexpr bool kKernelFast = kNdim > 0;
 
 template <typename T, int kOrder, int kNdim>
-XLABIND_HOST_DEVICE void GatherIndex(const Geometry& g, const T* grid,
-                                     const Coordinates<T>& coords, T* values, int64_t i) {
+XLABIND_HOST_DEVICE void GatherIndex(const Geometry& g, const T* grid, const Coordinates<T>& coords,
+                                     T* values, int64_t i) {
   int64_t grid_offset, at;
   Locate(g, i, &grid_offset, &at);
   values[i] = GatherPoint<T, kOrder, kNdim, kKernelFast<kNdim>>(g, grid + grid_offset, coords, at);

@@ -22,9 +22,8 @@ namespace xlabind::map_coordinates {
 
 inline xla::ffi::Error MakeGeometry(const char* op, const std::vector<int64_t>& grid,
                                     const std::vector<std::vector<int64_t>>& coordinates,
-                                    const std::vector<int64_t>& values, int64_t order,
-                                    int64_t mode, xla::ffi::Span<const int64_t> derivative,
-                                    Geometry* g) {
+                                    const std::vector<int64_t>& values, int64_t order, int64_t mode,
+                                    xla::ffi::Span<const int64_t> derivative, Geometry* g) {
   using native::InvalidArgument;
   using native::ShapeString;
   if (values.empty()) return InvalidArgument(op, ": the values need a points dimension");
@@ -40,14 +39,14 @@ inline xla::ffi::Error MakeGeometry(const char* op, const std::vector<int64_t>& 
   const std::vector<int64_t>& coords = coordinates[0];
   for (const auto& other : coordinates) {
     if (other != coords || coords.size() != static_cast<size_t>(batch_dims + 1)) {
-      return InvalidArgument(op, ": every coordinate array needs the shape of the values' "
-                             "batch and points, ", ShapeString(values), "; got ",
-                             ShapeString(other));
+      return InvalidArgument(op,
+                             ": every coordinate array needs the shape of the values' "
+                             "batch and points, ",
+                             ShapeString(values), "; got ", ShapeString(other));
     }
   }
   if (coords.back() != values.back()) {
-    return InvalidArgument(op, ": ", coords.back(), " coordinates for ", values.back(),
-                           " values");
+    return InvalidArgument(op, ": ", coords.back(), " coordinates for ", values.back(), " values");
   }
   if (order < 0 || order > 5) {
     return InvalidArgument(op, ": order must be 0 to 5, got ", order);

@@ -42,9 +42,9 @@ struct Geometry {
   int64_t batch;       // batch elements (product of batch_shape)
   int64_t grid_size;   // grid elements per batch element
   int64_t grid_shape[kMaxDims];
-  int64_t grid_strides[kMaxDims];  // in elements, within one batch element
-  int32_t derivative[kMaxDims];    // order of the derivative of the weights, per axis
-  int64_t batch_shape[kMaxBatchDims];  // of the values (the broadcast of the other two)
+  int64_t grid_strides[kMaxDims];              // in elements, within one batch element
+  int32_t derivative[kMaxDims];                // order of the derivative of the weights, per axis
+  int64_t batch_shape[kMaxBatchDims];          // of the values (the broadcast of the other two)
   int64_t grid_batch_strides[kMaxBatchDims];   // 0 where the grid is broadcast
   int64_t coord_batch_strides[kMaxBatchDims];  // 0 where the coordinates are
 };
@@ -142,7 +142,7 @@ XLABIND_HOST_DEVICE bool FixIndex(double index, int64_t size, int32_t mode, int6
       return inside;
     }
     case kNearest:
-      *fixed = index <= 0.0 ? 0
+      *fixed = index <= 0.0                             ? 0
                : index >= static_cast<double>(size - 1) ? size - 1
                                                         : static_cast<int64_t>(index);
       return true;
@@ -289,8 +289,8 @@ struct SplineCell {
 // makes the point's value NaN (its weight[0] is then a NaN), or -1.
 template <typename T, int kOrder>
 XLABIND_HOST_DEVICE int PointNodes(const Geometry& g, const Coordinates<T>& coords, int64_t at,
-                                   int ndim, int64_t (*offset)[kOrder + 1],
-                                   T (*weight)[kOrder + 1], bool (*valid)[kOrder + 1]) {
+                                   int ndim, int64_t (*offset)[kOrder + 1], T (*weight)[kOrder + 1],
+                                   bool (*valid)[kOrder + 1]) {
   for (int a = 0; a < ndim; ++a) {
     if (!AxisNodes<T, kOrder>(coords.axis[a][at], g.grid_shape[a], g.grid_strides[a], g.mode,
                               g.derivative[a], offset[a], weight[a], valid[a])) {
@@ -306,17 +306,15 @@ XLABIND_HOST_DEVICE int PointNodes(const Geometry& g, const Coordinates<T>& coor
 // node number per node instead, several times slower.)
 template <typename T, int kNodes, int kNdim, int kAxis, typename Visit>
 XLABIND_HOST_DEVICE void VisitTensorProduct(const int64_t (*offset)[kNodes],
-                                            const T (*weight)[kNodes],
-                                            const bool (*valid)[kNodes], int64_t node, T w,
-                                            Visit& visit) {
+                                            const T (*weight)[kNodes], const bool (*valid)[kNodes],
+                                            int64_t node, T w, Visit& visit) {
   for (int k = 0; k < kNodes; ++k) {
     if (!valid[kAxis][k]) continue;  // outside the grid (constant mode)
     if constexpr (kAxis == kNdim - 1) {
       visit(node + offset[kAxis][k], w * weight[kAxis][k]);
     } else {
-      VisitTensorProduct<T, kNodes, kNdim, kAxis + 1>(offset, weight, valid,
-                                                      node + offset[kAxis][k],
-                                                      w * weight[kAxis][k], visit);
+      VisitTensorProduct<T, kNodes, kNdim, kAxis + 1>(
+          offset, weight, valid, node + offset[kAxis][k], w * weight[kAxis][k], visit);
     }
   }
 }
@@ -409,19 +407,29 @@ template <typename Body>
 auto DispatchKernel(const Geometry& g, Body&& body) {
   auto by_rank = [&](auto order) {
     switch (g.ndim) {
-      case 1: return body(order, Constant<1>{});
-      case 2: return body(order, Constant<2>{});
-      case 3: return body(order, Constant<3>{});
-      default: return body(order, Constant<0>{});
+      case 1:
+        return body(order, Constant<1>{});
+      case 2:
+        return body(order, Constant<2>{});
+      case 3:
+        return body(order, Constant<3>{});
+      default:
+        return body(order, Constant<0>{});
     }
   };
   switch (g.order) {
-    case 0: return by_rank(Constant<0>{});
-    case 1: return by_rank(Constant<1>{});
-    case 2: return by_rank(Constant<2>{});
-    case 3: return by_rank(Constant<3>{});
-    case 4: return by_rank(Constant<4>{});
-    default: return by_rank(Constant<5>{});
+    case 0:
+      return by_rank(Constant<0>{});
+    case 1:
+      return by_rank(Constant<1>{});
+    case 2:
+      return by_rank(Constant<2>{});
+    case 3:
+      return by_rank(Constant<3>{});
+    case 4:
+      return by_rank(Constant<4>{});
+    default:
+      return by_rank(Constant<5>{});
   }
 }
 

@@ -109,7 +109,7 @@ struct AddTo {
 // every node through the boundary mode.
 template <typename T, int kOrder, int kNdim, bool kFast>
 XLABIND_HOST_DEVICE T GatherPoint(const Geometry& g, const T* grid, const Coordinates<T>& coords,
-                                int64_t at) {
+                                  int64_t at) {
   if constexpr (kFast && kOrder == 0) {
     NearestCell<T, kNdim> cell;
     if (cell.Load(g, coords, at)) return grid[cell.first];

@@ -62,8 +62,8 @@ void FilterAxes(ffi::ThreadPool* pool, const FilterCall& call, double* work, boo
     if (lines.length < 2 || lines.count == 0) continue;
     if (transpose) TransposeWeights(lines.length, call.order, call.boundary, weights);
     // Whole blocks per chunk where the lines allow.
-    const int64_t grain = std::max<int64_t>(1, kGrainValues / lines.length / kBlockLanes) *
-                          kBlockLanes;
+    const int64_t grain =
+        std::max<int64_t>(1, kGrainValues / lines.length / kBlockLanes) * kBlockLanes;
     native::ParallelChunks(pool, lines.count, grain, grain, [&](int, int64_t begin, int64_t end) {
       if (transpose) {
         FilterLines<true>(call, lines, work, begin, end, weights);
@@ -98,8 +98,8 @@ ffi::Error Run(const char* op, ffi::ThreadPool& pool, ffi::AnyBuffer x,
     if (transpose) {
       int64_t longest = 0;
       for (const AxisLines& lines : call.axes) longest = std::max(longest, lines.length);
-      XLABIND_ASSIGN_OR_RETURN(weights, scratch.Allocate<double>(
-                                            op, 2 * PolesOf(static_cast<int>(order)).count *
+      XLABIND_ASSIGN_OR_RETURN(
+          weights, scratch.Allocate<double>(op, 2 * PolesOf(static_cast<int>(order)).count *
                                                     std::max<int64_t>(longest, 1)));
     }
     FilterAxes(&pool, call, work, transpose, weights);
@@ -124,11 +124,10 @@ ffi::Error SplineFilterTranspose(ffi::ThreadPool pool, ffi::AnyBuffer x,
 }  // namespace
 }  // namespace xlabind::spline_filter
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindSplineFilterCpu, xlabind::spline_filter::SplineFilter,
-                              xlabind::spline_filter::BindFilter(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    XlabindSplineFilterCpu, xlabind::spline_filter::SplineFilter,
+    xlabind::spline_filter::BindFilter(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(XlabindSplineFilterTransposeCpu,
-                              xlabind::spline_filter::SplineFilterTranspose,
-                              xlabind::spline_filter::BindFilter(
-                                  xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    XlabindSplineFilterTransposeCpu, xlabind::spline_filter::SplineFilterTranspose,
+    xlabind::spline_filter::BindFilter(xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()));

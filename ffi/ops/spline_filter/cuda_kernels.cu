@@ -37,7 +37,8 @@ __global__ void Lines(double* work, int64_t length, int64_t stride, int64_t coun
 
 template <typename From, typename To>
 const char* LaunchConvert(const From* in, To* out, int64_t size, void* stream) {
-  if (size > 0) Convert<<<Blocks(size), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(in, out, size);
+  if (size > 0)
+    Convert<<<Blocks(size), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(in, out, size);
   return Status();
 }
 
@@ -51,8 +52,8 @@ extern "C" const char* XlabindSplineFilterToDoubleF32(const float* in, double* w
   return LaunchConvert(in, work, size, stream);
 }
 
-extern "C" const char* XlabindSplineFilterToDoubleF64(const double* in, double* work,
-                                                      int64_t size, void* stream) {
+extern "C" const char* XlabindSplineFilterToDoubleF64(const double* in, double* work, int64_t size,
+                                                      void* stream) {
   return LaunchConvert(in, work, size, stream);
 }
 

@@ -33,9 +33,8 @@ struct FilterCall {
 // `axes` count from the end (-1 the last axis), so that the batch
 // dimensions vmap puts in front are never filtered.
 inline xla::ffi::Error ReadFilterCall(const char* op, const xla::ffi::AnyBuffer& x,
-                                      const xla::ffi::AnyBuffer& y, int64_t order,
-                                      int64_t boundary, xla::ffi::Span<const int64_t> axes,
-                                      FilterCall* call) {
+                                      const xla::ffi::AnyBuffer& y, int64_t order, int64_t boundary,
+                                      xla::ffi::Span<const int64_t> axes, FilterCall* call) {
   XLABIND_RETURN_IF_ERROR(native::CheckShape(op, "the result", y, native::ShapeOf(x)));
   XLABIND_RETURN_IF_ERROR(native::CheckSameType(op, "the input", x, "the result", y));
   if (order < 2 || order > 5) {
@@ -53,8 +52,10 @@ inline xla::ffi::Error ReadFilterCall(const char* op, const xla::ffi::AnyBuffer&
   std::vector<bool> seen(rank, false);
   for (int64_t axis : axes) {
     if (axis < -rank || axis >= 0) {
-      return native::InvalidArgument(op, ": axis ", axis, " (counted from the end) is not one of "
-                                     "the input's ", rank, " dimensions");
+      return native::InvalidArgument(op, ": axis ", axis,
+                                     " (counted from the end) is not one of "
+                                     "the input's ",
+                                     rank, " dimensions");
     }
     const int64_t a = rank + axis;
     if (seen[a]) return native::InvalidArgument(op, ": axis ", axis, " appears twice");

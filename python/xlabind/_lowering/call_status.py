@@ -22,7 +22,7 @@ the call's results.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +31,9 @@ from jax.extend.core import Primitive
 from jax.ffi import build_ffi_lowering_function
 from jax.interpreters import mlir
 
-from xlabind._runtime import extension as _extension
 from xlabind import _jax_internals as internals
 from xlabind._primitive.primitive import Call, bind, status_aval
+from xlabind._runtime import extension as _extension
 
 xlabind_check_p = Primitive("xlabind_check_status")
 xlabind_check_p.multiple_results = True
@@ -49,7 +49,8 @@ def _lower_check(ctx, statuses, *values, processes: tuple[int, ...]):
     # The values pass through aliased: the check copies nothing.
     lowering = build_ffi_lowering_function(
         _extension.CHECK_STATUS_TARGET,
-        operand_output_aliases={i + 1: i for i in range(len(values))})
+        operand_output_aliases={i + 1: i for i in range(len(values))},
+    )
     return lowering(ctx, statuses, *values, processes=np.asarray(processes, np.int64)).results
 
 
@@ -81,8 +82,13 @@ def row_processes(mesh, axes: tuple) -> tuple[int, ...]:
 _EXCHANGE_STATUS = True
 
 
-def call_on_every_device(call: Call, operands: Sequence, axes: tuple,
-                         processes: tuple[int, ...] = (), exchange: bool = True) -> list:
+def call_on_every_device(
+    call: Call,
+    operands: Sequence,
+    axes: tuple,
+    processes: tuple[int, ...] = (),
+    exchange: bool = True,
+) -> list:
     """The call on each device's operands (inside a computation that is manual
     over `axes`, the program's mesh axes): if it fails on any device, every
     device fails at this point with its message (naming the device's process
@@ -115,8 +121,13 @@ def _axes_size(axes: tuple) -> int:
     return int(np.prod([jax.lax.axis_size(a) for a in axes]))
 
 
-def call_on_first_device(call: Call, operands: Sequence, axes: tuple,
-                         processes: tuple[int, ...] = (), exchange: bool = True) -> list:
+def call_on_first_device(
+    call: Call,
+    operands: Sequence,
+    axes: tuple,
+    processes: tuple[int, ...] = (),
+    exchange: bool = True,
+) -> list:
     """The call on the first device only (inside a computation that is manual
     over `axes`), its results and status broadcast to every device in one
     collective; if it fails, every device fails at this point with its message.
@@ -128,8 +139,10 @@ def call_on_first_device(call: Call, operands: Sequence, axes: tuple,
     if not exchange:
         avals = avals[:-1]
     outs = jax.lax.cond(
-        first, lambda: tuple(bind(made, operands))[:len(avals)],
-        lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals))
+        first,
+        lambda: tuple(bind(made, operands))[: len(avals)],
+        lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals),
+    )
     outs = _from_first(outs, axes)
     return checked(outs[-1], outs[:-1], processes[:1]) if exchange else outs
 
@@ -144,14 +157,19 @@ def _from_first(xs: Sequence, axes) -> list:
     summed = jax.lax.psum(jnp.concatenate(pieces) if len(pieces) > 1 else pieces[0], axes)
     out, start = [], 0
     for x, piece in zip(xs, pieces):
-        out.append(_from_bytes(summed[start:start + piece.size], x))
+        out.append(_from_bytes(summed[start : start + piece.size], x))
         start += piece.size
     return out
 
 
 # XLA packs these several to a byte: they travel as a wider type.
-_PACKED = {"int2": np.int8, "int4": np.int8, "uint2": np.uint8, "uint4": np.uint8,
-           "float4_e2m1fn": np.float32}
+_PACKED = {
+    "int2": np.int8,
+    "int4": np.int8,
+    "uint2": np.uint8,
+    "uint4": np.uint8,
+    "float4_e2m1fn": np.float32,
+}
 
 
 def _wire_type(x):

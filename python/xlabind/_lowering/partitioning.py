@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 import math
 import pathlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -50,7 +51,8 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
             f"xlabind: '{call.fn.name}' cannot run inside a jax.shard_map that is manual over "
             f"some mesh axes only under GSPMD (jax_use_shardy_partitioner=False) with jax "
             f"{jax.__version__}: XLA's partitioner aborts the process on its custom call. Use "
-            f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis.")
+            f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis."
+        )
     if axes and exporting:
         # Per device in an exported program: a plain call (_lower_for_export).
         return emit(ctx, *operands)
@@ -59,7 +61,8 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
         processes = call_status.row_processes(axis_context.mesh, axes)
         return mlir.lower_fun(
             lambda *xs: call_status.call_on_every_device(call, xs, axes, processes),
-            multiple_results=True)(ctx, *operands)
+            multiple_results=True,
+        )(ctx, *operands)
     return emit(ctx, *operands)
 
 
@@ -83,16 +86,24 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
     whole = PartitionSpec()
     exchange = not ctx.module_context.lowering_parameters.for_export
     once = jax.shard_map(
-        lambda *xs: tuple(call_status.call_on_first_device(call, xs, axes, processes,
-                                                           exchange=exchange)),
-        mesh=mesh, in_specs=(whole,) * len(operands),
-        out_specs=(whole,) * len(call.result_avals), check_vma=False)
+        lambda *xs: tuple(
+            call_status.call_on_first_device(call, xs, axes, processes, exchange=exchange)
+        ),
+        mesh=mesh,
+        in_specs=(whole,) * len(operands),
+        out_specs=(whole,) * len(call.result_avals),
+        check_vma=False,
+    )
 
     def gathered(*xs):
         # Arrays sharded over Explicit mesh axes are gathered first (shard_map
         # takes them only as they are); others XLA gathers by itself.
-        xs = [jax.sharding.reshard(x, NamedSharding(mesh, whole))
-              if _explicit_spec(jax.typeof(x)) is not None else x for x in xs]
+        xs = [
+            jax.sharding.reshard(x, NamedSharding(mesh, whole))
+            if _explicit_spec(jax.typeof(x)) is not None
+            else x
+            for x in xs
+        ]
         return list(once(*xs))
 
     detached = internals.detached_ordered_token(ctx)
@@ -108,8 +119,11 @@ def _program_mesh(axis_context) -> jax.sharding.Mesh:
     devices = np.asarray(axis_context.device_assignment)
     abstract = axis_context.abstract_mesh
     if abstract is not None and abstract.axis_names and abstract.size == devices.size:
-        return jax.sharding.Mesh(devices.reshape(abstract.axis_sizes), abstract.axis_names,
-                                 axis_types=abstract.axis_types)
+        return jax.sharding.Mesh(
+            devices.reshape(abstract.axis_sizes),
+            abstract.axis_names,
+            axis_types=abstract.axis_types,
+        )
     return jax.sharding.Mesh(devices, ("xlabind_devices",))
 
 
@@ -121,20 +135,27 @@ class _Plan:
     def __init__(self, ctx, call):
         factors, out_factors = call.factors, call.out_factors
         if factors is None:  # undeclared: every dimension stays whole
-            factors = tuple(tuple(f"w{i}_{d}" for d in range(len(x.shape)))
-                            for i, x in enumerate(ctx.avals_in))
-            out_factors = tuple(tuple(f"r{j}_{d}" for d in range(len(a.shape)))
-                                for j, a in enumerate(call.result_avals))
+            factors = tuple(
+                tuple(f"w{i}_{d}" for d in range(len(x.shape))) for i, x in enumerate(ctx.avals_in)
+            )
+            out_factors = tuple(
+                tuple(f"r{j}_{d}" for d in range(len(a.shape)))
+                for j, a in enumerate(call.result_avals)
+            )
         self.factors, self.out_factors = factors, out_factors
         self.free = split(call)
         # In order of first appearance: Shardy wants special factors sorted by index.
-        self.whole = tuple(dict.fromkeys(f for array in factors + out_factors for f in array
-                                         if f not in self.free))
+        self.whole = tuple(
+            dict.fromkeys(f for array in factors + out_factors for f in array if f not in self.free)
+        )
         in_results = {f for array in out_factors for f in array}
         # Shardy's reduction factors appear in no result; one that is summed into
         # some results only (a VJP's) is the others' independent factor to it.
-        self.reductions = tuple(dict.fromkeys(f for array in factors for f in array
-                                              if f in call.summed and f not in in_results))
+        self.reductions = tuple(
+            dict.fromkeys(
+                f for array in factors for f in array if f in call.summed and f not in in_results
+            )
+        )
 
     def assignment(self, mesh, shapes, specs) -> dict[str, tuple[str, ...]]:
         """Mesh axes for each independent factor, taken from how the operands are
@@ -147,15 +168,21 @@ class _Plan:
             spec += (None,) * (len(array_factors) - len(spec))
             for size, factor, axes in zip(shape, array_factors, spec):
                 axes = () if axes is None else (axes,) if isinstance(axes, str) else tuple(axes)
-                if (factor in self.free and factor not in chosen and axes
-                        and not used & set(axes) and _divides(mesh, axes, size)):
+                if (
+                    factor in self.free
+                    and factor not in chosen
+                    and axes
+                    and not used & set(axes)
+                    and _divides(mesh, axes, size)
+                ):
                     chosen[factor] = axes
                     used.update(axes)
         return chosen
 
     def specs(self, chosen, factor_lists) -> tuple[PartitionSpec, ...]:
-        return tuple(PartitionSpec(*[_spec(chosen.get(f)) for f in array])
-                     for array in factor_lists)
+        return tuple(
+            PartitionSpec(*[_spec(chosen.get(f)) for f in array]) for array in factor_lists
+        )
 
     def per_device_body(self, call, mesh, chosen, exchange: bool = True) -> Callable:
         """The computation each device runs on its shards (inside a computation
@@ -166,32 +193,49 @@ class _Plan:
         axes = tuple(mesh.axis_names)
         processes = call_status.row_processes(mesh, axes)
         if not chosen:
-            return lambda xs: call_status.call_on_first_device(call, xs, axes, processes,
-                                                               exchange=exchange)
+            return lambda xs: call_status.call_on_first_device(
+                call, xs, axes, processes, exchange=exchange
+            )
         local = tuple(
-            jax.core.ShapedArray(tuple(d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
-                                       for d, f in zip(aval.shape, array)), aval.dtype)
-            for aval, array in zip(call.result_avals, self.out_factors))
+            jax.core.ShapedArray(
+                tuple(
+                    d // math.prod(mesh.shape[a] for a in chosen.get(f, ()))
+                    for d, f in zip(aval.shape, array)
+                ),
+                aval.dtype,
+            )
+            for aval, array in zip(call.result_avals, self.out_factors)
+        )
         # An alias holds where its argument and result are split alike.
-        local_call = call.replace(result_avals=local, aliases=tuple(
-            (i, j) for i, j in call.aliases if self.factors[i] == self.out_factors[j]))
+        local_call = call.replace(
+            result_avals=local,
+            aliases=tuple(
+                (i, j) for i, j in call.aliases if self.factors[i] == self.out_factors[j]
+            ),
+        )
         # Each result is summed over the mesh axes of the summed factors it lacks.
-        sums = [tuple(a for f in call.summed if f not in array for a in chosen.get(f, ()))
-                for array in self.out_factors]
+        sums = [
+            tuple(a for f in call.summed if f not in array for a in chosen.get(f, ()))
+            for array in self.out_factors
+        ]
 
         def per_device(xs):
-            results = call_status.call_on_every_device(local_call, xs, axes, processes,
-                                                       exchange=exchange)
-            return [jax.lax.psum(internals.vary_over(r, over), over) if over else r
-                    for r, over in zip(results, sums)]
+            results = call_status.call_on_every_device(
+                local_call, xs, axes, processes, exchange=exchange
+            )
+            return [
+                jax.lax.psum(internals.vary_over(r, over), over) if over else r
+                for r, over in zip(results, sums)
+            ]
 
         return per_device
 
 
 def _divides(mesh, axes, size) -> bool:
     """Whether `size` splits evenly over the mesh `axes` (a symbolic size does not)."""
-    return isinstance(size, (int, np.integer)) and size % math.prod(
-        mesh.shape[a] for a in axes) == 0
+    return (
+        isinstance(size, (int, np.integer)) and size % math.prod(mesh.shape[a] for a in axes) == 0
+    )
 
 
 def _lower_partitioned(ctx, call, operands):
@@ -205,8 +249,11 @@ def _lower_partitioned(ctx, call, operands):
 
     def assignment(mesh, arg_shapes):
         # Without Shardy an operand XLA has no sharding for yet comes as None.
-        return plan.assignment(mesh, [s.shape for s in arg_shapes],
-                               [getattr(s.sharding, "spec", None) for s in arg_shapes])
+        return plan.assignment(
+            mesh,
+            [s.shape for s in arg_shapes],
+            [getattr(s.sharding, "spec", None) for s in arg_shapes],
+        )
 
     def shardings(mesh, chosen, factor_lists):
         return tuple(NamedSharding(mesh, spec) for spec in plan.specs(chosen, factor_lists))
@@ -214,30 +261,39 @@ def _lower_partitioned(ctx, call, operands):
     def partition(mesh, arg_shapes, result_shape):
         chosen = assignment(mesh, arg_shapes)
         lower_fn = _per_device(mesh, plan.per_device_body(call, mesh, chosen))
-        return (mesh, lower_fn, shardings(mesh, chosen, plan.out_factors),
-                shardings(mesh, chosen, plan.factors))
+        return (
+            mesh,
+            lower_fn,
+            shardings(mesh, chosen, plan.out_factors),
+            shardings(mesh, chosen, plan.factors),
+        )
 
     def infer_sharding_from_operands(mesh, arg_shapes, result_shape):
         return shardings(mesh, assignment(mesh, arg_shapes), plan.out_factors)
 
     partitioned = internals.custom_partitioning(lambda *xs: tuple(bind(call, xs)))
     partitioned.def_partition(
-        partition, infer_sharding_from_operands=infer_sharding_from_operands,
-        propagate_user_sharding=lambda mesh, user_shape: jax.tree.map(lambda s: s.sharding,
-                                                                      user_shape),
+        partition,
+        infer_sharding_from_operands=infer_sharding_from_operands,
+        propagate_user_sharding=lambda mesh, user_shape: jax.tree.map(
+            lambda s: s.sharding, user_shape
+        ),
         sharding_rule=internals.SdyShardingRule(
             tuple(internals.ArrayMapping(*f) for f in plan.factors),
             tuple(internals.ArrayMapping(*f) for f in plan.out_factors),
-            reduction_factors=plan.reductions, need_replication_factors=plan.whole))
+            reduction_factors=plan.reductions,
+            need_replication_factors=plan.whole,
+        ),
+    )
     results = mlir.lower_fun(lambda *xs: list(partitioned(*xs)), multiple_results=True)(
-        ctx, *operands)
+        ctx, *operands
+    )
     # jax's custom partitioning call is pure to XLA, which would remove it (and
     # the per-device calls it becomes) when its results are unused; and it is
     # named by an object id, new in every process, which would make every
     # process's program a new persistent cache entry. A native call is named
     # by what it does instead (Python functions' programs are never cached).
-    key = (_partitioning_key(ctx, call, plan) if call.fn.implementation.exportable
-           else None)
+    key = _partitioning_key(ctx, call, plan) if call.fn.implementation.exportable else None
     internals.adjust_last_partitioning(ctx, side_effect=call.fn.effect is not None, key=key)
     return results
 
@@ -262,19 +318,32 @@ def _partitioning_key(ctx, call, plan) -> str:
     callbacks depend on (the call, its targets, its operands, the devices,
     the partitioner jax uses, xlabind's partitioning code)."""
     op = call.fn
-    targets = sorted((platform, t.name, repr(t.attributes), t.takes_token)
-                     for platform, t in getattr(op.implementation, "targets", {}).items())
+    targets = sorted(
+        (platform, t.name, repr(t.attributes), t.takes_token)
+        for platform, t in getattr(op.implementation, "targets", {}).items()
+    )
     axis_context = ctx.module_context.axis_context
     mesh = _program_mesh(axis_context)
-    description = repr((
-        _SOURCE_DIGEST, jax.config.jax_use_shardy_partitioner, repr(call), op.effect,
-        op.vmap_method, targets,
-        [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
-        plan.factors, plan.out_factors, call.summed, call.whole,
-        [(d.platform, d.id) for d in np.asarray(axis_context.device_assignment).flat],
-        tuple(mesh.axis_names), tuple(mesh.shape.values()),
-        tuple(str(t) for t in getattr(mesh, "axis_types", ())),
-        tuple(ctx.module_context.platforms)))
+    description = repr(
+        (
+            _SOURCE_DIGEST,
+            jax.config.jax_use_shardy_partitioner,
+            repr(call),
+            op.effect,
+            op.vmap_method,
+            targets,
+            [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
+            plan.factors,
+            plan.out_factors,
+            call.summed,
+            call.whole,
+            [(d.platform, d.id) for d in np.asarray(axis_context.device_assignment).flat],
+            tuple(mesh.axis_names),
+            tuple(mesh.shape.values()),
+            tuple(str(t) for t in getattr(mesh, "axis_types", ())),
+            tuple(ctx.module_context.platforms),
+        )
+    )
     return "xlabind-" + hashlib.sha256(description.encode()).hexdigest()
 
 
@@ -291,23 +360,37 @@ def _lower_for_export(ctx, call, operands, plan):
     every = tuple(a for a in mesh.axis_names if mesh.shape[a] > 1)
     if not chosen and every:
         for shape, array in zip(shapes, plan.factors):
-            factor = next((f for size, f in zip(shape, array)
-                           if f in plan.free and _divides(mesh, every, size)), None)
+            factor = next(
+                (
+                    f
+                    for size, f in zip(shape, array)
+                    if f in plan.free and _divides(mesh, every, size)
+                ),
+                None,
+            )
             if factor is not None:
                 chosen = {factor: every}
                 break
     in_specs = plan.specs(chosen, plan.factors)
     body = plan.per_device_body(call, mesh, chosen, exchange=False)
-    per_device = jax.shard_map(lambda *xs: tuple(body(xs)), mesh=mesh, in_specs=in_specs,
-                               out_specs=plan.specs(chosen, plan.out_factors), check_vma=False)
+    per_device = jax.shard_map(
+        lambda *xs: tuple(body(xs)),
+        mesh=mesh,
+        in_specs=in_specs,
+        out_specs=plan.specs(chosen, plan.out_factors),
+        check_vma=False,
+    )
 
     def placed(*xs):
         # Arrays sharded over Explicit axes otherwise than the split are resharded
         # (shard_map takes them only as they are); XLA moves the others itself.
         current = [_explicit_spec(jax.typeof(x)) for x in xs]
-        xs = [jax.sharding.reshard(x, NamedSharding(mesh, spec))
-              if now is not None and now != spec else x
-              for x, now, spec in zip(xs, current, in_specs)]
+        xs = [
+            jax.sharding.reshard(x, NamedSharding(mesh, spec))
+            if now is not None and now != spec
+            else x
+            for x, now, spec in zip(xs, current, in_specs)
+        ]
         return list(per_device(*xs))
 
     return mlir.lower_fun(placed, multiple_results=True)(ctx, *operands)
@@ -328,8 +411,9 @@ def _per_device(mesh, body):
     the arrays made there with the mesh's shardings: from jax 0.11 it does so
     under Explicit axes, and XLA cannot compile that in this body."""
     axes = tuple(mesh.axis_names)
-    manual = jax.sharding.AbstractMesh(tuple(mesh.shape.values()), axes,
-                                       axis_types=(jax.sharding.AxisType.Manual,) * len(axes))
+    manual = jax.sharding.AbstractMesh(
+        tuple(mesh.shape.values()), axes, axis_types=(jax.sharding.AxisType.Manual,) * len(axes)
+    )
 
     def lower_fn(*xs):
         with jax.sharding.use_abstract_mesh(manual):

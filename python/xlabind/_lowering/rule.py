@@ -17,6 +17,7 @@ from xlabind import _jax_internals
 from xlabind._lowering import partitioning
 from xlabind._primitive.primitive import Call, xlabind_call_p
 
+
 def _lowering_for(platform: str):
     def rule(ctx, *operands, call: Call):
         op = call.fn
@@ -56,7 +57,8 @@ def _unsupported_platform(ctx, *operands, call: Call):
     del ctx, operands
     raise NotImplementedError(
         f"xlabind: '{call.op.name}' cannot run inside a ROCm computation: xlabind runs on "
-        f"CPU and CUDA devices only.")
+        f"CPU and CUDA devices only."
+    )
 
 
 mlir.register_lowering(xlabind_call_p, _unsupported_platform, platform="rocm")

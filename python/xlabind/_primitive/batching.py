@@ -33,9 +33,11 @@ def batch_rule(args, dims, *, call: Call):
     if op.effect == "ordered":
         # As jax refuses for ordered io_callbacks: a batch of calls has no one
         # order (expand_dims would make one call of many, sequential reorder them).
-        raise ValueError(f"{op.name} has effect='ordered', so it cannot be batched with "
-                         f"jax.vmap: a batch of its calls has no program order. Use a Python "
-                         f"loop, or effect='unordered'.")
+        raise ValueError(
+            f"{op.name} has effect='ordered', so it cannot be batched with "
+            f"jax.vmap: a batch of its calls has no program order. Use a Python "
+            f"loop, or effect='unordered'."
+        )
     size = next(a.shape[d] for a, d in zip(args, dims) if d is not None)
     method = op.vmap_method
     if method == "native" and not op.has_shape_function:
@@ -84,8 +86,9 @@ def _leading_batch(size, args, dims, op, call, broadcast):
     avals = tuple(jax.core.ShapedArray((size, *av.shape), av.dtype) for av in call.result_avals)
     changes = {"result_avals": avals, "aliases": _kept_aliases(op, call, operands, avals)}
     if call.factors is not None:
-        changes.update(factors=tuple(factors),
-                       out_factors=tuple((batch,) + f for f in call.out_factors))
+        changes.update(
+            factors=tuple(factors), out_factors=tuple((batch,) + f for f in call.out_factors)
+        )
     outs = bind(call.replace(**changes), operands)
     return outs, [0] * len(outs)
 
@@ -120,8 +123,9 @@ def _native(size, args, dims, op, call):
     _align_pairs(size, args, dims, op, call)
     n_levels = len(call.batch_axes[0]) if call.batch_axes else 0
     old = call.batch_axes if call.batch_axes is not None else ((),) * len(args)
-    old_out = call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(
-        call.result_avals)
+    old_out = (
+        call.out_batch_axes if call.out_batch_axes is not None else ((),) * len(call.result_avals)
+    )
     new, avals, out_axes, new_out = _native_layout(size, args, dims, old, old_out, op, call)
     # An aliased argument laid out otherwise than its result takes the
     # result's batch axis (the shape function is asked again: it may answer
@@ -129,8 +133,11 @@ def _native(size, args, dims, op, call):
     moved = False
     for i, j in call.aliases:
         if new[i] != new_out[j] and old[i] == old_out[j]:
-            args[i] = (_insert_axis(args[i], out_axes[j], size) if dims[i] is None
-                       else jnp.moveaxis(args[i], dims[i], out_axes[j]))
+            args[i] = (
+                _insert_axis(args[i], out_axes[j], size)
+                if dims[i] is None
+                else jnp.moveaxis(args[i], dims[i], out_axes[j])
+            )
             dims[i], moved = out_axes[j], True
     if moved:
         new, avals, out_axes, new_out = _native_layout(size, args, dims, old, old_out, op, call)
@@ -138,16 +145,16 @@ def _native(size, args, dims, op, call):
     # An alias needs the argument and the result to have their batch axes in
     # the same places: in one buffer, a handler that writes element by
     # element would otherwise overwrite what it has yet to read.
-    aliases = _kept_aliases(op, call, args, avals,
-                            lambda i, j: new[i] == new_out[j])
-    changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out,
-                   aliases=aliases)
+    aliases = _kept_aliases(op, call, args, avals, lambda i, j: new[i] == new_out[j])
+    changes = dict(result_avals=avals, batch_axes=new, out_batch_axes=new_out, aliases=aliases)
     if call.factors is not None:  # the vmap axis is independent: it may be split too
         level = new_factor(call.factors, call.out_factors)
         changes.update(
             factors=tuple(insert_factor(f, d, level) for f, d in zip(call.factors, dims)),
-            out_factors=tuple(insert_factor(f, a, level)
-                              for f, a in zip(call.out_factors, out_axes)))
+            out_factors=tuple(
+                insert_factor(f, a, level) for f, a in zip(call.out_factors, out_axes)
+            ),
+        )
     outs = bind(call.replace(**changes), args)
     return outs, out_axes
 
@@ -158,10 +165,14 @@ def _native_layout(size, args, dims, old, old_out, op, call):
     new = tuple(_with_level(entry, d) for entry, d in zip(old, dims))
     avals, _, out_axes = op.result_avals(args, call.kwargs, batch_axes=new)
     if len(avals) != len(call.result_avals):
-        raise TypeError(f"{op.name}: under vmap the result shape function returned "
-                        f"{len(avals)} results, expected {len(call.result_avals)}")
-    out_axes = [_checked_batched_result(op, j, aval, axis, before, size, new)
-                for j, (aval, axis, before) in enumerate(zip(avals, out_axes, call.result_avals))]
+        raise TypeError(
+            f"{op.name}: under vmap the result shape function returned "
+            f"{len(avals)} results, expected {len(call.result_avals)}"
+        )
+    out_axes = [
+        _checked_batched_result(op, j, aval, axis, before, size, new)
+        for j, (aval, axis, before) in enumerate(zip(avals, out_axes, call.result_avals))
+    ]
     new_out = tuple(_with_level(entry, axis) for entry, axis in zip(old_out, out_axes))
     return new, avals, out_axes, new_out
 
@@ -170,8 +181,7 @@ def _kept_aliases(op, call, operands, avals, same_layout=lambda i, j: True):
     """The call's aliases, all of them: the function may read an aliased
     result as its argument, so losing one (a shape the batching rule could
     not make agree) is an error, not a silently uninitialised result."""
-    kept = tuple((i, j) for i, j in call.matching_aliases(operands, avals)
-                 if same_layout(i, j))
+    kept = tuple((i, j) for i, j in call.matching_aliases(operands, avals) if same_layout(i, j))
     lost = [(i, j) for i, j in call.aliases if (i, j) not in kept]
     if lost:
         i, j = lost[0]
@@ -180,30 +190,37 @@ def _kept_aliases(op, call, operands, avals, same_layout=lambda i, j: True):
             f"(shape {tuple(operands[i].shape)}) and result {j} (shape "
             f"{tuple(avals[j].shape)}) no longer have one shape and batch layout, so "
             f"input_output_aliases={{{i}: {j}}} cannot hold. Return result {j} with the "
-            f"argument's batch axis from the shape function, or drop the alias.")
+            f"argument's batch axis from the shape function, or drop the alias."
+        )
     return kept
 
 
 def _checked_batched_result(op, j, aval, axis, before, size, batch_axes) -> int:
     """The batch axis of result j, after checking that it describes a batch of
     the result one level down."""
-    where = (f"{op.name}: under vmap (batch_axes={batch_axes}) the result shape function "
-             f"returned for result {j}")
+    where = (
+        f"{op.name}: under vmap (batch_axes={batch_axes}) the result shape function "
+        f"returned for result {j}"
+    )
     if not isinstance(axis, int) or isinstance(axis, bool):
         raise TypeError(
             f"{where} batch_axis={axis!r}; vmap_method='native' needs every result's batch "
-            f"axis: return xlabind.BatchedResult(shape, dtype, batch_axis) leaves")
+            f"axis: return xlabind.BatchedResult(shape, dtype, batch_axis) leaves"
+        )
     ndim = len(aval.shape)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"{where} shape {aval.shape} with batch_axis={axis}, which is out of "
-                         f"range for {ndim} dimensions")
+        raise ValueError(
+            f"{where} shape {aval.shape} with batch_axis={axis}, which is out of "
+            f"range for {ndim} dimensions"
+        )
     axis %= ndim
-    unbatched = aval.shape[:axis] + aval.shape[axis + 1:]
+    unbatched = aval.shape[:axis] + aval.shape[axis + 1 :]
     if aval.shape[axis] != size or unbatched != before.shape or aval.dtype != before.dtype:
         raise ValueError(
             f"{where} shape {aval.shape} and dtype {aval.dtype} with batch_axis={axis}; "
             f"expected a batch of {size} along that axis of the unbatched result, which has "
-            f"shape {before.shape} and dtype {before.dtype}")
+            f"shape {before.shape} and dtype {before.dtype}"
+        )
     return axis
 
 

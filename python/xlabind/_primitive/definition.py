@@ -14,15 +14,16 @@ from __future__ import annotations
 
 import operator
 import weakref
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from xlabind import _jax_internals as internals
-from xlabind._primitive.factors import Rule, parse_rule
 from xlabind._primitive import signatures as _signatures
+from xlabind._primitive.factors import Rule, parse_rule
 from xlabind._primitive.primitive import BatchAxes, Call, bind
 
 #: The shapes and dtypes of a function's results: a pytree (a tuple, list or
@@ -109,21 +110,32 @@ class Definition(_SameWhenCopied):
     BoundFunction, so jax's caches, which key on the BoundFunction weakly,
     never keep it alive."""
 
-    def __init__(self, implementation: Any,
-                 result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None, *,
-                 name: str, vmap_method: str = "sequential", nondiff_argnums: Sequence[int] = (),
-                 rules: Any = None, aligned_pairs: Sequence[tuple[int, int]] = (),
-                 sharding_rule: "Rule | None" = None,
-                 input_output_aliases: "dict[int, int] | None" = None, effect: str | None = None):
+    def __init__(
+        self,
+        implementation: Any,
+        result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None,
+        *,
+        name: str,
+        vmap_method: str = "sequential",
+        nondiff_argnums: Sequence[int] = (),
+        rules: Any = None,
+        aligned_pairs: Sequence[tuple[int, int]] = (),
+        sharding_rule: Rule | None = None,
+        input_output_aliases: dict[int, int] | None = None,
+        effect: str | None = None,
+    ):
         if vmap_method not in VMAP_METHODS:
-            raise ValueError(f"xlabind: vmap_method must be one of {VMAP_METHODS}, "
-                             f"got {vmap_method!r}")
+            raise ValueError(
+                f"xlabind: vmap_method must be one of {VMAP_METHODS}, got {vmap_method!r}"
+            )
         if effect not in EFFECTS:
             raise ValueError(f"{name}: effect must be one of {EFFECTS}, got {effect!r}")
         if effect == "ordered" and sharding_rule is not None:
-            raise ValueError(f"{name}: effect='ordered' cannot have a sharding_rule: its calls "
-                             f"would run once per device, in no one order. Use "
-                             f"effect='unordered', or drop the sharding rule.")
+            raise ValueError(
+                f"{name}: effect='ordered' cannot have a sharding_rule: its calls "
+                f"would run once per device, in no one order. Use "
+                f"effect='unordered', or drop the sharding rule."
+            )
         self.name = name
         #: How it runs (_runtime/python_functions.PythonImplementation or
         #: _runtime/native_targets.NativeImplementation).
@@ -150,7 +162,7 @@ class Definition(_SameWhenCopied):
     def __repr__(self) -> str:
         return self.name
 
-    def get(self) -> "Definition":
+    def get(self) -> Definition:
         """Itself: a Call names its function by the definition or by a WeakDefinition."""
         return self
 
@@ -182,47 +194,85 @@ class Definition(_SameWhenCopied):
         summed: tuple[str, ...] = ()
         if self.sharding_rule is not None:
             factors, out_factors, summed = parse_rule(
-                self.name, self.sharding_rule, operands, kwargs.as_dict(), result_avals)
+                self.name, self.sharding_rule, operands, kwargs.as_dict(), result_avals
+            )
         self._check_aliases(operands, result_avals)
-        results = self.bind(operands, kwargs, out_tree, result_avals, factors=factors,
-                            out_factors=out_factors, summed=summed,
-                            aliases=self.input_output_aliases)
+        results = self.bind(
+            operands,
+            kwargs,
+            out_tree,
+            result_avals,
+            factors=factors,
+            out_factors=out_factors,
+            summed=summed,
+            aliases=self.input_output_aliases,
+        )
         return jax.tree_util.tree_unflatten(out_tree, results)
 
     def _check_aliases(self, operands, result_avals) -> None:
         for i, j in self.input_output_aliases:
             if i >= len(operands):
-                raise ValueError(f"{self.name}: input_output_aliases maps argument {i} to result "
-                                 f"{j}, but the call has {len(operands)} arguments")
+                raise ValueError(
+                    f"{self.name}: input_output_aliases maps argument {i} to result "
+                    f"{j}, but the call has {len(operands)} arguments"
+                )
             if j >= len(result_avals):
-                raise ValueError(f"{self.name}: input_output_aliases maps argument {i} to result "
-                                 f"{j}, but the function has {len(result_avals)} results")
+                raise ValueError(
+                    f"{self.name}: input_output_aliases maps argument {i} to result "
+                    f"{j}, but the function has {len(result_avals)} results"
+                )
             x, r = operands[i], result_avals[j]
             if tuple(x.shape) != tuple(r.shape) or np.dtype(x.dtype) != np.dtype(r.dtype):
                 raise ValueError(
                     f"{self.name}: input_output_aliases maps argument {i} to result {j}, which "
                     f"must have one shape and dtype: argument {i} has shape {tuple(x.shape)} "
                     f"and dtype {x.dtype}, result {j} has shape {tuple(r.shape)} and dtype "
-                    f"{r.dtype}")
+                    f"{r.dtype}"
+                )
 
-    def bind(self, operands: Sequence[Any], kwargs, out_tree, result_avals,
-             batch_axes: BatchAxes | None = None, out_batch_axes: BatchAxes | None = None,
-             factors=None, out_factors=None, summed: tuple[str, ...] = (),
-             whole: tuple[str, ...] = (), aligned: tuple[tuple[int, int], ...] = (),
-             aliases: tuple[tuple[int, int], ...] = ()) -> list:
+    def bind(
+        self,
+        operands: Sequence[Any],
+        kwargs,
+        out_tree,
+        result_avals,
+        batch_axes: BatchAxes | None = None,
+        out_batch_axes: BatchAxes | None = None,
+        factors=None,
+        out_factors=None,
+        summed: tuple[str, ...] = (),
+        whole: tuple[str, ...] = (),
+        aligned: tuple[tuple[int, int], ...] = (),
+        aliases: tuple[tuple[int, int], ...] = (),
+    ) -> list:
         """Binds the primitive on flat operands; returns the flat results."""
-        call = Call(self, kwargs, out_tree, tuple(result_avals), batch_axes, out_batch_axes,
-                    factors, out_factors, summed, whole, aligned, aliases=tuple(aliases))
+        call = Call(
+            self,
+            kwargs,
+            out_tree,
+            tuple(result_avals),
+            batch_axes,
+            out_batch_axes,
+            factors,
+            out_factors,
+            summed,
+            whole,
+            aligned,
+            aliases=tuple(aliases),
+        )
         return bind(call, operands)
 
     def check_kwargs(self, static_kwargs: dict):
         from xlabind._primitive.static_kwargs import StaticKwargs
 
         for reserved in (("out",) if self.in_place else ()) + (
-                ("batch_axes",) if self.vmap_method == "native" else ()):
+            ("batch_axes",) if self.vmap_method == "native" else ()
+        ):
             if reserved in static_kwargs:
-                raise TypeError(f"{self.name}: keyword argument '{reserved}' is reserved by "
-                                f"xlabind for this function; rename it")
+                raise TypeError(
+                    f"{self.name}: keyword argument '{reserved}' is reserved by "
+                    f"xlabind for this function; rename it"
+                )
         return StaticKwargs.from_call(self.name, static_kwargs)
 
     def _check_arity(self, num_args: int, keywords: tuple[str, ...]) -> None:
@@ -233,8 +283,14 @@ class Definition(_SameWhenCopied):
             return
         extra = ("batch_axes",) if self.vmap_method == "native" else ()
         if self.has_shape_function:
-            _signatures.check_takes(self.name, "result_shape_dtypes function",
-                                    self.result_shape_dtypes, num_args, keywords, extra)
+            _signatures.check_takes(
+                self.name,
+                "result_shape_dtypes function",
+                self.result_shape_dtypes,
+                num_args,
+                keywords,
+                extra,
+            )
         own = extra + (("out",) if self.in_place else ())
         for fn in _signatures.callable_functions(getattr(self.implementation, "functions", None)):
             _signatures.check_takes(self.name, "function", fn, num_args, keywords, own)
@@ -244,16 +300,19 @@ class Definition(_SameWhenCopied):
         try:
             array = jnp.asarray(x)
         except TypeError as e:
-            raise TypeError(f"{self.name}: argument {index} must be an array, got "
-                            f"{type(x).__name__} ({e})") from None
+            raise TypeError(
+                f"{self.name}: argument {index} must be an array, got {type(x).__name__} ({e})"
+            ) from None
         self.implementation.check_dtype(self.name, f"argument {index}", array.dtype)
         return array
 
     def _check_nondiff_argnums(self, n: int) -> None:
         bad = [i for i in self.nondiff_argnums if not 0 <= i < n]
         if bad:
-            raise ValueError(f"{self.name}: nondiff_argnums {bad} out of range for a call with "
-                             f"{n} positional arguments")
+            raise ValueError(
+                f"{self.name}: nondiff_argnums {bad} out of range for a call with "
+                f"{n} positional arguments"
+            )
 
     def eager_executable(self, call: Call) -> Callable:
         """A jitted function of the operands for an eager call, cached here. Its
@@ -279,22 +338,29 @@ class Definition(_SameWhenCopied):
             except internals.InconclusiveDimensionOperation as error:
                 if not self.implementation.exportable:  # what matters more
                     raise self.implementation.export_error(self.name) from None
-                symbolic = [tuple(s.shape) for s in structs
-                            if any(internals.is_symbolic_dim(d) for d in s.shape)]
+                symbolic = [
+                    tuple(s.shape)
+                    for s in structs
+                    if any(internals.is_symbolic_dim(d) for d in s.shape)
+                ]
                 raise TypeError(
                     f"{self.name}: its result_shape_dtypes function needs concrete sizes, but "
                     f"the arguments have symbolic shapes {symbolic} (jax.export with "
                     f"symbolic dimensions): {str(error).splitlines()[0]}. Compute the result "
                     f"shapes with arithmetic on the dimensions (x.shape[0] * 2), which "
-                    f"symbolic dimensions support, or export with concrete shapes.") from None
+                    f"symbolic dimensions support, or export with concrete shapes."
+                ) from None
         leaves, out_tree = jax.tree_util.tree_flatten(
-            spec, is_leaf=lambda x: isinstance(x, BatchedResult))
+            spec, is_leaf=lambda x: isinstance(x, BatchedResult)
+        )
         avals, axes = [], []
         for i, leaf in enumerate(leaves):
             if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-                raise TypeError(f"{self.name}: result_shape_dtypes must be a pytree of objects "
-                                f"with .shape and .dtype (e.g. jax.ShapeDtypeStruct); leaf {i} "
-                                f"is {type(leaf).__name__}")
+                raise TypeError(
+                    f"{self.name}: result_shape_dtypes must be a pytree of objects "
+                    f"with .shape and .dtype (e.g. jax.ShapeDtypeStruct); leaf {i} "
+                    f"is {type(leaf).__name__}"
+                )
             shape = _checked_shape(self.name, i, leaf.shape)
             # Like every jax array: float64 is float32 while jax_enable_x64 is off,
             # eagerly and under jit alike.
@@ -305,8 +371,6 @@ class Definition(_SameWhenCopied):
         return tuple(avals), out_tree, tuple(axes)
 
 
-
-
 def _checked_shape(name: str, index: int, shape) -> tuple:
     """Result `index`'s shape: ints, or jax.export's symbolic dimensions (the
     result's shape then follows from the arguments' at every size)."""
@@ -315,16 +379,20 @@ def _checked_shape(name: str, index: int, shape) -> tuple:
         for d in shape:
             dims.append(d if internals.is_symbolic_dim(d) else operator.index(d))
     except TypeError:
-        raise TypeError(f"{name}: result {index} has shape {shape!r}; a shape is a tuple of "
-                        f"ints (or of jax.export's symbolic dimensions)") from None
+        raise TypeError(
+            f"{name}: result {index} has shape {shape!r}; a shape is a tuple of "
+            f"ints (or of jax.export's symbolic dimensions)"
+        ) from None
     for d in dims:
         try:
             negative = d < 0
         except internals.InconclusiveDimensionOperation:
             negative = False  # e.g. n - 2: jax.export checks it for the sizes it is run with
         if negative:
-            raise ValueError(f"{name}: result {index} has shape {tuple(dims)}, with a negative "
-                             f"dimension; check result_shape_dtypes")
+            raise ValueError(
+                f"{name}: result {index} has shape {tuple(dims)}, with a negative "
+                f"dimension; check result_shape_dtypes"
+            )
     return tuple(dims)
 
 
@@ -334,21 +402,27 @@ def _checked_aliases(name: str, aliases) -> tuple[tuple[int, int], ...]:
     if aliases is None:
         return ()
     if not isinstance(aliases, Mapping):
-        raise TypeError(f"{name}: input_output_aliases must be a dict {{argument index: result "
-                        f"index}}, got {type(aliases).__name__}")
+        raise TypeError(
+            f"{name}: input_output_aliases must be a dict {{argument index: result "
+            f"index}}, got {type(aliases).__name__}"
+        )
     pairs = []
     for i, j in aliases.items():
         for what, k in (("argument", i), ("result", j)):
             if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 0:
-                raise TypeError(f"{name}: input_output_aliases maps {i!r} to {j!r}; the "
-                                f"{what} index must be a non-negative int")
+                raise TypeError(
+                    f"{name}: input_output_aliases maps {i!r} to {j!r}; the "
+                    f"{what} index must be a non-negative int"
+                )
         pairs.append((int(i), int(j)))
     results = [j for _, j in pairs]
     twice = sorted({j for j in results if results.count(j) > 1})
     if twice:
-        raise ValueError(f"{name}: input_output_aliases aliases result {twice[0]} to several "
-                         f"arguments ({sorted(i for i, j in pairs if j == twice[0])}); a result "
-                         f"can share the buffer of one argument only")
+        raise ValueError(
+            f"{name}: input_output_aliases aliases result {twice[0]} to several "
+            f"arguments ({sorted(i for i, j in pairs if j == twice[0])}); a result "
+            f"can share the buffer of one argument only"
+        )
     return tuple(sorted(pairs))
 
 

@@ -25,8 +25,8 @@ its own. Symbolic zeros call nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import jax
 from jax import dtypes
@@ -99,12 +99,14 @@ def output_tangents(op, primals, tangents, call: Call) -> list:
             raise TypeError(
                 f"{op.name}: argument {i} is in nondiff_argnums, so it cannot be "
                 f"differentiated. Differentiate with respect to the other arguments only "
-                f"(e.g. jax.grad(f, argnums=...)), or wrap it in jax.lax.stop_gradient.")
+                f"(e.g. jax.grad(f, argnums=...)), or wrap it in jax.lax.stop_gradient."
+            )
     rules = op.rules
     if rules is None:
         raise TypeError(
             f"{op.name} has no derivative rules. Bind it with xlabind.linear, "
-            f"xlabind.multilinear or xlabind.nonlinear to differentiate it.")
+            f"xlabind.multilinear or xlabind.nonlinear to differentiate it."
+        )
     n = len(primals)
     terms = []
     grouped: set[int] = set()
@@ -124,9 +126,12 @@ def output_tangents(op, primals, tangents, call: Call) -> list:
                 f"{op.name}: cannot differentiate with respect to argument {rest[0]}: "
                 f"the function is linear only in arguments {sorted(grouped)} and no derivative "
                 f"rule covers the others. For higher derivatives of a nonlinear function, "
-                f"give its jvp and vjp as xlabind functions with derivatives of their own.")
-        masked = [t if i in rest else zero_tangent(jax.typeof(p))
-                  for i, (p, t) in enumerate(zip(primals, tangents))]
+                f"give its jvp and vjp as xlabind functions with derivatives of their own."
+            )
+        masked = [
+            t if i in rest else zero_tangent(jax.typeof(p))
+            for i, (p, t) in enumerate(zip(primals, tangents))
+        ]
         terms.append(rules.params_tangent(op, primals, masked, call))
     return add_tangents(terms, call.result_avals)
 
@@ -139,7 +144,8 @@ def _refuse_effect(op, what: str) -> None:
         raise TypeError(
             f"{op.name} has effect={op.effect!r}, so it cannot be {what}: its derivatives "
             f"would run the effect again. Differentiate a function without the effect, or "
-            f"wrap its arguments in jax.lax.stop_gradient.")
+            f"wrap its arguments in jax.lax.stop_gradient."
+        )
 
 
 def transpose_rule(cts, *args, call: Call):
@@ -148,23 +154,29 @@ def transpose_rule(cts, *args, call: Call):
     rules = op.rules
     undefined = [i for i, a in enumerate(args) if ad.is_undefined_primal(a)]
     if rules is None:
-        raise TypeError(f"{op.name} has no transpose: it is not declared linear in any "
-                        f"argument. Bind it with xlabind.linear or xlabind.multilinear.")
+        raise TypeError(
+            f"{op.name} has no transpose: it is not declared linear in any "
+            f"argument. Bind it with xlabind.linear or xlabind.multilinear."
+        )
     groups = rules.groups(len(args))
     matches = [g for g, group in enumerate(groups) if set(undefined) <= set(group)]
     if not matches:
         raise TypeError(
             f"{op.name} cannot be transposed with respect to arguments {undefined}: it is "
             f"linear only in each of the argument groups {groups} (and only with the other "
-            f"arguments known).")
+            f"arguments known)."
+        )
     g = matches[0]
     transpose = rules.transpose_for(g, len(args))
     if transpose is None:
-        raise TypeError(f"{op.name}: no transpose is known for arguments {groups[g]}. "
-                        f"{rules.missing_transpose_hint}".strip())
+        raise TypeError(
+            f"{op.name}: no transpose is known for arguments {groups[g]}. "
+            f"{rules.missing_transpose_hint}".strip()
+        )
     group = groups[g]
-    group_avals = [a.aval if ad.is_undefined_primal(a) else jax.typeof(a)
-                   for a in (args[i] for i in group)]
+    group_avals = [
+        a.aval if ad.is_undefined_primal(a) else jax.typeof(a) for a in (args[i] for i in group)
+    ]
     result = [None] * len(args)
     if all(is_zero(ct) for ct in cts):
         for i in undefined:

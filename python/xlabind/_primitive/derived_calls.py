@@ -18,7 +18,8 @@ does not have.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -31,9 +32,15 @@ from xlabind._primitive.primitive import Call
 Entry = tuple[str, int]
 
 
-def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Sequence[Entry],
-                 out_tree, result_avals: Sequence[jax.core.ShapedArray],
-                 result_entries: Sequence[Entry]) -> list:
+def bind_derived(
+    op,
+    parent: Call,
+    operands: Sequence[Any],
+    operand_entries: Sequence[Entry],
+    out_tree,
+    result_avals: Sequence[jax.core.ShapedArray],
+    result_entries: Sequence[Entry],
+) -> list:
     """Calls `op` (a Definition) on `operands` and returns results with
     `result_avals`, laid out as `parent` lays out the arrays named by the entries."""
     factors = out_factors = None
@@ -46,13 +53,24 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
         summed, whole = derived_factors(parent, factors, out_factors)
     aligned = _inherited_pairs(parent, operand_entries)
     if parent.batch_axes is None:
-        return op.bind(operands, parent.kwargs, out_tree, result_avals, factors=factors,
-                       out_factors=out_factors, summed=summed, whole=whole, aligned=aligned)
+        return op.bind(
+            operands,
+            parent.kwargs,
+            out_tree,
+            result_avals,
+            factors=factors,
+            out_factors=out_factors,
+            summed=summed,
+            whole=whole,
+            aligned=aligned,
+        )
     table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
     in_axes = [table[kind][i] for kind, i in operand_entries]
     out_axes = [table[kind][j] for kind, j in result_entries]
-    core_avals = [jax.core.ShapedArray(without_axes(aval.shape, axes), aval.dtype)
-                  for aval, axes in zip(result_avals, out_axes)]
+    core_avals = [
+        jax.core.ShapedArray(without_axes(aval.shape, axes), aval.dtype)
+        for aval, axes in zip(result_avals, out_axes)
+    ]
     if factors is not None:  # the vmap levels add their factors back
         factors = tuple(without_axes(f, axes) for f, axes in zip(factors, in_axes))
         out_factors = tuple(without_axes(f, axes) for f, axes in zip(out_factors, out_axes))
@@ -62,11 +80,21 @@ def bind_derived(op, parent: Call, operands: Sequence[Any], operand_entries: Seq
         whole = tuple(f for f in whole if f in in_operands | {f for a in out_factors for f in a})
 
     def unbatched(*xs):
-        return op.bind(xs, parent.kwargs, out_tree, core_avals, factors=factors,
-                       out_factors=out_factors, summed=summed, whole=whole, aligned=aligned)
+        return op.bind(
+            xs,
+            parent.kwargs,
+            out_tree,
+            core_avals,
+            factors=factors,
+            out_factors=out_factors,
+            summed=summed,
+            whole=whole,
+            aligned=aligned,
+        )
 
-    return call_under_levels(parent, unbatched, operands, operand_entries, result_avals,
-                             result_entries)
+    return call_under_levels(
+        parent, unbatched, operands, operand_entries, result_avals, result_entries
+    )
 
 
 def _inherited_pairs(parent: Call, operand_entries: Sequence[Entry]) -> tuple:
@@ -81,9 +109,14 @@ def _inherited_pairs(parent: Call, operand_entries: Sequence[Entry]) -> tuple:
     return tuple(pairs)
 
 
-def call_under_levels(parent: Call, unbatched, operands: Sequence[Any],
-                      operand_entries: Sequence[Entry], result_avals,
-                      result_entries: Sequence[Entry]) -> list:
+def call_under_levels(
+    parent: Call,
+    unbatched,
+    operands: Sequence[Any],
+    operand_entries: Sequence[Entry],
+    result_avals,
+    result_entries: Sequence[Entry],
+) -> list:
     """`unbatched(*operands) -> results`, written for one element, applied to
     operands laid out by `parent`'s native vmap levels (see the module docstring)."""
     if parent.batch_axes is None:
@@ -107,27 +140,34 @@ def _position_at(level: int, axes: tuple) -> int | None:
     own = axes[level]
     if own is None:
         return None
-    return own - sum(1 for a in axes[level + 1:] if a is not None and a < own)
+    return own - sum(1 for a in axes[level + 1 :] if a is not None and a < own)
 
 
 def _add_level(fn, level, in_axes, out_axes, result_avals):
     ins = tuple(_position_at(level, axes) for axes in in_axes)
     outs = [_position_at(level, axes) for axes in out_axes]
-    sizes = [aval.shape[axes[level]] if axes[level] is not None else None
-             for aval, axes in zip(result_avals, out_axes)]
+    sizes = [
+        aval.shape[axes[level]] if axes[level] is not None else None
+        for aval, axes in zip(result_avals, out_axes)
+    ]
 
     if all(a is None for a in ins):
         # Nothing is batched at this level: the results are the same for every
         # element; broadcast them where the parent's arrays have the level.
         def broadcast(*xs):
             results = fn(*xs)
-            return [r if q is None else jnp.broadcast_to(
-                jnp.expand_dims(r, q), (*r.shape[:q], size, *r.shape[q:]))
-                for r, q, size in zip(results, outs, sizes)]
+            return [
+                r
+                if q is None
+                else jnp.broadcast_to(jnp.expand_dims(r, q), (*r.shape[:q], size, *r.shape[q:]))
+                for r, q, size in zip(results, outs, sizes)
+            ]
+
         return broadcast
 
-    mapped = jax.vmap(lambda *xs: list(fn(*xs)), in_axes=ins,
-                      out_axes=[0 if q is None else q for q in outs])
+    mapped = jax.vmap(
+        lambda *xs: list(fn(*xs)), in_axes=ins, out_axes=[0 if q is None else q for q in outs]
+    )
 
     def batched(*xs):
         results = mapped(*xs)

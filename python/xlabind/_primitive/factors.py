@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
@@ -73,8 +73,9 @@ class ShardingRule:
 Rule = str | ShardingRule | Callable[..., "str | ShardingRule"]
 
 
-def parse_rule(name: str, rule: Rule, operands, kwargs,
-               result_avals) -> tuple[Factors, Factors, tuple[str, ...]]:
+def parse_rule(
+    name: str, rule: Rule, operands, kwargs, result_avals
+) -> tuple[Factors, Factors, tuple[str, ...]]:
     """The factors of operands and results under a user's sharding rule, and
     its summed factors."""
     if callable(rule):
@@ -83,53 +84,73 @@ def parse_rule(name: str, rule: Rule, operands, kwargs,
     if isinstance(rule, ShardingRule):
         rule, summed = rule.einsum, tuple(rule.summed)
     if not isinstance(rule, str) or rule.count("->") != 1:
-        raise ValueError(f"{name}: sharding_rule must be a string like 'b n, b -> b n' "
-                         f"(operands, '->', results; '()' for an array with no dimensions) "
-                         f"or an xlabind.ShardingRule, got {rule!r}")
+        raise ValueError(
+            f"{name}: sharding_rule must be a string like 'b n, b -> b n' "
+            f"(operands, '->', results; '()' for an array with no dimensions) "
+            f"or an xlabind.ShardingRule, got {rule!r}"
+        )
     lhs, rhs = rule.split("->")
 
     def arrays(side: str, what: str, shapes) -> Factors:
         # "()" is an array with no dimensions (a side with nothing is no arrays).
-        parts = [[] if p.strip() == "()" else p.split() for p in side.split(",")] \
-            if side.strip() else []
+        parts = (
+            [[] if p.strip() == "()" else p.split() for p in side.split(",")]
+            if side.strip()
+            else []
+        )
         if len(parts) != len(shapes):
-            raise ValueError(f"{name}: sharding_rule {rule!r} describes {len(parts)} {what}s, "
-                             f"the call has {len(shapes)} (write '()' for one with no "
-                             f"dimensions)")
+            raise ValueError(
+                f"{name}: sharding_rule {rule!r} describes {len(parts)} {what}s, "
+                f"the call has {len(shapes)} (write '()' for one with no "
+                f"dimensions)"
+            )
         for k, (factors, shape) in enumerate(zip(parts, shapes)):
             if len(factors) != len(shape):
-                raise ValueError(f"{name}: sharding_rule {rule!r} gives {what} {k} "
-                                 f"{len(factors)} dimensions, it has shape {tuple(shape)}")
+                raise ValueError(
+                    f"{name}: sharding_rule {rule!r} gives {what} {k} "
+                    f"{len(factors)} dimensions, it has shape {tuple(shape)}"
+                )
             bad = [f for f in factors if not _FACTOR.match(f)]
             if bad or len(set(factors)) != len(factors):
-                raise ValueError(f"{name}: sharding_rule {rule!r}: {what} {k} needs distinct "
-                                 f"factor names (letters, digits, _), got {factors}")
+                raise ValueError(
+                    f"{name}: sharding_rule {rule!r}: {what} {k} needs distinct "
+                    f"factor names (letters, digits, _), got {factors}"
+                )
         # User factors get a prefix of their own: xlabind adds factors for vmap.
         return tuple(tuple("u" + f for f in factors) for factors in parts)
 
     factors = arrays(lhs, "operand", [x.shape for x in operands])
     out_factors = arrays(rhs, "result", [a.shape for a in result_avals])
     sizes: dict[str, int] = {}
-    for array_factors, shape in zip(factors + out_factors,
-                                    [x.shape for x in operands] + [a.shape for a in result_avals]):
+    for array_factors, shape in zip(
+        factors + out_factors, [x.shape for x in operands] + [a.shape for a in result_avals]
+    ):
         for factor, size in zip(array_factors, shape):
             if sizes.setdefault(factor, size) != size:
-                raise ValueError(f"{name}: sharding_rule {rule!r}: factor '{factor[1:]}' has "
-                                 f"sizes {sizes[factor]} and {size}")
+                raise ValueError(
+                    f"{name}: sharding_rule {rule!r}: factor '{factor[1:]}' has "
+                    f"sizes {sizes[factor]} and {size}"
+                )
     in_operands = {f for array in factors for f in array}
     in_results = {f for array in out_factors for f in array}
     for factor in summed:
         if not isinstance(factor, str) or "u" + factor not in in_operands:
-            raise ValueError(f"{name}: sharding_rule {rule!r}: summed factor {factor!r} names "
-                             f"no dimension of an operand")
+            raise ValueError(
+                f"{name}: sharding_rule {rule!r}: summed factor {factor!r} names "
+                f"no dimension of an operand"
+            )
         if "u" + factor in in_results:
-            raise ValueError(f"{name}: sharding_rule {rule!r}: summed factor {factor!r} is a "
-                             f"dimension of a result; a summed factor appears in operands only")
+            raise ValueError(
+                f"{name}: sharding_rule {rule!r}: summed factor {factor!r} is a "
+                f"dimension of a result; a summed factor appears in operands only"
+            )
     if summed:
         for j, aval in enumerate(result_avals):
             if aval.dtype == np.bool_:
-                raise ValueError(f"{name}: sharding_rule {rule!r} sums over {summed}, but "
-                                 f"result {j} is bool; sums need numbers")
+                raise ValueError(
+                    f"{name}: sharding_rule {rule!r} sums over {summed}, but "
+                    f"result {j} is bool; sums need numbers"
+                )
     return factors, out_factors, tuple("u" + f for f in dict.fromkeys(summed))
 
 
@@ -161,8 +182,9 @@ def split(call) -> set[str]:
     return independent(call) | set(call.summed)
 
 
-def derived_factors(parent, factors: Factors,
-                    out_factors: Factors) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def derived_factors(
+    parent, factors: Factors, out_factors: Factors
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(summed, whole) for a call derived from `parent` (a JVP, VJP or
     transpose) whose arrays have `factors` and `out_factors`.
 

@@ -24,7 +24,8 @@ written in jnp.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -98,9 +99,12 @@ class Call:
         # Under vmap an operand may still be the user's NumPy array, whose
         # float64 jax (without x64) reads as float32.
         canonical = jax.dtypes.canonicalize_dtype
-        return tuple((i, j) for i, j in self.aliases
-                     if tuple(operand_avals[i].shape) == tuple(result_avals[j].shape)
-                     and canonical(operand_avals[i].dtype) == canonical(result_avals[j].dtype))
+        return tuple(
+            (i, j)
+            for i, j in self.aliases
+            if tuple(operand_avals[i].shape) == tuple(result_avals[j].shape)
+            and canonical(operand_avals[i].dtype) == canonical(result_avals[j].dtype)
+        )
 
     @property
     def fn(self) -> Any:
@@ -108,7 +112,7 @@ class Call:
         module: the primitive names it only through the parameter)."""
         return self.op.get()
 
-    def replace(self, **changes) -> "Call":
+    def replace(self, **changes) -> Call:
         return dataclasses.replace(self, **changes)
 
     def __repr__(self) -> str:
@@ -118,8 +122,12 @@ class Call:
         if self.batch_axes is not None:
             parts.append(f"batch_axes={self.batch_axes}")
         if self.factors is not None:
-            parts.append("sharding=" + ", ".join(" ".join(f) for f in self.factors) + " -> "
-                         + ", ".join(" ".join(f) for f in self.out_factors))
+            parts.append(
+                "sharding="
+                + ", ".join(" ".join(f) for f in self.factors)
+                + " -> "
+                + ", ".join(" ".join(f) for f in self.out_factors)
+            )
             if self.summed:
                 parts.append("summed=" + " ".join(self.summed))
             if self.whole:

@@ -6,11 +6,18 @@ not a bare ``<lambda>() takes 1 positional argument`` from inside a callback."""
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 
-def check_takes(owner: str, role: str, fn: Callable, num_args: int, keywords: Iterable[str],
-                added: Iterable[str] = ()) -> None:
+def check_takes(
+    owner: str,
+    role: str,
+    fn: Callable,
+    num_args: int,
+    keywords: Iterable[str],
+    added: Iterable[str] = (),
+) -> None:
     """Raises a TypeError unless ``fn(*num_args arrays, **keywords, **added)``
     binds to its signature (`added`: the keywords xlabind passes itself);
     says nothing where the signature cannot be read (builtins, NumPy ufuncs)."""
@@ -27,11 +34,16 @@ def check_takes(owner: str, role: str, fn: Callable, num_args: int, keywords: It
         if keywords:
             given += " and keyword arguments " + ", ".join(keywords)
         adds = f" (with {', '.join(added)}, which xlabind passes)" if added else ""
-        raise TypeError(f"{owner}: called with {given}, but its {role} {name}{signature} "
-                        f"cannot take them{adds}: {error}") from None
+        raise TypeError(
+            f"{owner}: called with {given}, but its {role} {name}{signature} "
+            f"cannot take them{adds}: {error}"
+        ) from None
 
 
 def callable_functions(functions: Any) -> list[Callable]:
     """The Python functions among an implementation's (none for native targets)."""
-    return [f for f in getattr(functions, "values", lambda: ())()
-            if callable(f) and getattr(f, "xlabind_convention", None) is None]
+    return [
+        f
+        for f in getattr(functions, "values", lambda: ())()
+        if callable(f) and getattr(f, "xlabind_convention", None) is None
+    ]

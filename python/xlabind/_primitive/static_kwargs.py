@@ -12,7 +12,8 @@ changing the caller's dict afterwards changes nothing already traced.
 from __future__ import annotations
 
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -81,8 +82,12 @@ def canonical_key(value: Any) -> Any:
     if isinstance(value, Mapping):  # any mapping: a dict and its frozen copy are one argument
         # Keys by their own canonical keys, so 1, 1.0 and True are three keys;
         # ordered by repr, which any mix of key types has.
-        return (dict, tuple(sorted(((canonical_key(k), canonical_key(v))
-                                    for k, v in value.items()), key=repr)))
+        return (
+            dict,
+            tuple(
+                sorted(((canonical_key(k), canonical_key(v)) for k, v in value.items()), key=repr)
+            ),
+        )
     return (kind, value)
 
 
@@ -108,14 +113,15 @@ class StaticKwargs:
         self._hash = hash(self._key)
 
     @classmethod
-    def from_call(cls, fn_name: str, kwargs: Mapping[str, Any]) -> "StaticKwargs":
+    def from_call(cls, fn_name: str, kwargs: Mapping[str, Any]) -> StaticKwargs:
         """Validates a call's keyword arguments, raising a TypeError that says how to fix it."""
         for key, value in kwargs.items():
             if isinstance(value, jax.core.Tracer):
                 raise TypeError(
                     f"{fn_name}: keyword argument '{key}' is a traced JAX array, but keyword "
                     f"arguments are static Python values that reach the callback unchanged. "
-                    f"Pass arrays as positional arguments instead.")
+                    f"Pass arrays as positional arguments instead."
+                )
             try:
                 hash(canonical_key(value))
             except TypeError:
@@ -124,7 +130,8 @@ class StaticKwargs:
                     f"{fn_name}: keyword argument '{where}' must be hashable to serve as a static "
                     f"argument, got unhashable {type(leaf).__name__}. Pass a tuple instead of "
                     f"a list or array, a frozenset instead of a set, or an array as a "
-                    f"positional argument.") from None
+                    f"positional argument."
+                ) from None
         return cls(tuple(sorted((k, freeze(v)) for k, v in kwargs.items())))
 
     def as_dict(self) -> dict[str, Any]:

@@ -15,14 +15,14 @@ tangent for ``da`` is the transpose of ``u -> jvp(a with u; da)`` applied to
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 
-from xlabind._primitive.trees import interleave
 from xlabind._primitive.derivatives import is_zero
 from xlabind._primitive.derived_calls import call_under_levels, without_axes
+from xlabind._primitive.trees import interleave
 
 
 class Traceable:
@@ -74,21 +74,28 @@ def flat_tangents(name: str, out, result_avals) -> list:
     (cast to the result's dtype, but never from complex to real)."""
     leaves = jax.tree_util.tree_leaves(out)
     if len(leaves) != len(result_avals):
-        raise TypeError(f"{name}: the traceable jvp returned {len(leaves)} tangents, "
-                        f"expected {len(result_avals)} (one per result)")
+        raise TypeError(
+            f"{name}: the traceable jvp returned {len(leaves)} tangents, "
+            f"expected {len(result_avals)} (one per result)"
+        )
     tangents = []
     for j, (t, aval) in enumerate(zip(leaves, result_avals)):
         shape = tuple(jnp.shape(t))
         if shape != tuple(aval.shape):
-            raise TypeError(f"{name}: the traceable jvp returned a tangent of shape {shape} "
-                            f"for result {j}, which has shape {tuple(aval.shape)}; a JVP rule "
-                            f"returns one tangent of each result's shape (as jax.custom_jvp "
-                            f"requires)")
+            raise TypeError(
+                f"{name}: the traceable jvp returned a tangent of shape {shape} "
+                f"for result {j}, which has shape {tuple(aval.shape)}; a JVP rule "
+                f"returns one tangent of each result's shape (as jax.custom_jvp "
+                f"requires)"
+            )
         dtype = jnp.result_type(t)
-        if (jnp.issubdtype(dtype, jnp.complexfloating)
-                and not jnp.issubdtype(aval.dtype, jnp.complexfloating)):
-            raise TypeError(f"{name}: the traceable jvp returned a complex tangent ({dtype}) "
-                            f"for result {j}, which is real ({aval.dtype})")
+        if jnp.issubdtype(dtype, jnp.complexfloating) and not jnp.issubdtype(
+            aval.dtype, jnp.complexfloating
+        ):
+            raise TypeError(
+                f"{name}: the traceable jvp returned a complex tangent ({dtype}) "
+                f"for result {j}, which is real ({aval.dtype})"
+            )
         tangents.append(jnp.asarray(t, aval.dtype))
     return tangents
 
@@ -97,8 +104,10 @@ def _core_avals(avals, batch_axes) -> list:
     """`avals` without the native vmap levels' axes (one element's)."""
     if batch_axes is None:
         return list(avals)
-    return [jax.core.ShapedArray(without_axes(a.shape, axes), a.dtype)
-            for a, axes in zip(avals, batch_axes)]
+    return [
+        jax.core.ShapedArray(without_axes(a.shape, axes), a.dtype)
+        for a, axes in zip(avals, batch_axes)
+    ]
 
 
 def traced_tangent(rule: Callable, covered: Sequence[int], primals, tangents, call) -> list:
@@ -112,13 +121,18 @@ def traced_tangent(rule: Callable, covered: Sequence[int], primals, tangents, ca
 
     def tangents_of(*xs):
         ts = dict(zip(given, xs[n:]))
-        return flat_tangents(call.op.name, rule(*xs[:n], *(ts.get(i) for i in covered), **kwargs),
-                             core)
+        return flat_tangents(
+            call.op.name, rule(*xs[:n], *(ts.get(i) for i in covered), **kwargs), core
+        )
 
-    return call_under_levels(call, tangents_of, [*primals, *(tangents[i] for i in given)],
-                             [("arg", i) for i in range(n)] + [("arg", i) for i in given],
-                             call.result_avals,
-                             [("out", j) for j in range(len(call.result_avals))])
+    return call_under_levels(
+        call,
+        tangents_of,
+        [*primals, *(tangents[i] for i in given)],
+        [("arg", i) for i in range(n)] + [("arg", i) for i in given],
+        call.result_avals,
+        [("out", j) for j in range(len(call.result_avals))],
+    )
 
 
 def transposed_tangent(rule: Callable, fixed: Sequence[int], primals, tangents, call) -> list:
@@ -134,23 +148,28 @@ def transposed_tangent(rule: Callable, fixed: Sequence[int], primals, tangents, 
     name = call.op.name
 
     def tangents_of(*xs):
-        a, cts, das = xs[:k], xs[k:len(primals)], dict(zip(given, xs[len(primals):]))
+        a, cts, das = xs[:k], xs[k : len(primals)], dict(zip(given, xs[len(primals) :]))
 
         def forward_tangents(*u):
             args = interleave(n, fixed, a, u)
-            out = jax.tree_util.tree_leaves(rule(*args, *(das.get(i) for i in range(k)),
-                                                 **kwargs))
+            out = jax.tree_util.tree_leaves(rule(*args, *(das.get(i) for i in range(k)), **kwargs))
             if len(out) != len(cts):
-                raise TypeError(f"{name}: the traceable jvp returned {len(out)} tangents, "
-                                f"expected {len(cts)} (one per result)")
+                raise TypeError(
+                    f"{name}: the traceable jvp returned {len(out)} tangents, "
+                    f"expected {len(cts)} (one per result)"
+                )
             return [jnp.asarray(t, ct.dtype) for t, ct in zip(out, cts)]
 
         transpose = jax.linear_transpose(
-            forward_tangents, *[jax.ShapeDtypeStruct(aval.shape, aval.dtype) for aval in core])
+            forward_tangents, *[jax.ShapeDtypeStruct(aval.shape, aval.dtype) for aval in core]
+        )
         return list(transpose(list(cts)))
 
-    return call_under_levels(call, tangents_of, [*primals, *(tangents[i] for i in given)],
-                             [("arg", i) for i in range(len(primals))]
-                             + [("arg", i) for i in given],
-                             call.result_avals,
-                             [("out", j) for j in range(len(call.result_avals))])
+    return call_under_levels(
+        call,
+        tangents_of,
+        [*primals, *(tangents[i] for i in given)],
+        [("arg", i) for i in range(len(primals))] + [("arg", i) for i in given],
+        call.result_avals,
+        [("out", j) for j in range(len(call.result_avals))],
+    )

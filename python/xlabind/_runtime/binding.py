@@ -4,63 +4,107 @@ every derived function (a transpose, a JVP, a VJP) is made with."""
 
 from __future__ import annotations
 
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from xlabind._primitive.definition import Definition, derived_vmap_method
-from xlabind._runtime.native_targets import (FfiTarget, NativeImplementation, check_targets,
-                                             is_native, targets_by_platform)
-from xlabind._runtime.python_functions import (PythonImplementation,
-                                               check_command_buffer_compatible, function_name,
-                                               functions_by_platform)
+from xlabind._runtime.native_targets import (
+    FfiTarget,
+    NativeImplementation,
+    check_targets,
+    is_native,
+    targets_by_platform,
+)
+from xlabind._runtime.python_functions import (
+    PythonImplementation,
+    check_command_buffer_compatible,
+    function_name,
+    functions_by_platform,
+)
 
 #: What a bound function runs: a Python function, one per platform, or a
 #: native FFI target (xlabind.ffi_target), one per platform.
 Function = Callable | Mapping[str, Callable] | FfiTarget | Mapping[str, FfiTarget]
 
 
-
-def make_definition(fn: Function, result_shape_dtypes, *, in_place: bool,
-                    platforms: Sequence[str], vmap_method: str, name: str | None,
-                    nondiff_argnums: Sequence[int] = (), rules=None,
-                    aligned_pairs: Sequence[tuple[int, int]] = (),
-                    unwrap_one_tuple: bool = False, sharding_rule=None,
-                    synchronize: bool = False, input_output_aliases=None,
-                    effect: str | None = None,
-                    command_buffer_compatible: bool = False) -> Definition:
+def make_definition(
+    fn: Function,
+    result_shape_dtypes,
+    *,
+    in_place: bool,
+    platforms: Sequence[str],
+    vmap_method: str,
+    name: str | None,
+    nondiff_argnums: Sequence[int] = (),
+    rules=None,
+    aligned_pairs: Sequence[tuple[int, int]] = (),
+    unwrap_one_tuple: bool = False,
+    sharding_rule=None,
+    synchronize: bool = False,
+    input_output_aliases=None,
+    effect: str | None = None,
+    command_buffer_compatible: bool = False,
+) -> Definition:
     """The Definition of a bound function that runs `fn`: Python functions (one,
     or one per platform), or native FFI targets."""
     name = name or function_name(fn)
     if is_native(fn):
         if command_buffer_compatible:
-            raise ValueError(f"xlabind: {name}: command_buffer_compatible is for Python "
-                             f"functions; a native handler declares it in its stages "
-                             f"(\"command_buffer\": True)")
+            raise ValueError(
+                f"xlabind: {name}: command_buffer_compatible is for Python "
+                f"functions; a native handler declares it in its stages "
+                f'("command_buffer": True)'
+            )
         targets = targets_by_platform(fn)
         check_targets(name, targets, vmap_method, effect)
         implementation = NativeImplementation(targets)
     else:
         functions = functions_by_platform(name, fn, platforms)
         if command_buffer_compatible:
-            check_command_buffer_compatible(name, functions, in_place=in_place,
-                                            synchronize=synchronize)
+            check_command_buffer_compatible(
+                name, functions, in_place=in_place, synchronize=synchronize
+            )
         implementation = PythonImplementation(
-            functions, in_place=in_place, unwrap_one_tuple=unwrap_one_tuple,
-            synchronize=synchronize, command_buffer_compatible=command_buffer_compatible)
+            functions,
+            in_place=in_place,
+            unwrap_one_tuple=unwrap_one_tuple,
+            synchronize=synchronize,
+            command_buffer_compatible=command_buffer_compatible,
+        )
     return Definition(
-        implementation, result_shape_dtypes, name=name, vmap_method=vmap_method,
-        nondiff_argnums=nondiff_argnums, rules=rules, aligned_pairs=aligned_pairs,
-        sharding_rule=sharding_rule, input_output_aliases=input_output_aliases, effect=effect)
+        implementation,
+        result_shape_dtypes,
+        name=name,
+        vmap_method=vmap_method,
+        nondiff_argnums=nondiff_argnums,
+        rules=rules,
+        aligned_pairs=aligned_pairs,
+        sharding_rule=sharding_rule,
+        input_output_aliases=input_output_aliases,
+        effect=effect,
+    )
 
 
-def derived_function(parent: Definition, platforms: Sequence[str], fn: Function,
-                     result_shape_dtypes, suffix: str, **options) -> Definition:
+def derived_function(
+    parent: Definition,
+    platforms: Sequence[str],
+    fn: Function,
+    result_shape_dtypes,
+    suffix: str,
+    **options,
+) -> Definition:
     """A function derived from `parent` (a transpose, a JVP, a VJP): it runs like
     its parent (in place or not, on the same platforms, synchronized or not)
     and is batched natively when its parent is and it has a shape function.
     It has no aliases (its operands are other arrays than its parent's) and
     no effect (an effectful function has no derivatives: _primitive/derivatives.py)."""
     return make_definition(
-        fn, result_shape_dtypes, in_place=options.pop("in_place", parent.in_place),
-        platforms=platforms, vmap_method=derived_vmap_method(parent, result_shape_dtypes),
-        name=f"{parent.name} ({suffix})", unwrap_one_tuple=True,
-        synchronize=parent.implementation.synchronize, **options)
+        fn,
+        result_shape_dtypes,
+        in_place=options.pop("in_place", parent.in_place),
+        platforms=platforms,
+        vmap_method=derived_vmap_method(parent, result_shape_dtypes),
+        name=f"{parent.name} ({suffix})",
+        unwrap_one_tuple=True,
+        synchronize=parent.implementation.synchronize,
+        **options,
+    )

@@ -30,7 +30,8 @@ import importlib.util
 import sys
 import threading
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def _cupy():
     if not _cupy_checked:
         _cupy_checked = True
         try:
-            import cupy  # noqa: PLC0415  (optional, and slow to import)
+            import cupy
 
             _cupy_module = cupy
         except ImportError:
@@ -116,13 +117,17 @@ class _TorchStreams:
         return (s.stream_id, s.device_index, s.device_type)
 
     def _public_set(self, stream_id, device_index, device_type):
-        self.torch.cuda.set_stream(self.torch.cuda.Stream(
-            stream_id=stream_id, device_index=device_index, device_type=device_type))
+        self.torch.cuda.set_stream(
+            self.torch.cuda.Stream(
+                stream_id=stream_id, device_index=device_index, device_type=device_type
+            )
+        )
 
     def id_of(self, streams: _Streams):
         if streams.torch is None:
-            s = self.torch.cuda.ExternalStream(streams.stream,
-                                               device=self.torch.device("cuda", streams.device))
+            s = self.torch.cuda.ExternalStream(
+                streams.stream, device=self.torch.device("cuda", streams.device)
+            )
             streams.torch = (s.stream_id, s.device_index, s.device_type)
         return streams.torch
 
@@ -181,12 +186,16 @@ def _torch_initializing() -> None:
     # initialized; an exception here would fail that initialization.
     try:
         _torch_arrived(initializing=True)
-    except Exception as error:  # noqa: BLE001
-        import warnings  # noqa: PLC0415
+    except Exception as error:
+        import warnings
 
-        warnings.warn(f"xlabind could not make XLA's stream PyTorch's current stream when "
-                      f"PyTorch initialized CUDA inside a callback ({error}); PyTorch work in "
-                      f"this call is not ordered with XLA's", RuntimeWarning, stacklevel=1)
+        warnings.warn(
+            f"xlabind could not make XLA's stream PyTorch's current stream when "
+            f"PyTorch initialized CUDA inside a callback ({error}); PyTorch work in "
+            f"this call is not ordered with XLA's",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
 
 class _ThisThread(threading.local):
@@ -270,7 +279,7 @@ def consumers_use_stream(stream: int, device: int) -> bool:
             if torch.get_by_id(device)[0] != torch.id_of(streams)[0]:
                 return False
         return cupy_stream is not None or torch is not None
-    except Exception:  # noqa: BLE001  (unknown: the consumer orders itself)
+    except Exception:
         return False
 
 
@@ -288,7 +297,7 @@ def _consumers_use_stream_outside_calls(stream: int, device: int) -> bool:
             if torch.torch.cuda.current_stream(device).cuda_stream != stream:
                 return False
         return checked
-    except Exception:  # noqa: BLE001  (unknown: the consumer orders itself)
+    except Exception:
         return False
 
 
@@ -345,22 +354,28 @@ def store_result(name: str, index: int, value: Any, out) -> bool:
     XLA's stream. Returns whether `value` may come from another stream (the
     caller then waits for the copies before letting it go)."""
     if value is None:
-        raise TypeError(f"{name} returned None for result {index}; {_expected(out)}. A function "
-                        f"that writes into `out` instead needs in_place=True.")
+        raise TypeError(
+            f"{name} returned None for result {index}; {_expected(out)}. A function "
+            f"that writes into `out` instead needs in_place=True."
+        )
     device = getattr(value, "__dlpack_device__", None)
     if device is not None and getattr(value, "__dlpack__", None) is not None:
         device_type, device_id = device()
         if device_type not in _CUDA_DEVICES:
-            raise TypeError(f"{name}: result {index} is a {type(value).__name__} on DLPack "
-                            f"device type {device_type}, not a CUDA device array; "
-                            f"{_expected(out)}. Return a CuPy / PyTorch array, or write into "
-                            f"`out`.")
+            raise TypeError(
+                f"{name}: result {index} is a {type(value).__name__} on DLPack "
+                f"device type {device_type}, not a CUDA device array; "
+                f"{_expected(out)}. Return a CuPy / PyTorch array, or write into "
+                f"`out`."
+            )
         return _store_from_dlpack(name, index, value, out)
     interface = getattr(value, "__cuda_array_interface__", None)
     if interface is None:
-        raise TypeError(f"{name}: result {index} is a {type(value).__name__}, not a device "
-                        f"array; {_expected(out)}. Return a CuPy / PyTorch / Numba array, or "
-                        f"write into `out` with in_place=True.")
+        raise TypeError(
+            f"{name}: result {index} is a {type(value).__name__}, not a device "
+            f"array; {_expected(out)}. Return a CuPy / PyTorch / Numba array, or "
+            f"write into `out` with in_place=True."
+        )
     shape = tuple(interface["shape"])
     dtype = _dtype_of(interface["typestr"], out.dtype)
     _check(name, index, dtype, shape, interface.get("strides"), dtype.itemsize, out)
@@ -372,8 +387,10 @@ def store_result(name: str, index: int, value: Any, out) -> bool:
 
 
 def _expected(out) -> str:
-    return (f"expected a device array of dtype {out.dtype} and shape {out.shape} (as declared "
-            f"in result_shape_dtypes)")
+    return (
+        f"expected a device array of dtype {out.dtype} and shape {out.shape} (as declared "
+        f"in result_shape_dtypes)"
+    )
 
 
 def _store_from_dlpack(name, index, value, out) -> bool:
@@ -385,15 +402,25 @@ def _store_from_dlpack(name, index, value, out) -> bool:
     try:
         device_type, device_id = source.device
         if device_type not in _CUDA_DEVICES or device_id != out.device:
-            raise ValueError(f"{name}: result {index} is on CUDA device {device_id}, XLA's "
-                             f"buffer on device {out.device}; move it first")
+            raise ValueError(
+                f"{name}: result {index} is on CUDA device {device_id}, XLA's "
+                f"buffer on device {out.device}; move it first"
+            )
         if source.dtype is None:
-            raise TypeError(f"{name}: result {index} has a DLPack dtype xlabind does not know; "
-                            f"{_expected(out)}")
+            raise TypeError(
+                f"{name}: result {index} has a DLPack dtype xlabind does not know; {_expected(out)}"
+            )
         strides = source.strides
         itemsize = source.dtype.itemsize
-        _check(name, index, source.dtype, tuple(source.shape),
-               None if strides is None else tuple(s * itemsize for s in strides), itemsize, out)
+        _check(
+            name,
+            index,
+            source.dtype,
+            tuple(source.shape),
+            None if strides is None else tuple(s * itemsize for s in strides),
+            itemsize,
+            out,
+        )
         # The producer has ordered its work before XLA's stream (the stream we
         # asked for): copy with no wait.
         extension.cuda_copy(out.ptr, source.ptr, out.nbytes, out.stream, None)
@@ -405,13 +432,17 @@ def _store_from_dlpack(name, index, value, out) -> bool:
 def _check(name, index, dtype, shape, strides, itemsize, out) -> None:
     """Raises, naming the function and result, unless the source fits `out`."""
     if dtype != out.dtype:
-        raise TypeError(f"{name}: result {index} has dtype {dtype}, {_expected(out)}. Cast it "
-                        f"yourself (.astype(...)) on the device.")
+        raise TypeError(
+            f"{name}: result {index} has dtype {dtype}, {_expected(out)}. Cast it "
+            f"yourself (.astype(...)) on the device."
+        )
     if shape != out.shape:
         raise ValueError(f"{name}: result {index} has shape {shape}, {_expected(out)}")
     if strides is not None and tuple(strides) != _c_strides(shape, itemsize):
-        raise ValueError(f"{name}: result {index} is not C-contiguous (strides {tuple(strides)}); "
-                         f"return a contiguous array (e.g. cupy.ascontiguousarray)")
+        raise ValueError(
+            f"{name}: result {index} is not C-contiguous (strides {tuple(strides)}); "
+            f"return a contiguous array (e.g. cupy.ascontiguousarray)"
+        )
 
 
 _typestrs: dict[str, np.dtype] = {}
@@ -479,7 +510,8 @@ def in_place_function(fn, synchronize, capturable=False, name=None):
             f"allocated during a capture is recorded into the graph but freed when the call "
             f"returns, so every replay would use memory that may belong to another array by "
             f"then. Write into `out` (out=...) and allocate nothing, or bind it without "
-            f"command_buffer_compatible.")
+            f"command_buffer_compatible."
+        )
 
     def run_capturable(*operands, **kwargs):
         capturing = extension.cuda_call_is_capturing()
@@ -496,10 +528,13 @@ def in_place_function(fn, synchronize, capturable=False, name=None):
                 # failure invalidated the capture, its user sees only
                 # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. Said here too, then.
                 first = (str(error).splitlines() or [""])[0][:300]
-                warnings.warn(f"xlabind: {name} failed while XLA captured it into a CUDA "
-                              f"graph ({type(error).__name__}: {first}); XLA may report this "
-                              f"only as CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"xlabind: {name} failed while XLA captured it into a CUDA "
+                    f"graph ({type(error).__name__}: {first}); XLA may report this "
+                    f"only as CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             raise
 
     return run_capturable
@@ -511,4 +546,5 @@ CAPTURE_NOTE = (
     "it must only launch work on the current stream. Reading results on the host, "
     "synchronizing, allocating device memory (a new CuPy array: write into `out` with out=), "
     "and other streams are not allowed during a capture. Call it once outside a graph first "
-    "so that CuPy compiles its kernels, or bind it without command_buffer_compatible.")
+    "so that CuPy compiles its kernels, or bind it without command_buffer_compatible."
+)

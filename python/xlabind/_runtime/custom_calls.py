@@ -7,15 +7,17 @@ the call as its first operand and first result, as io_callback threads it
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from jax.ffi import build_ffi_lowering_function
 
 from xlabind import _jax_internals as internals
 
 
-def emit(target: str, ctx, operands: Sequence[Any], attributes: dict, options: dict,
-         token=None) -> tuple[list, Any]:
+def emit(
+    target: str, ctx, operands: Sequence[Any], attributes: dict, options: dict, token=None
+) -> tuple[list, Any]:
     """(results, token out): the call of `target`, taking `token` first when it
     is not None (then the token it returns comes back; else None)."""
     if token is None:
@@ -25,7 +27,9 @@ def emit(target: str, ctx, operands: Sequence[Any], attributes: dict, options: d
     if aliases:  # counted without the token, which comes first on both sides
         options = {**options, "operand_output_aliases": {i + 1: j + 1 for i, j in aliases.items()}}
     lowering = build_ffi_lowering_function(target, **options)
-    ctx = ctx.replace(avals_in=[internals.abstract_token, *ctx.avals_in],
-                      avals_out=[internals.abstract_token, *ctx.avals_out])
+    ctx = ctx.replace(
+        avals_in=[internals.abstract_token, *ctx.avals_in],
+        avals_out=[internals.abstract_token, *ctx.avals_out],
+    )
     token, *results = lowering(ctx, token, *operands, **attributes).results
     return results, token

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import sys
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import ml_dtypes
@@ -41,7 +42,8 @@ except ImportError as error:
         f"Py* symbol, it was built for another Python than this one "
         f"({sys.version.split()[0]}): install the wheel built for cp{sys.version_info.major}"
         f"{sys.version_info.minor}, or build one with XLABIND_PYTHON={sys.executable} "
-        f"tools/bazel run //tools:build_wheel -- --out $PWD/dist (docs/development/wheels.md).") from error
+        f"tools/bazel run //tools:build_wheel -- --out $PWD/dist (docs/development/wheels.md)."
+    ) from error
 
 #: FFI target of the handler that calls Python on XLA's buffers (every platform).
 PYTHON_CALLBACK_TARGET = "xlabind_python_callback"
@@ -60,8 +62,10 @@ NOOP_TARGET = "xlabind_noop"
 #: primitive declares without loading this module.
 STATUS_BYTES: int = _primitive.STATUS_BYTES
 if _xlabind.status_bytes() != STATUS_BYTES:  # pragma: no cover - a build mismatch
-    raise ImportError(f"xlabind: the compiled module's status is {_xlabind.status_bytes()} "
-                      f"bytes, the Python side's {STATUS_BYTES}: rebuild both from one checkout")
+    raise ImportError(
+        f"xlabind: the compiled module's status is {_xlabind.status_bytes()} "
+        f"bytes, the Python side's {STATUS_BYTES}: rebuild both from one checkout"
+    )
 
 CallbackEntry = _xlabind.CallbackEntry
 live_callback_count = _xlabind.live_callback_count
@@ -112,8 +116,10 @@ SUPPORTED_DTYPES: frozenset[np.dtype] = _install_dtypes()
 STATUS_VARIANTS: set[tuple[str, str]] = set()
 
 
-def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
-                         state_types: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+def register_ffi_targets(
+    registrations: Mapping[str, Mapping[str, Any]] | Any,
+    state_types: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
     """Registers an extension module's FFI handlers with jax (typed FFI,
     api_version=1).
 
@@ -153,12 +159,17 @@ def register_ffi_targets(registrations: Mapping[str, Mapping[str, Any]] | Any,
         if state_types is None and hasattr(module, "state_types"):
             state_types = module.state_types()
     _register_pending_if_ready()
-    typed = {REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", p)]: dict(t)
-             for p, t in (state_types or {}).items()}
+    typed = {
+        REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", p)]: dict(t)
+        for p, t in (state_types or {}).items()
+    }
     for given, targets in registrations.items():
         platform = REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", given)]
-        stateful = {name: handler for name, handler in targets.items()
-                    if isinstance(handler, Mapping) and "instantiate" in handler}
+        stateful = {
+            name: handler
+            for name, handler in targets.items()
+            if isinstance(handler, Mapping) and "instantiate" in handler
+        }
         for name, handler in targets.items():
             if name not in stateful:
                 _register_target(platform, name, handler)
@@ -180,7 +191,7 @@ def _merged(first: Mapping[str, Mapping], second: Mapping[str, Mapping]) -> dict
 def _register_target(platform: str, name: str, handler: Any) -> None:
     jax.ffi.register_ffi_target(name, handler, platform=platform, api_version=1)
     if name.endswith(STATUS_TARGET_SUFFIX):
-        STATUS_VARIANTS.add((_lowering_platform(platform), name[:-len(STATUS_TARGET_SUFFIX)]))
+        STATUS_VARIANTS.add((_lowering_platform(platform), name[: -len(STATUS_TARGET_SUFFIX)]))
 
 
 #: {platform as lowering names it: [(state types, targets)]} waiting for the
@@ -200,8 +211,9 @@ def _register_typed(platform: str, types: dict[str, Any], targets: dict[str, Any
     _register_types_then_targets(platform, types, targets)
 
 
-def _register_types_then_targets(platform: str, types: dict[str, Any],
-                                 targets: dict[str, Any]) -> None:
+def _register_types_then_targets(
+    platform: str, types: dict[str, Any], targets: dict[str, Any]
+) -> None:
     for type_name, type_registration in types.items():
         jax.ffi.register_ffi_type(type_name, dict(type_registration), platform=platform)
     for name, handler in targets.items():
@@ -214,8 +226,7 @@ def _register_pending_if_ready() -> None:
     if not _PENDING or not _jax_internals.backends_are_initialized():
         return
     with _callbacks_lock:
-        waiting = [(platform, entry) for platform, entries in _PENDING.items()
-                   for entry in entries]
+        waiting = [(platform, entry) for platform, entries in _PENDING.items() for entry in entries]
         _PENDING.clear()
     for platform, (types, targets) in waiting:
         _register_types_then_targets(REGISTRY_NAMES[platform], types, targets)
@@ -267,9 +278,10 @@ def register_callback_handlers(platform: str) -> None:
                 continue
             state = table["state_type"]
             _register_types_then_targets(
-                jax_platform, {state["name"]: {"type_id": state["type_id"],
-                                               "type_info": state["type_info"]}},
-                table["targets"])
+                jax_platform,
+                {state["name"]: {"type_id": state["type_id"], "type_info": state["type_info"]}},
+                table["targets"],
+            )
         for types, targets in _PENDING.pop(platform, []):
             _register_types_then_targets(REGISTRY_NAMES[platform], types, targets)
         _callbacks_registered.add(platform)
@@ -286,12 +298,13 @@ register_ffi_targets(_xlabind_ops)
 CUDA_RUNTIME_REQUIREMENT = "nvidia-cuda-runtime>=13.0.96,<14"
 
 
-
 def cuda_runtime_missing(error: Exception) -> str:
     """Why the CUDA ops are unavailable when the CUDA module failed to load."""
-    return (f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did "
-            f"not load ({error}). Install it with `pip install \"{CUDA_RUNTIME_REQUIREMENT}\"` "
-            f"(what xlabind's cuda13 extra installs).")
+    return (
+        f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did "
+        f'not load ({error}). Install it with `pip install "{CUDA_RUNTIME_REQUIREMENT}"` '
+        f"(what xlabind's cuda13 extra installs)."
+    )
 
 
 #: {(platform, target name): why it is not available here}

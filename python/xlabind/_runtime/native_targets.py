@@ -8,16 +8,17 @@ linearity, its vmap method) does not change.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import mlir
 
-from xlabind._runtime import extension as _extension
-from xlabind._runtime import custom_calls
 from xlabind._platforms import platform_name, platform_names
 from xlabind._primitive.static_kwargs import freeze
+from xlabind._runtime import custom_calls
+from xlabind._runtime import extension as _extension
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,8 +43,9 @@ class FfiTarget:
     takes_token: bool = False
 
 
-def ffi_target(name: str, *, platforms=("cpu",), takes_token: bool = False,
-               **attributes) -> FfiTarget:
+def ffi_target(
+    name: str, *, platforms=("cpu",), takes_token: bool = False, **attributes
+) -> FfiTarget:
     """A registered XLA FFI target (typed API, api_version=1) to bind with
     :func:`xlabind.callback`, :func:`xlabind.linear`, :func:`xlabind.multilinear`
     or :func:`xlabind.nonlinear` in place of a Python function.
@@ -72,14 +74,17 @@ def ffi_target(name: str, *, platforms=("cpu",), takes_token: bool = False,
       (2,)
     """
     if not isinstance(name, str) or not name:
-        raise TypeError(f"xlabind.ffi_target: name must be the registered target's name (a "
-                        f"non-empty str), got {name!r}")
+        raise TypeError(
+            f"xlabind.ffi_target: name must be the registered target's name (a "
+            f"non-empty str), got {name!r}"
+        )
     platforms = platform_names(f"xlabind.ffi_target({name!r})", platforms)
     for key, value in attributes.items():  # refused here, not at the first lowering
         ffi_attribute(key, f"xlabind.ffi_target({name!r})", value)
     if not isinstance(takes_token, bool):
-        raise TypeError(f"xlabind.ffi_target({name!r}): takes_token must be a bool, got "
-                        f"{takes_token!r}")
+        raise TypeError(
+            f"xlabind.ffi_target({name!r}): takes_token must be a bool, got {takes_token!r}"
+        )
     frozen = tuple(sorted((k, freeze(v)) for k, v in attributes.items()))
     return FfiTarget(name, platforms, frozen, takes_token)
 
@@ -87,13 +92,14 @@ def ffi_target(name: str, *, platforms=("cpu",), takes_token: bool = False,
 def is_native(fn: Any) -> bool:
     if isinstance(fn, FfiTarget):
         return True
-    return isinstance(fn, Mapping) and bool(fn) and all(
-        isinstance(f, FfiTarget) for f in fn.values())
+    return (
+        isinstance(fn, Mapping) and bool(fn) and all(isinstance(f, FfiTarget) for f in fn.values())
+    )
 
 
 def targets_by_platform(fn: FfiTarget | Mapping[str, FfiTarget]) -> dict[str, FfiTarget]:
     if isinstance(fn, FfiTarget):
-        return {platform: fn for platform in fn.platforms}
+        return dict.fromkeys(fn.platforms, fn)
     return {platform_name("xlabind: the targets by platform", p): t for p, t in fn.items()}
 
 
@@ -111,9 +117,11 @@ def ffi_attribute(name: str, owner: str, value: Any) -> Any:
         return value
     if isinstance(value, int):
         if not _INT64.min <= value <= _INT64.max:
-            raise TypeError(f"{owner}: keyword argument '{name}' is {value}, which does not fit "
-                            f"an i64 FFI attribute; pass np.uint64({value}) for an unsigned "
-                            f"attribute (Attr<uint64_t>)")
+            raise TypeError(
+                f"{owner}: keyword argument '{name}' is {value}, which does not fit "
+                f"an i64 FFI attribute; pass np.uint64({value}) for an unsigned "
+                f"attribute (Attr<uint64_t>)"
+            )
         return np.int64(value)
     if isinstance(value, float):
         return np.float64(value)
@@ -121,24 +129,30 @@ def ffi_attribute(name: str, owner: str, value: Any) -> Any:
         return value
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in _ARRAY_KINDS or value.dtype.itemsize > 8:
-            raise TypeError(f"{owner}: keyword argument '{name}' is an array of {value.dtype}, "
-                            f"which cannot be an FFI attribute; arrays of bools, integers or "
-                            f"floats (up to 64 bits) can")
+            raise TypeError(
+                f"{owner}: keyword argument '{name}' is an array of {value.dtype}, "
+                f"which cannot be an FFI attribute; arrays of bools, integers or "
+                f"floats (up to 64 bits) can"
+            )
         return value
     if isinstance(value, Mapping):
         # A structured attribute: an MLIR dictionary, an ffi::Dictionary in the handler.
         for key in value:
             if not isinstance(key, str):
-                raise TypeError(f"{owner}: keyword argument '{name}' is a dict with the key "
-                                f"{key!r}; an FFI dictionary attribute's keys are strings")
+                raise TypeError(
+                    f"{owner}: keyword argument '{name}' is a dict with the key "
+                    f"{key!r}; an FFI dictionary attribute's keys are strings"
+                )
         return {key: ffi_attribute(f"{name}.{key}", owner, v) for key, v in value.items()}
     if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) for v in value):
         return np.asarray(value, dtype=np.int64)
     if isinstance(value, tuple) and all(isinstance(v, (int, float, np.number)) for v in value):
         return np.asarray(value, dtype=np.float64)
-    raise TypeError(f"{owner}: keyword argument '{name}' is a {type(value).__name__}, which "
-                    f"cannot be an FFI attribute; pass a bool, int, float, str, NumPy scalar, "
-                    f"NumPy array, tuple of numbers, or a dict of these (nested dicts too)")
+    raise TypeError(
+        f"{owner}: keyword argument '{name}' is a {type(value).__name__}, which "
+        f"cannot be an FFI attribute; pass a bool, int, float, str, NumPy scalar, "
+        f"NumPy array, tuple of numbers, or a dict of these (nested dicts too)"
+    )
 
 
 def _ir_values(attributes: dict) -> dict:
@@ -156,8 +170,9 @@ def _ir_values(attributes: dict) -> dict:
     return out
 
 
-def check_targets(name: str, targets: Mapping[str, FfiTarget], vmap_method: str,
-                  effect: str | None) -> None:
+def check_targets(
+    name: str, targets: Mapping[str, FfiTarget], vmap_method: str, effect: str | None
+) -> None:
     """What a bound function's targets must be for its options: each takes jax's
     token when its calls are ordered; no static attribute xlabind would
     overwrite (an error, not a surprise)."""
@@ -171,14 +186,17 @@ def check_targets(name: str, targets: Mapping[str, FfiTarget], vmap_method: str,
                     f"may run in any order. Bind the target's handler with "
                     f".Arg<ffi::Token>() and .Ret<ffi::Token>() first, and declare it with "
                     f"xlabind.ffi_target({target.name!r}, takes_token=True); or use "
-                    f"effect='unordered'.")
+                    f"effect='unordered'."
+                )
     if vmap_method != "native":
         return
     for target in targets.values():
         if "batch_axes" in dict(target.attributes):
-            raise TypeError(f"{name}: the FFI target {target.name!r} has a static attribute "
-                            f"'batch_axes', which xlabind passes itself under "
-                            f"vmap_method='native' (the batch layout); rename it")
+            raise TypeError(
+                f"{name}: the FFI target {target.name!r} has a static attribute "
+                f"'batch_axes', which xlabind passes itself under "
+                f"vmap_method='native' (the batch layout); rename it"
+            )
 
 
 class NativeImplementation:
@@ -209,20 +227,23 @@ class NativeImplementation:
         if target is None:
             raise NotImplementedError(
                 f"xlabind: '{op.name}' has no {platform.upper()} implementation (its FFI "
-                f"targets are for {', '.join(self.targets)} only).")
+                f"targets are for {', '.join(self.targets)} only)."
+            )
         # Stateful targets registered before jax's backends started wait for this.
         _extension.register_callback_handlers(platform)
         missing = _extension.UNAVAILABLE.get((platform, target.name))
         if missing:
-            raise NotImplementedError(f"xlabind: '{op.name}' cannot run on {platform.upper()}: "
-                                      f"{missing}")
+            raise NotImplementedError(
+                f"xlabind: '{op.name}' cannot run on {platform.upper()}: {missing}"
+            )
         attributes = dict(target.attributes)
         for key, value in call.kwargs.as_dict().items():
             attributes[key] = value
         attributes = {k: ffi_attribute(k, op.name, v) for k, v in attributes.items()}
         if op.vmap_method == "native" and call.batch_axes is not None:
             attributes["batch_axes"] = np.asarray(
-                [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64)
+                [-1 if a is None else a for entry in call.batch_axes for a in entry], np.int64
+            )
         attributes = _ir_values(attributes)
         # Aliases and has_side_effect (primitive.Call.custom_call_options).
         options = call.custom_call_options
@@ -237,15 +258,20 @@ class NativeImplementation:
             # function's own results, which come first: they hold without the status.
             def emit_without_status(ctx, operands, token=None):
                 results, token = emit(ctx.replace(avals_out=ctx.avals_out[:-1]), operands, token)
-                return [*results, mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8))], \
-                    token
+                return [
+                    *results,
+                    mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8)),
+                ], token
 
             def emit(ctx, operands, token=None):
                 return self._emit(name, target, ctx, operands, attributes, options, token)
 
             return emit_without_status, None
-        return (lambda ctx, operands, token=None: self._emit(
-            name, target, ctx, operands, attributes, options, token)), None
+        return (
+            lambda ctx, operands, token=None: self._emit(
+                name, target, ctx, operands, attributes, options, token
+            )
+        ), None
 
     @staticmethod
     def _emit(name, target, ctx, operands, attributes, options, token):

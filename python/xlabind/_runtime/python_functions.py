@@ -16,21 +16,21 @@ from __future__ import annotations
 import hashlib
 import inspect
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from xlabind._runtime import extension as _extension
-from xlabind._runtime import cuda_calls
-from xlabind._runtime import custom_calls
 from xlabind._platforms import platform_name, platform_names
+from xlabind._runtime import cuda_calls, custom_calls
+from xlabind._runtime import extension as _extension
 
 
-
-def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
-                          platforms: Sequence[str]) -> dict[str, Callable]:
+def functions_by_platform(
+    name: str, fn: Callable | Mapping[str, Callable], platforms: Sequence[str]
+) -> dict[str, Callable]:
     """{platform: function} from what a user passed: a mapping, or one function
     for every platform in `platforms`."""
     where = f"xlabind: {name}"
@@ -42,11 +42,13 @@ def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
                 raise ValueError(f"{where}: two functions for platform {key!r}")
             table[key] = f
     else:
-        table = {p: fn for p in platform_names(where, platforms)}
+        table = dict.fromkeys(platform_names(where, platforms), fn)
     for platform, f in table.items():
         if not callable(f):
-            raise TypeError(f"xlabind: {name}: the function for {platform!r} must be callable, "
-                            f"got {type(f).__name__}")
+            raise TypeError(
+                f"xlabind: {name}: the function for {platform!r} must be callable, "
+                f"got {type(f).__name__}"
+            )
     if not table:
         raise ValueError(f"xlabind: {name}: no function given")
     return table
@@ -54,8 +56,7 @@ def functions_by_platform(name: str, fn: Callable | Mapping[str, Callable],
 
 def function_name(fn: Any) -> str:
     first = next(iter(fn.values())) if isinstance(fn, Mapping) else fn
-    return (getattr(first, "__qualname__", None) or getattr(first, "name", None)
-            or repr(first))
+    return getattr(first, "__qualname__", None) or getattr(first, "name", None) or repr(first)
 
 
 class PythonImplementation:
@@ -70,11 +71,18 @@ class PythonImplementation:
         return NotImplementedError(
             f"xlabind: jax.export cannot serialize '{name}': it calls a Python function that "
             f"lives only in this process. Export the parts of the program around it, or bind "
-            f"a native FFI target instead.")
+            f"a native FFI target instead."
+        )
 
-    def __init__(self, functions: dict[str, Callable], *, in_place: bool,
-                 unwrap_one_tuple: bool = False, synchronize: bool = False,
-                 command_buffer_compatible: bool = False):
+    def __init__(
+        self,
+        functions: dict[str, Callable],
+        *,
+        in_place: bool,
+        unwrap_one_tuple: bool = False,
+        synchronize: bool = False,
+        command_buffer_compatible: bool = False,
+    ):
         self.functions = functions
         self.in_place = in_place
         #: CUDA: the call may be captured into a CUDA graph (in place only).
@@ -106,15 +114,18 @@ class PythonImplementation:
                 f"computation. Pass one function per platform "
                 f"(e.g. {{'cpu': numpy_fn, 'cuda': cupy_fn}}), or platforms=('cpu', 'cuda') "
                 f"for one function that works on both, or place its inputs on a {first.upper()} "
-                f"device (jax.device_put(x, jax.devices('{first}')[0])).")
+                f"device (jax.device_put(x, jax.devices('{first}')[0]))."
+            )
         return fn
 
     def check_dtype(self, name: str, what: str, dtype) -> None:
         """Raises a TypeError naming `what` unless the handler can pass `dtype` to Python."""
         if np.dtype(dtype) not in _extension.SUPPORTED_DTYPES:
             supported = ", ".join(sorted(str(d) for d in _extension.SUPPORTED_DTYPES))
-            raise TypeError(f"{name}: {what} has dtype {dtype}, which xlabind cannot pass to "
-                            f"Python; supported dtypes: {supported}")
+            raise TypeError(
+                f"{name}: {what} has dtype {dtype}, which xlabind cannot pass to "
+                f"Python; supported dtypes: {supported}"
+            )
 
     def emitter(self, platform: str, op, call):
         """(emit(ctx, operands, token) -> (the call's results, token out), what the
@@ -150,8 +161,9 @@ class PythonImplementation:
                 if call.fn.vmap_method == "native":
                     kwargs["batch_axes"] = call.batch_axes
                 preferred = preferred_key(platform, name, fn, key[1:])
-                entry = self._make_entry(platform, fn, name, kwargs, call.out_tree,
-                                         call.aliases, preferred)
+                entry = self._make_entry(
+                    platform, fn, name, kwargs, call.out_tree, call.aliases, preferred
+                )
                 self._entries[key] = entry
             return entry
 
@@ -169,21 +181,24 @@ class PythonImplementation:
             # The handler calls fn(*operands, out=..., **kwargs) itself and checks
             # that it returns None: on the CPU with no adapter frame at all.
             if platform == "cuda":
-                fn = cuda_calls.in_place_function(fn, self.synchronize,
-                                                  self.command_buffer_compatible, name)
+                fn = cuda_calls.in_place_function(
+                    fn, self.synchronize, self.command_buffer_compatible, name
+                )
             leaf = jax.tree_util.treedef_is_leaf(out_tree)
             flat = out_tree == jax.tree_util.tree_structure((0,) * out_tree.num_leaves)
             builder = None if leaf or flat else (lambda results: out_tree.unflatten(results))
-            return entry(fn, name, in_place=True, single_result=leaf, kwargs=kwargs,
-                         out_builder=builder)
+            return entry(
+                fn, name, in_place=True, single_result=leaf, kwargs=kwargs, out_builder=builder
+            )
         flatten = _flattener(name, out_tree, self.unwrap_one_tuple)
         if platform == "cuda":
-            adapter = cuda_calls.returning_adapter(fn, name, kwargs, out_tree,
-                                                   self.unwrap_one_tuple, self.synchronize,
-                                                   flatten)
+            adapter = cuda_calls.returning_adapter(
+                fn, name, kwargs, out_tree, self.unwrap_one_tuple, self.synchronize, flatten
+            )
         else:
-            adapter = _returning_adapter(fn, name, kwargs, flatten,
-                                         aliased=frozenset(j for _, j in aliases))
+            adapter = _returning_adapter(
+                fn, name, kwargs, flatten, aliased=frozenset(j for _, j in aliases)
+            )
         return entry(adapter, name)
 
 
@@ -198,34 +213,52 @@ def preferred_key(platform: str, name: str, fn: Callable, signature: tuple) -> i
     target = inspect.unwrap(fn)
     code = getattr(target, "__code__", None) or getattr(type(target).__call__, "__code__", None)
     where = (code.co_filename, code.co_firstlineno) if code is not None else ()
-    text = repr((platform, name, getattr(target, "__module__", None),
-                 getattr(target, "__qualname__", type(target).__qualname__), where, signature))
+    text = repr(
+        (
+            platform,
+            name,
+            getattr(target, "__module__", None),
+            getattr(target, "__qualname__", type(target).__qualname__),
+            where,
+            signature,
+        )
+    )
     digest = hashlib.sha256(text.encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 62) - 1) or 1
 
 
 # XLA packs these several to a byte; neither the CUDA array interface nor
 # DLPack can describe that.
-_PACKED = frozenset(d for d in _extension.SUPPORTED_DTYPES
-                    if d.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"))
+_PACKED = frozenset(
+    d
+    for d in _extension.SUPPORTED_DTYPES
+    if d.name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn")
+)
 
 
-def check_command_buffer_compatible(name: str, functions: Mapping[str, Callable], *,
-                                    in_place: bool, synchronize: bool) -> None:
+def check_command_buffer_compatible(
+    name: str, functions: Mapping[str, Callable], *, in_place: bool, synchronize: bool
+) -> None:
     """Raises unless a function declared command_buffer_compatible can be
     captured into a CUDA graph: it writes into `out` (a returned array would be
     allocated during capture and copied from), never waits for the host, and
     runs on CUDA."""
     where = f"xlabind: {name}: command_buffer_compatible=True"
     if "cuda" not in functions:
-        raise ValueError(f"{where} is for CUDA functions (CUDA graphs); this one runs on "
-                         f"{' and '.join(functions)} only")
+        raise ValueError(
+            f"{where} is for CUDA functions (CUDA graphs); this one runs on "
+            f"{' and '.join(functions)} only"
+        )
     if not in_place:
-        raise ValueError(f"{where} needs in_place=True: a function that returns its results "
-                         f"allocates them, which a CUDA graph cannot replay")
+        raise ValueError(
+            f"{where} needs in_place=True: a function that returns its results "
+            f"allocates them, which a CUDA graph cannot replay"
+        )
     if synchronize:
-        raise ValueError(f"{where} cannot be combined with synchronize=True: a captured call "
-                         f"cannot wait for the device")
+        raise ValueError(
+            f"{where} cannot be combined with synchronize=True: a captured call "
+            f"cannot wait for the device"
+        )
 
 
 def _check_cuda_dtypes(name, ctx):
@@ -235,24 +268,29 @@ def _check_cuda_dtypes(name, ctx):
                 raise TypeError(
                     f"{name}: {kind} {i} has dtype {aval.dtype}, which CUDA callbacks cannot "
                     f"receive: XLA packs it several to a byte. Convert it (e.g. to int8) "
-                    f"around the call.")
+                    f"around the call."
+                )
 
 
 def _flattener(name, out_tree, unwrap_one_tuple) -> Callable[[Any], list]:
     """What a function returned, as the flat list of its results."""
     if jax.tree_util.treedef_is_leaf(out_tree):
+
         def single(returned):
             if unwrap_one_tuple and isinstance(returned, (tuple, list)) and len(returned) == 1:
                 returned = returned[0]
             return [returned]
+
         return single
 
     def tree(returned):
         try:
             return out_tree.flatten_up_to(returned)
         except (TypeError, ValueError) as e:
-            raise TypeError(f"{name} returned {type(returned).__name__}, which does not match "
-                            f"the declared result structure {out_tree}: {e}") from None
+            raise TypeError(
+                f"{name} returned {type(returned).__name__}, which does not match "
+                f"the declared result structure {out_tree}: {e}"
+            ) from None
 
     return tree
 
@@ -268,9 +306,13 @@ def _returning_adapter(fn, name, kwargs, flatten, aliased=frozenset()):
     def adapter(operands, results):
         values = flatten(fn(*operands, **kwargs))
         if aliased:
-            values = [np.array(v) if isinstance(v, np.ndarray) and any(
-                np.may_share_memory(v, results[j]) for j in aliased if j < len(results))
-                else v for v in values]
+            values = [
+                np.array(v)
+                if isinstance(v, np.ndarray)
+                and any(np.may_share_memory(v, results[j]) for j in aliased if j < len(results))
+                else v
+                for v in values
+            ]
         for i, (value, out) in enumerate(zip(values, results)):
             store_result(name, i, value, out)
 
@@ -282,35 +324,46 @@ def store_result(name: str, index: int, value: Any, out: np.ndarray) -> None:
     np.copyto(out, checked_result(name, index, value, out.dtype, out.shape), casting="unsafe")
 
 
-def checked_result(name: str, index: int, value: Any, dtype: np.dtype,
-                   shape: tuple[int, ...]) -> np.ndarray:
+def checked_result(
+    name: str, index: int, value: Any, dtype: np.dtype, shape: tuple[int, ...]
+) -> np.ndarray:
     """`value` as an array of `dtype` and `shape`, or an error naming the function,
     the result, and what was expected. Implicit casts are only those that keep
     every value and its kind (docs/semantics.md, "Results")."""
     expected = f"expected dtype {dtype} and shape {shape} (as declared in result_shape_dtypes)"
     if value is None:
-        raise TypeError(f"{name} returned None for result {index}; {expected}. A function "
-                        f"that writes into `out` instead needs in_place=True.")
+        raise TypeError(
+            f"{name} returned None for result {index}; {expected}. A function "
+            f"that writes into `out` instead needs in_place=True."
+        )
     if isinstance(value, (list, tuple, dict)):
-        raise TypeError(f"{name}: result {index} is a {type(value).__name__}, not an array; "
-                        f"{expected}. Return an array (e.g. numpy.asarray(...)).")
+        raise TypeError(
+            f"{name}: result {index} is a {type(value).__name__}, not an array; "
+            f"{expected}. Return an array (e.g. numpy.asarray(...))."
+        )
     if type(value) in (bool, int, float, complex):
         array = _python_scalar(name, index, value, dtype)
     else:
         array = np.asarray(value)
         if array.dtype != dtype and not _keeps_values(array.dtype, dtype):
-            raise TypeError(f"{name}: result {index} has dtype {array.dtype}, {expected}"
-                            f"{_x64_hint(array.dtype, dtype)}. Only casts that keep every "
-                            f"value and its kind happen implicitly; cast it yourself "
-                            f"(.astype(...)) if that is what you mean.")
+            raise TypeError(
+                f"{name}: result {index} has dtype {array.dtype}, {expected}"
+                f"{_x64_hint(array.dtype, dtype)}. Only casts that keep every "
+                f"value and its kind happen implicitly; cast it yourself "
+                f"(.astype(...)) if that is what you mean."
+            )
     if array.shape != shape:
         raise ValueError(f"{name}: result {index} has shape {array.shape}, {expected}")
     return array
 
 
 def _kind(dtype: np.dtype) -> str:
-    for kind, parent in (("bool", jnp.bool_), ("integer", jnp.integer),
-                         ("floating", jnp.floating), ("complex", jnp.complexfloating)):
+    for kind, parent in (
+        ("bool", jnp.bool_),
+        ("integer", jnp.integer),
+        ("floating", jnp.floating),
+        ("complex", jnp.complexfloating),
+    ):
         if jnp.issubdtype(dtype, parent):
             return kind
     return dtype.str
@@ -327,15 +380,20 @@ def _keeps_values(source: np.dtype, target: np.dtype) -> bool:
 
 
 def _x64_hint(source: np.dtype, target: np.dtype) -> str:
-    if (not jax.config.jax_enable_x64 and source.itemsize == 2 * target.itemsize
-            and _kind(source) == _kind(target)):
-        return (f" ({source} results are {target} while jax_enable_x64 is off, as for every "
-                f"jax array)")
+    if (
+        not jax.config.jax_enable_x64
+        and source.itemsize == 2 * target.itemsize
+        and _kind(source) == _kind(target)
+    ):
+        return (
+            f" ({source} results are {target} while jax_enable_x64 is off, as for every jax array)"
+        )
     return ""
 
 
-def _python_scalar(name: str, index: int, value: bool | int | float | complex,
-                   dtype: np.dtype) -> np.ndarray:
+def _python_scalar(
+    name: str, index: int, value: bool | int | float | complex, dtype: np.dtype
+) -> np.ndarray:
     """A Python scalar takes the result's dtype when its kind allows (bool < int
     < float < complex) and the value survives: integers in range and exact,
     floats finite where they were. Floats round to the nearest value."""
@@ -343,8 +401,9 @@ def _python_scalar(name: str, index: int, value: bool | int | float | complex,
     source_kind = {bool: "bool", int: "integer", float: "floating", complex: "complex"}[type(value)]
     target_kind = _kind(dtype)
     problem = None
-    if order.get(target_kind, -1) < order[source_kind] or (
-            source_kind == "bool") != (target_kind == "bool"):
+    if order.get(target_kind, -1) < order[source_kind] or (source_kind == "bool") != (
+        target_kind == "bool"
+    ):
         problem = f"a Python {type(value).__name__} cannot become {dtype} without losing its kind"
     else:
         with np.errstate(all="ignore"):
@@ -352,11 +411,19 @@ def _python_scalar(name: str, index: int, value: bool | int | float | complex,
                 array = np.asarray(value, dtype=dtype)
             except OverflowError:
                 array = None
-        if array is None or (source_kind == "integer" and array.item() != value) or (
-                source_kind in ("floating", "complex") and np.isfinite(value)
-                and not np.all(np.isfinite(array))):
+        if (
+            array is None
+            or (source_kind == "integer" and array.item() != value)
+            or (
+                source_kind in ("floating", "complex")
+                and np.isfinite(value)
+                and not np.all(np.isfinite(array))
+            )
+        ):
             problem = f"{value!r} does not fit in {dtype}"
     if problem:
-        raise TypeError(f"{name}: result {index} is {value!r}: {problem}. Return an array of "
-                        f"dtype {dtype}, or cast it yourself.")
+        raise TypeError(
+            f"{name}: result {index} is {value!r}: {problem}. Return an array of "
+            f"dtype {dtype}, or cast it yourself."
+        )
     return array

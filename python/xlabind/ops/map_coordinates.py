@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -36,8 +36,16 @@ from xlabind.ops.spline_filter import checked_order, spline_filter
 # jax's mode names, read as jax reads them at every order ("constant" and
 # "wrap" are SciPy's "grid-constant" and "grid-wrap"), and SciPy's grid-*
 # names for the same.
-_MODES = {"constant": 0, "nearest": 1, "wrap": 2, "mirror": 3, "reflect": 4,
-          "grid-constant": 0, "grid-wrap": 2, "grid-mirror": 4}
+_MODES = {
+    "constant": 0,
+    "nearest": 1,
+    "wrap": 2,
+    "mirror": 3,
+    "reflect": 4,
+    "grid-constant": 0,
+    "grid-wrap": 2,
+    "grid-mirror": 4,
+}
 # SciPy pads this much before filtering for "nearest" (edge values) and
 # "grid-constant" (cval), whose extensions no recursion starts from exactly.
 _SPLINE_PAD = 12
@@ -50,7 +58,7 @@ _SCATTER = xlabind.ffi_target("xlabind_map_coordinates_transpose", platforms=("c
 _SHARDED = True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bound(ndim: int, sharded: bool = True):
     """(grid, coordinates...) -> values for an ndim-D grid: linear in the grid,
     differentiable in the coordinates. The kernels take the grid and one
@@ -58,7 +66,7 @@ def _bound(ndim: int, sharded: bool = True):
     dimensions (vmap) broadcast."""
 
     def values(grid, *coords, **_):
-        batch = np.broadcast_shapes(grid.shape[:grid.ndim - ndim], coords[0].shape[:-1])
+        batch = np.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
         return jax.ShapeDtypeStruct((*batch, coords[0].shape[-1]), grid.dtype)
 
     def rule(grid, *coords, **_):
@@ -69,14 +77,17 @@ def _bound(ndim: int, sharded: bool = True):
 
         def batched(lead):
             start = len(batch) - len(lead)
-            return [f"b{start + k}" if d == batch[start + k] else f"one{next(ones)}"
-                    for k, d in enumerate(lead)]
+            return [
+                f"b{start + k}" if d == batch[start + k] else f"one{next(ones)}"
+                for k, d in enumerate(lead)
+            ]
 
-        grid_factors = batched(grid.shape[:grid.ndim - ndim]) + [f"g{k}" for k in range(ndim)]
+        grid_factors = batched(grid.shape[: grid.ndim - ndim]) + [f"g{k}" for k in range(ndim)]
         operands = [grid_factors] + [batched(c.shape[:-1]) + ["p"] for c in coords]
         result = [f"b{k}" for k in range(len(batch))] + ["p"]
-        return (", ".join(" ".join(f) or "()" for f in operands) + " -> "
-                + (" ".join(result) or "()"))
+        return (
+            ", ".join(" ".join(f) or "()" for f in operands) + " -> " + (" ".join(result) or "()")
+        )
 
     def coordinate_jvp(grid, *args, order, mode, derivative):
         """The derivative in the coordinates: per axis, the interpolation with
@@ -90,25 +101,40 @@ def _bound(ndim: int, sharded: bool = True):
             if t is None or derivative[axis] >= order:
                 continue
             steeper = tuple(d + (a == axis) for a, d in enumerate(derivative))
-            terms.append(interpolated(grid, *coords, order=order, mode=mode,
-                                      derivative=steeper) * t)
+            terms.append(
+                interpolated(grid, *coords, order=order, mode=mode, derivative=steeper) * t
+            )
         if not terms:
             return jnp.zeros(values(grid, *coords).shape, grid.dtype)
         return sum(terms[1:], terms[0])
 
-    interpolated = xlabind.linear(_GATHER, _SCATTER, values, nondiff_argnums=range(1, ndim + 1),
-                          jvp=xlabind.traceable(coordinate_jvp), vmap_method="expand_dims",
-                          sharding_rule=rule if sharded else None, name="map_coordinates")
+    interpolated = xlabind.linear(
+        _GATHER,
+        _SCATTER,
+        values,
+        nondiff_argnums=range(1, ndim + 1),
+        jvp=xlabind.traceable(coordinate_jvp),
+        vmap_method="expand_dims",
+        sharding_rule=rule if sharded else None,
+        name="map_coordinates",
+    )
     # The kernels read every coordinate array with the same batch layout: under
     # vmap a coordinate array that is not batched is broadcast like the others
     # (derived calls, the scatter among them, inherit the pairs).
     interpolated.definition.aligned_pairs = tuple((1, k) for k in range(2, ndim + 1)) + tuple(
-        (k, 1) for k in range(2, ndim + 1))
+        (k, 1) for k in range(2, ndim + 1)
+    )
     return interpolated
 
 
-def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "constant",
-                    cval=0.0, prefilter: bool = True) -> jax.Array:
+def map_coordinates(
+    input,
+    coordinates: Sequence,
+    order: int,
+    mode: str = "constant",
+    cval=0.0,
+    prefilter: bool = True,
+) -> jax.Array:
     """Interpolates ``input`` at ``coordinates``, like
     :func:`jax.scipy.ndimage.map_coordinates` (orders 0 and 1) and
     :func:`scipy.ndimage.map_coordinates` (orders 2 to 5), with native kernels.
@@ -170,10 +196,16 @@ def map_coordinates(input, coordinates: Sequence, order: int, mode: str = "const
     # A number is static, as jax's map_coordinates takes it (its zero then
     # needs no outside term); an array is traced.
     number = isinstance(cval, (int, float, np.number)) and not isinstance(cval, np.ndarray)
-    return _map_coordinates(as_array(input), [as_array(c) for c in coordinates],
-                            None if number else cval, order=order, mode=mode,
-                            prefilter=bool(prefilter), static_cval=cval if number else None,
-                            sharded=_SHARDED)
+    return _map_coordinates(
+        as_array(input),
+        [as_array(c) for c in coordinates],
+        None if number else cval,
+        order=order,
+        mode=mode,
+        prefilter=bool(prefilter),
+        static_cval=cval if number else None,
+        sharded=_SHARDED,
+    )
 
 
 def as_array(x):
@@ -183,50 +215,65 @@ def as_array(x):
 
 # One executable per static configuration and shapes, as jax's own op: called
 # eagerly, the ops below are one dispatch, not one per jnp operation.
-@functools.partial(jax.jit, static_argnames=("order", "mode", "prefilter", "static_cval",
-                                             "sharded"))
-def _map_coordinates(grid, coordinates, traced_cval, *, order, mode, prefilter, static_cval,
-                     sharded):
+@functools.partial(
+    jax.jit, static_argnames=("order", "mode", "prefilter", "static_cval", "sharded")
+)
+def _map_coordinates(
+    grid, coordinates, traced_cval, *, order, mode, prefilter, static_cval, sharded
+):
     where = "xlabind.ops.map_coordinates"
     cval = traced_cval if static_cval is None else static_cval
     grid = jnp.asarray(grid)
     coordinates = [jnp.asarray(c) for c in coordinates]
     if len(coordinates) != grid.ndim:
-        raise ValueError(f"{where}: coordinates must be a sequence of length input.ndim, but "
-                         f"{len(coordinates)} != {grid.ndim}")
+        raise ValueError(
+            f"{where}: coordinates must be a sequence of length input.ndim, but "
+            f"{len(coordinates)} != {grid.ndim}"
+        )
     if grid.dtype not in (jnp.float32, jnp.float64) or not 1 <= grid.ndim <= 8:
         if order > 1:
             raise NotImplementedError(
                 f"{where}: order {order} needs a float32 or float64 grid of 1 to 8 dimensions, "
-                f"got {grid.dtype} of shape {grid.shape}")
+                f"got {grid.dtype} of shape {grid.shape}"
+            )
         return jax.scipy.ndimage.map_coordinates(grid, coordinates, order, mode, cval)
     coordinates = jnp.broadcast_arrays(*coordinates)
     shape = coordinates[0].shape
     if grid.size == 0:
         if _MODES[mode] != _MODES["constant"]:
-            raise ValueError(f"{where}: mode {mode!r} has nothing to read in a grid with an "
-                             f"empty dimension (shape {grid.shape}); only mode='constant' "
-                             f"(every point is outside: cval) has values")
+            raise ValueError(
+                f"{where}: mode {mode!r} has nothing to read in a grid with an "
+                f"empty dimension (shape {grid.shape}); only mode='constant' "
+                f"(every point is outside: cval) has values"
+            )
         return jnp.full(shape, cval, grid.dtype)
     # jax computes the weights in the coordinates' precision: float64
     # coordinates on a float32 grid run in float64, cast back at the end.
-    dtype = jnp.result_type(grid.dtype, *(c.dtype for c in coordinates
-                                          if jnp.issubdtype(c.dtype, jnp.floating)))
+    dtype = jnp.result_type(
+        grid.dtype, *(c.dtype for c in coordinates if jnp.issubdtype(c.dtype, jnp.floating))
+    )
     coords = [c.astype(dtype).reshape(-1) for c in coordinates]
-    interpolate = functools.partial(_interpolate, grid.astype(dtype), coords, order,
-                                    prefilter=prefilter, sharded=sharded)
+    interpolate = functools.partial(
+        _interpolate, grid.astype(dtype), coords, order, prefilter=prefilter, sharded=sharded
+    )
     if _MODES[mode] != _MODES["constant"] or order < 2:
         values = interpolate(mode, cval)
     elif static_cval is not None:
-        values = (interpolate(mode, cval) if math.isfinite(cval)
-                  else _marked_outside(interpolate, coords, grid.shape, cval))
+        values = (
+            interpolate(mode, cval)
+            if math.isfinite(cval)
+            else _marked_outside(interpolate, coords, grid.shape, cval)
+        )
     else:
         # A traced cval: its finite and non-finite meanings, selected (the
         # unselected branch gets a finite cval, so that no NaN reaches a gradient).
         cval = jnp.asarray(cval, dtype)
         finite = jnp.isfinite(cval)
-        values = jnp.where(finite, interpolate(mode, jnp.where(finite, cval, 0)),
-                           _marked_outside(interpolate, coords, grid.shape, cval))
+        values = jnp.where(
+            finite,
+            interpolate(mode, jnp.where(finite, cval, 0)),
+            _marked_outside(interpolate, coords, grid.shape, cval),
+        )
     return values.astype(grid.dtype).reshape(shape)
 
 
@@ -238,8 +285,9 @@ def _interpolate(coefficients, coords, order, mode, cval, *, prefilter, sharded)
     interpolated = _bound(ndim, sharded)
     flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * ndim)
     values = interpolated(coefficients, *coords, **flat)
-    if _MODES[mode] == _MODES["constant"] and not (isinstance(cval, (int, float, np.number))
-                                                   and cval == 0):
+    if _MODES[mode] == _MODES["constant"] and not (
+        isinstance(cval, (int, float, np.number)) and cval == 0
+    ):
         # Nodes outside the grid read cval: their weights are what the grid's
         # inside leaves of 1. Only where a point reads a node outside: a NaN
         # or infinite cval times rounding's tiny weight is NaN (selected

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from typing import Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -29,14 +29,27 @@ _FILTER_TRANSPOSE = xlabind.ffi_target("xlabind_spline_filter_transpose", platfo
 #: periodic extension, as jax's map_coordinates does (SciPy's "grid-wrap";
 #: SciPy's own "wrap" filters with mirror boundaries); "constant" and
 #: "nearest" filter as SciPy does (mirror and reflect).
-BOUNDARIES = {"mirror": 0, "constant": 0, "grid-constant": 0, "reflect": 1, "grid-mirror": 1,
-              "nearest": 1, "wrap": 2, "grid-wrap": 2}
+BOUNDARIES = {
+    "mirror": 0,
+    "constant": 0,
+    "grid-constant": 0,
+    "reflect": 1,
+    "grid-mirror": 1,
+    "nearest": 1,
+    "wrap": 2,
+    "grid-wrap": 2,
+}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bound():
-    return xlabind.linear(_FILTER, _FILTER_TRANSPOSE, lambda x, **_: x, vmap_method="expand_dims",
-                  name="spline_filter")
+    return xlabind.linear(
+        _FILTER,
+        _FILTER_TRANSPOSE,
+        lambda x, **_: x,
+        vmap_method="expand_dims",
+        name="spline_filter",
+    )
 
 
 def checked_order(where: str, order, low: int) -> int:
@@ -47,15 +60,18 @@ def checked_order(where: str, order, low: int) -> int:
         integral = isinstance(order, (float, np.floating)) and float(order).is_integer()
         value = int(order) if integral else None
     if value is None:
-        raise ValueError(f"{where}: order must be an integer ({low} to 5), got {order!r} of "
-                         f"type {type(order).__name__}")
+        raise ValueError(
+            f"{where}: order must be an integer ({low} to 5), got {order!r} of "
+            f"type {type(order).__name__}"
+        )
     if not low <= value <= 5:
         raise NotImplementedError(f"{where}: order must be {low} to 5, got {order!r}")
     return value
 
 
-def spline_filter(input, order: int = 3, mode: str = "mirror",
-                  axes: int | Sequence[int] | None = None) -> jax.Array:
+def spline_filter(
+    input, order: int = 3, mode: str = "mirror", axes: int | Sequence[int] | None = None
+) -> jax.Array:
     """The B-spline coefficients of ``input``, like
     :func:`scipy.ndimage.spline_filter`: the recursive prefilter along each
     of ``axes`` (all by default), with native kernels.
@@ -90,11 +106,15 @@ def spline_filter(input, order: int = 3, mode: str = "mirror",
     where = "xlabind.ops.spline_filter"
     order = checked_order(where, order, 0)
     if not isinstance(mode, str) or mode not in BOUNDARIES:
-        raise NotImplementedError(f"{where}: mode must be one of {sorted(BOUNDARIES)}, got "
-                                  f"{mode!r}")
+        raise NotImplementedError(
+            f"{where}: mode must be one of {sorted(BOUNDARIES)}, got {mode!r}"
+        )
     if axes is not None:
-        axes = (operator.index(axes),) if not isinstance(axes, Sequence) else tuple(
-            operator.index(a) for a in axes)
+        axes = (
+            (operator.index(axes),)
+            if not isinstance(axes, Sequence)
+            else tuple(operator.index(a) for a in axes)
+        )
     x = jnp.asarray(input) if isinstance(input, (list, tuple)) else input
     return _spline_filter(x, order=order, mode=mode, axes=axes)
 
@@ -105,20 +125,24 @@ def _spline_filter(x, *, order: int, mode: str, axes: tuple[int, ...] | None):
     where = "xlabind.ops.spline_filter"
     x = jnp.asarray(x)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
-        return jax.lax.complex(_spline_filter(x.real, order=order, mode=mode, axes=axes),
-                               _spline_filter(x.imag, order=order, mode=mode, axes=axes))
+        return jax.lax.complex(
+            _spline_filter(x.real, order=order, mode=mode, axes=axes),
+            _spline_filter(x.imag, order=order, mode=mode, axes=axes),
+        )
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.result_type(float))  # float32, or float64 with jax_enable_x64
     elif x.dtype not in (jnp.float32, jnp.float64):  # float16, bfloat16, float8: via float32
-        return _spline_filter(x.astype(jnp.float32), order=order, mode=mode,
-                              axes=axes).astype(x.dtype)
+        return _spline_filter(x.astype(jnp.float32), order=order, mode=mode, axes=axes).astype(
+            x.dtype
+        )
     if axes is None:
         axes = tuple(range(x.ndim))
     counted_from_end = []
     for a in axes:
         if not -x.ndim <= a < x.ndim:
-            raise ValueError(f"{where}: axis {a} is out of range for an array of "
-                             f"{x.ndim} dimensions")
+            raise ValueError(
+                f"{where}: axis {a} is out of range for an array of {x.ndim} dimensions"
+            )
         counted_from_end.append(a - x.ndim if a >= 0 else a)
     if len(set(counted_from_end)) != len(counted_from_end):
         raise ValueError(f"{where}: axes {tuple(axes)} name an axis twice")

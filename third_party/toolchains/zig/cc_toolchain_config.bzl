@@ -1,5 +1,6 @@
 """C/C++ toolchain configuration for zig c++ (clang 19 + hermetic libc++)."""
 
+load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
 load(
     "@bazel_tools//tools/cpp:cc_toolchain_config_lib.bzl",
     "feature",
@@ -7,7 +8,6 @@ load(
     "flag_set",
     "tool_path",
 )
-load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
 
 _COMPILE_ACTIONS = [
     ACTION_NAMES.c_compile,
