@@ -42,6 +42,7 @@ summary lines say how they compare with the GPU issue's targets.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -238,9 +239,11 @@ def per_call_group(quick: bool, torch=None) -> list[dict]:
         }
         for fn in chained.values():
             fn(x).block_until_ready()
-        isolated = _interleaved(jitted, lambda f: _isolated(f, x), rounds * 4, budget)
-        throughput = _interleaved(jitted, lambda f: _throughput(f, x), max(5, rounds // 2), budget)
-        chain = _interleaved(chained, lambda f: _isolated(f, x), rounds, budget)
+        isolated = _interleaved(jitted, lambda f, x=x: _isolated(f, x), rounds * 4, budget)
+        throughput = _interleaved(
+            jitted, lambda f, x=x: _throughput(f, x), max(5, rounds // 2), budget
+        )
+        chain = _interleaved(chained, lambda f, x=x: _isolated(f, x), rounds, budget)
         native_chain = statistics.median(chain["native no-op"]) / CHAIN
         for name in jitted:
             row = {
@@ -486,8 +489,8 @@ def kernels_group(quick: bool) -> list[dict]:
             cases = {"order 3 xlabind": order3_timed}
             args_of = {"order 3 xlabind": (grid, *coords)}
             cupy_cases = {
-                "order 3 cupyx": lambda: cupyx_ndimage.map_coordinates(
-                    grid_cp, coords_cp, order=3, mode="mirror"
+                "order 3 cupyx": functools.partial(
+                    cupyx_ndimage.map_coordinates, grid_cp, coords_cp, order=3, mode="mirror"
                 )
             }
             got = np.asarray(order3_plain(grid, *coords))
@@ -498,8 +501,12 @@ def kernels_group(quick: bool) -> list[dict]:
             if side == 256:
                 cases["spline_filter xlabind"] = filter_timed
                 args_of["spline_filter xlabind"] = (grid,)
-                cupy_cases["spline_filter cupyx"] = lambda: cupyx_ndimage.spline_filter(
-                    grid_cp, order=3, output=grid_cp.dtype, mode="mirror"
+                cupy_cases["spline_filter cupyx"] = functools.partial(
+                    cupyx_ndimage.spline_filter,
+                    grid_cp,
+                    order=3,
+                    output=grid_cp.dtype,
+                    mode="mirror",
                 )
                 np.testing.assert_allclose(
                     np.asarray(filter_plain(grid)),
@@ -533,7 +540,7 @@ def kernels_group(quick: bool) -> list[dict]:
                         "ratio": theirs / mine,
                     }
                 )
-            del grid, grid_cp, coords, coords_cp
+            del grid, grid_cp, coords, coords_cp, cupy_cases
     return rows
 
 

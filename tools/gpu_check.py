@@ -685,7 +685,10 @@ def dry_run_command(seconds: float, hang: bool = False) -> list[str]:
             "time.sleep(3600)"
         )
     else:
-        code = f"import time; time.sleep({seconds}); print('..s'); print('2 passed, 1 skipped in 0.1s')"
+        code = (
+            f"import time; time.sleep({seconds}); print('..s'); "
+            "print('2 passed, 1 skipped in 0.1s')"
+        )
     return [sys.executable, "-c", code]
 
 

@@ -18,9 +18,9 @@ def main() -> int:
     silent = []
     for log in logs:
         summary = [
-            l
-            for l in log.read_text(errors="replace").splitlines()
-            if re.search(r"\d+ (passed|failed|skipped)", l) and " in " in l
+            line
+            for line in log.read_text(errors="replace").splitlines()
+            if re.search(r"\d+ (passed|failed|skipped)", line) and " in " in line
         ]
         target = str(log.parent.relative_to(pathlib.Path("bazel-testlogs").resolve()))
         if not summary:

@@ -48,8 +48,8 @@ PLATFORMS = (
 
 
 def pins(requirements_in: pathlib.Path) -> list[str]:
-    lines = [l.split("#")[0].strip() for l in requirements_in.read_text().splitlines()]
-    pinned = [l for l in lines if l]
+    lines = [line.split("#")[0].strip() for line in requirements_in.read_text().splitlines()]
+    pinned = [line for line in lines if line]
     for line in pinned:
         if "==" not in line:
             sys.exit(f"{requirements_in}: '{line}' is not pinned with ==")

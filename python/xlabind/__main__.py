@@ -1,6 +1,7 @@
 """`python -m xlabind`: what this installation can do, and why not where it
-cannot — the first thing to run when something does not work (docs/troubleshooting.md). Prints a report; exits 1 when a version is known not to
-work (below its floor). (When xlabind cannot be imported at all, the ImportError
+cannot — the first thing to run when something does not work
+(docs/troubleshooting.md). Prints a report; exits 1 when a version is known
+not to work (below its floor). (When xlabind cannot be imported at all, the ImportError
 it raises instead is the report: it says what is wrong.) With --includes or
 --cmake-dir it prints what a build of native handlers needs instead
 (python/xlabind/native_build.py)."""

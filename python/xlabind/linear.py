@@ -31,7 +31,7 @@ class _LinearPair:
 
     def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, jvp, options):
         #: The arguments f is not linear in; differentiable only with a jvp rule.
-        self.nondiff = tuple(sorted(set(int(i) for i in options["nondiff_argnums"])))
+        self.nondiff = tuple(sorted({int(i) for i in options["nondiff_argnums"]}))
         if jvp is not None and not isinstance(jvp, Traceable):
             raise TypeError(
                 f"xlabind.linear: jvp must be a rule written in JAX, "

@@ -47,8 +47,9 @@ def check_sharding(
 
     Use it in your tests, on data like your own (at least one argument
     split across devices: otherwise it raises ``ValueError``, having
-    nothing to compare), when you write a ``sharding_rule``: a factor declared independent or summed that is not
-    shows up here as a difference. By default the results must agree to the
+    nothing to compare), when you write a ``sharding_rule``: a factor
+    declared independent or summed that is not shows up here as a
+    difference. By default the results must agree to the
     rounding of their dtype (``rtol`` 1e-9 for 64-bit floats, 1e-4 for 32-bit,
     1e-2 for 16-bit, 0.25 for 8-bit; exact for integers and bools), with ``atol``
     that ``rtol`` times the result's largest magnitude: sums over a summed

@@ -204,7 +204,7 @@ def test_a_kept_device_array_is_released():
     with pytest.raises(Exception, match=r"kept a reference .* released the kept device arrays"):
         jax.jit(op)(on_gpu(jnp.ones(3))).block_until_ready()
     with pytest.raises(BufferError, match=r"kept past the call"):
-        kept[0].__cuda_array_interface__
+        _ = kept[0].__cuda_array_interface__
 
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs"

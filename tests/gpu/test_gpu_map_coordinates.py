@@ -217,7 +217,7 @@ def test_spline_filter_and_its_transpose_match_the_cpu():
     x = np.random.default_rng(0).normal(size=(3, 40, 33))
     for dtype in (np.float32, np.float64):
         for mode in ("mirror", "reflect", "wrap"):
-            f = jax.jit(lambda v: spline_filter(v, 4, mode, axes=(1, 2)))
+            f = jax.jit(lambda v, mode=mode: spline_filter(v, 4, mode, axes=(1, 2)))
             np.testing.assert_allclose(
                 f(on_gpu(x.astype(dtype))), f(on_cpu(x.astype(dtype))), **tolerance(dtype)
             )

@@ -500,7 +500,7 @@ def test_a_non_finite_cval_under_jit_vmap_and_grad(order):
     )
     # Gradients inside stay finite (no NaN through the unselected branch).
     for cval in (np.nan, jnp.asarray(np.nan), np.inf):
-        g = jax.grad(lambda c: jnp.sum(f(grid, c, cval)))(jnp.asarray([1.25, 3.5, 6.0]))
+        g = jax.grad(lambda c, cval=cval: jnp.sum(f(grid, c, cval)))(jnp.asarray([1.25, 3.5, 6.0]))
         assert np.isfinite(np.asarray(g)).all(), (cval, g)
-        gg = jax.grad(lambda g: jnp.sum(f(g, jnp.asarray([1.25, 3.5, 6.0]), cval)))(grid)
+        gg = jax.grad(lambda g, cval=cval: jnp.sum(f(g, jnp.asarray([1.25, 3.5, 6.0]), cval)))(grid)
         assert np.isfinite(np.asarray(gg)).all(), (cval, gg)

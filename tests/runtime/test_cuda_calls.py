@@ -578,7 +578,7 @@ def test_a_kept_view_is_released_and_never_handed_out_again(monkeypatch):
     with pytest.raises(RuntimeError, match=r"callback 'f' kept a reference to an operand"):
         _host_calls(keeps, [(0x1000, (4,), "float32"), (0x2000, (4,), "float32")])
     with pytest.raises(BufferError, match="kept past the call"):
-        kept[0].ptr
+        _ = kept[0].ptr
     _host_calls(keeps, [(0x5000, (4,), "float32"), (0x6000, (4,), "float32")], calls=3)
     assert all(id(kept[0]) not in later for later in ids[1:])
     assert "released" in repr(kept[0])

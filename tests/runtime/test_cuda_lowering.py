@@ -301,7 +301,9 @@ def test_a_failure_during_a_capture_says_what_a_capture_allows(monkeypatch):
         reads_on_the_host, False, capturable=True, name="reads_on_the_host"
     )
     for capturing in (True, False):
-        monkeypatch.setattr(_extension, "cuda_call_is_capturing", lambda: capturing)
+        monkeypatch.setattr(
+            _extension, "cuda_call_is_capturing", lambda capturing=capturing: capturing
+        )
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             with pytest.raises(RuntimeError) as raised:

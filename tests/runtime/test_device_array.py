@@ -161,7 +161,7 @@ def test_a_released_array_refuses_every_use():
 
 def test_packed_types_have_no_device_form():
     with pytest.raises(TypeError, match=r"no device-array form"):
-        array("int4").__cuda_array_interface__
+        _ = array("int4").__cuda_array_interface__
 
 
 def test_the_stream_is_only_defined_inside_a_cuda_callback():

@@ -4,7 +4,8 @@ of its own): the context of XLA's stream is made current for the call and
 no longer after it, whatever the call does; a context already current is not
 pushed again; `xlabind.cuda.is_capturing()` says what the driver says; a
 capturable function's CuPy allocation is refused during a capture, through
-the handler; and one that launched nothing while captured is an error. No GPU: the calls run on buffers that are only addresses
+the handler; and one that launched nothing while captured is an error. No
+GPU: the calls run on buffers that are only addresses
 (`_xlabind._time_cuda_host_calls`, which makes each call as the handler does)."""
 
 import json

@@ -150,7 +150,7 @@ def test_differentiated_and_vmapped_functions_are_freed_too():
 
         refs.append(weakref.ref(scale))
         op = xlabind.linear(scale, scale, lambda x: x)
-        jax.jit(jax.grad(lambda x: op(x).sum()))(jnp.ones(3)).block_until_ready()
+        jax.jit(jax.grad(lambda x, op=op: op(x).sum()))(jnp.ones(3)).block_until_ready()
         jax.jit(jax.vmap(op))(jnp.ones((2, 3))).block_until_ready()
         op(jnp.ones(3)).block_until_ready()
         del scale, op
@@ -171,7 +171,7 @@ def test_entries_for_many_static_kwargs_live_with_their_bound_function():
     # so programs lowered again compile to the same executable.
     assert _extension.live_callback_count() == before + 40
     np.testing.assert_array_equal(jax.jit(lambda x: op(x, k=1))(jnp.zeros(2)), [1.0, 1.0])
-    del op
+    op = None  # the last reference to the bound function
     gc.collect()
     assert _extension.live_callback_count() == before
 

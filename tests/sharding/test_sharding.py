@@ -291,8 +291,8 @@ def test_gradients_and_transposes_inside_shard_map_are_jnps(mesh, check_vma):
         return jax.shard_map(f, mesh=mesh, in_specs=P("d"), out_specs=P("d"), check_vma=check_vma)
 
     for ours, theirs in ((scale, lambda x: 3 * x), (sin, jnp.sin)):
-        g = jax.grad(lambda x: jnp.sum(in_shard_map(ours)(x) ** 2))(x)
-        want = jax.grad(lambda x: jnp.sum(in_shard_map(theirs)(x) ** 2))(x)
+        g = jax.grad(lambda x, ours=ours: jnp.sum(in_shard_map(ours)(x) ** 2))(x)
+        want = jax.grad(lambda x, theirs=theirs: jnp.sum(in_shard_map(theirs)(x) ** 2))(x)
         np.testing.assert_allclose(g, want, rtol=1e-12)
     # A replicated operand mixed with a sharded one: its cotangent is the psum.
     mul = xlabind.multilinear(
@@ -341,7 +341,9 @@ def test_map_coordinates_gradients_inside_shard_map(mesh):
                 out_specs=P("d"),
                 check_vma=check_vma,
             )
-            grads.append(jax.grad(lambda g, c: jnp.sum(f(g, c) ** 2), argnums=(0, 1))(grid, coords))
+            grads.append(
+                jax.grad(lambda g, c, f=f: jnp.sum(f(g, c) ** 2), argnums=(0, 1))(grid, coords)
+            )
         for ours, theirs in zip(*grads):
             np.testing.assert_allclose(ours, theirs, rtol=1e-12)
 

@@ -137,7 +137,8 @@ def test_native_target_writes_into_the_argument():
         (
             {0: 0},
             (np.ones(4, np.float32),),
-            r"my_op: input_output_aliases maps argument 0 to result 0, which must have one shape and "
+            r"my_op: input_output_aliases maps argument 0 to result 0, which must have one "
+            r"shape and "
             r"dtype: argument 0 has shape \(4,\) and dtype float32, result 0 has shape \(3,\)",
         ),
         (
@@ -149,12 +150,14 @@ def test_native_target_writes_into_the_argument():
         (
             {1: 0},
             (np.ones(3, np.float32),),
-            r"my_op: input_output_aliases maps argument 1 to result 0, but the call has 1 arguments",
+            r"my_op: input_output_aliases maps argument 1 to result 0, "
+            r"but the call has 1 arguments",
         ),
         (
             {0: 2},
             (np.ones(3, np.float32),),
-            r"my_op: input_output_aliases maps argument 0 to result 2, but the function has 1 results",
+            r"my_op: input_output_aliases maps argument 0 to result 2, "
+            r"but the function has 1 results",
         ),
     ],
 )

@@ -436,7 +436,7 @@ def test_ordered_calls_with_collections_between_dispatch_and_read(mesh):
                 lambda x: x,
                 effect="ordered",
             )
-            y = jax.jit(lambda x: log(x * 3.0) + log(x))(x)  # dropped at once
+            y = jax.jit(lambda x, log=log: log(x * 3.0) + log(x))(x)  # dropped at once
             gc.collect()
             np.testing.assert_allclose(np.asarray(y), 8.0 * np.asarray(x), rtol=1e-12)
     jax.effects_barrier()

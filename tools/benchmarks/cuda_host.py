@@ -12,8 +12,8 @@ CuPy and PyTorch are stand-ins here (this module's ``StandInCupy`` and
 little work behind them, so a row shows xlabind's own host work, not CuPy's or
 PyTorch's. The floor row is the handler alone: a view per buffer, one call of
 a no-op, the escape check (``buffer_callback``'s host work is of that kind;
-tools/gpu_benchmark.py measures it). On the GPU (tools/gpu_benchmark.py) the driver and the real libraries
-add their own costs on top of these.
+tools/gpu_benchmark.py measures it). On the GPU (tools/gpu_benchmark.py)
+the driver and the real libraries add their own costs on top of these.
 
     tools/bazel run //tools:benchmark -- --cuda-host
 """
@@ -238,7 +238,7 @@ def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
             )
     samples: dict[str, list[float]] = {name: [] for name, *_ in prepared}
     for _ in range(rounds + 1):  # the first round warms up
-        for name, label, entry, cupy, torch, foreign in prepared:
+        for name, _label, entry, cupy, torch, foreign in prepared:
             undo = _with_libraries(cupy, torch)
             try:
                 seconds = _xlabind._time_cuda_host_calls(

@@ -270,7 +270,7 @@ def lifetime_worker(kind: str, loops: int) -> dict:
 def print_sharded(report: dict) -> None:
     results = report["results"]
     print(f"\nOn {report['devices']} CPU devices, {os.cpu_count()} cores (median µs):")
-    for key, row in results.items():
+    for row in results.values():
         print(f"  {row['label']:<58} {row['median_us']:>8.1f}")
     for key in ("per_device", "once"):
         ratio = (

@@ -312,13 +312,14 @@ def macros_page() -> str:
         text = str(GoogleDocstring(doc, config))
         # Starlark's docstrings quote code in single backticks (Markdown's way).
         text = re.sub(r"(?<![`:])`([^`\n]+)`(?!`)", r"``\1``", text)
+        bzl_label = file.replace("/", ":", 1) if "/" in file else ":" + file
         rst += [
             name,
             "-" * len(name),
             "",
             f".. bzl:macro:: {signature}",
             "",
-            f"   Load it from ``@xlabind//{file.replace('/', ':', 1) if '/' in file else ':' + file}``.",
+            f"   Load it from ``@xlabind//{bzl_label}``.",
             "",
             *indent(text),
             "",

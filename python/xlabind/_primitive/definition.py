@@ -142,7 +142,7 @@ class Definition(_SameWhenCopied):
         self.implementation = implementation
         self.result_shape_dtypes = result_shape_dtypes
         self.vmap_method = vmap_method
-        self.nondiff_argnums = tuple(sorted(set(int(i) for i in nondiff_argnums)))
+        self.nondiff_argnums = tuple(sorted({int(i) for i in nondiff_argnums}))
         #: Derivative rules (derivatives.LinearityRules) or None: not differentiable.
         self.rules = rules
         #: (i, k): under native vmap operand k is laid out exactly like operand i
