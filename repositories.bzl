@@ -27,6 +27,7 @@ BUILD files load their Python rules from rules_python; offline stand-ins are
 added for those the workspace has not defined itself.
 """
 
+load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
 load("//third_party/cuda:cuda_repository.bzl", "cuda_repository")
 load("//third_party/python:interpreter.bzl", "local_python")
 load("//third_party/python:pip_repository.bzl", "pip_repository")
@@ -71,7 +72,7 @@ def define_repositories(existing = {}):
 def define_dev_repositories(local_repository):
     """The repositories only xlabind's own tests and documentation use (the
     oldest supported jax, the site's Sphinx, the example workspace, the
-    CMake example's build tools), for
+    CMake example's build tools, the style gates' tools), for
     WORKSPACE and MODULE.bazel's dev extension alike; `local_repository` is
     the native rule in WORKSPACE, @bazel_tools' in a module extension."""
     pip_repository(
@@ -83,6 +84,20 @@ def define_dev_repositories(local_repository):
         name = "xlabind_cmake_pypi",
         build_file = Label("//third_party/cmake:cmake_build.BUILD"),
         lock = Label("//third_party/cmake:requirements.lock"),
+    )
+    pip_repository(
+        name = "xlabind_lint_pypi",
+        build_file = Label("//third_party/lint:lint_tools.BUILD"),
+        lock = Label("//third_party/lint:requirements.lock"),
+    )
+
+    # buildifier as npm ships it (@bazel/buildifier: one binary per platform).
+    http_archive(
+        name = "xlabind_buildifier",
+        build_file = Label("//third_party/lint:buildifier.BUILD"),
+        sha256 = "b96ea9b13003036c801f52bee6f9b0314738f8432e5cb9d814c89f59292604ee",
+        strip_prefix = "package",
+        urls = ["https://registry.npmjs.org/@bazel/buildifier/-/buildifier-8.2.1.tgz"],
     )
     pip_repository(
         name = "xlabind_docs_pypi",

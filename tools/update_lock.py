@@ -31,6 +31,7 @@ LOCKS = {
     REPO / "third_party/cuda/requirements.in": REPO / "third_party/cuda/requirements.lock",
     REPO / "tools/docs/requirements.in": REPO / "tools/docs/requirements.lock",
     REPO / "third_party/cmake/requirements.in": REPO / "third_party/cmake/requirements.lock",
+    REPO / "third_party/lint/requirements.in": REPO / "third_party/lint/requirements.lock",
 }
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 #: The CPython versions of a lock whose jax needs others than PYTHON_VERSIONS.

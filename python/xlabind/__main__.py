@@ -39,13 +39,14 @@ def report() -> tuple[list[str], bool]:
         if text:
             lines.append(text)
     import xlabind
+    from xlabind import _jax_internals
     from xlabind._runtime import extension as _extension
 
     lines.append(f"xlabind {xlabind.__version__} at {xlabind.__file__}")
 
     import jax
 
-    platforms = {}
+    platforms: dict[str, list[str]] = {}
     for device in jax.devices():
         platforms.setdefault(device.platform, []).append(device.device_kind)
     lines.append(
@@ -65,7 +66,7 @@ def report() -> tuple[list[str], bool]:
             "no GPU visible to jax: CUDA callbacks and kernels lower, but run only "
             "where jax sees a CUDA device (pip install 'jax[cuda13]')"
         )
-    cache = jax.config.jax_compilation_cache_dir
+    cache = _jax_internals.config_flag("jax_compilation_cache_dir")
     if cache:
         lines.append(
             f"persistent compilation cache at {cache}: programs that call Python "

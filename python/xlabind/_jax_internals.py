@@ -5,6 +5,8 @@ touches one file. Each is what jax's own callbacks and custom partitioning use;
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import jax
 from jax._src import callback as _callback
 from jax._src import core as _core
@@ -54,7 +56,7 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
 ShardingContext = _sharding_impls.ShardingContext
 SPMDAxisContext = _sharding_impls.SPMDAxisContext
 # jax 0.10+ (0.9 records varying axes as a frozenset, `vma`).
-_ManualAxisType = getattr(_core, "ManualAxisType", None)
+_ManualAxisType: Any = getattr(_core, "ManualAxisType", None)
 
 __all__ = [
     "KNOWN_JAX",
@@ -66,6 +68,7 @@ __all__ = [
     "abstract_token",
     "agree_on_varying_axes",
     "cached_weakly",
+    "config_flag",
     "custom_partitioning",
     "adjust_last_partitioning",
     "detached_ordered_token",
@@ -166,11 +169,17 @@ def manual_axes(axis_context) -> tuple:
     return tuple(a for a in mesh.axis_names if a in axis_context.manual_axes and mesh.shape[a] > 1)
 
 
+def config_flag(name: str) -> Any:
+    """The value of jax's configuration flag `name` (public, as
+    ``jax.config.<name>``, but declared to no type checker)."""
+    return getattr(jax.config, name)
+
+
 def gspmd_aborts_in_partly_manual(axis_context) -> bool:
     """Whether XLA would abort on a custom call inside a shard_map manual over
     some mesh axes only: with GSPMD (not Shardy) in jax < 0.10's XLA
     ("Check failed: target.IsManualSubgroup() == sharding().IsManualSubgroup()")."""
-    if jax.config.jax_use_shardy_partitioner or not isinstance(axis_context, SPMDAxisContext):
+    if config_flag("jax_use_shardy_partitioner") or not isinstance(axis_context, SPMDAxisContext):
         return False
     if jax.__version_info__[:2] >= (0, 10):
         return False
@@ -265,8 +274,8 @@ def detached_ordered_token(ctx):
     barrier = stablehlo.OptimizationBarrierOp([token])
     if "ctx" in inspect.signature(mlir.set_sharding).parameters:  # jax >= 0.10
         mlir.set_sharding(ctx.module_context, barrier, sharding)
-    else:
-        mlir.set_sharding(barrier, sharding)
+    else:  # jax < 0.10's signature, unknown to the jax type-checked against
+        cast(Any, mlir).set_sharding(barrier, sharding)
     tokens = ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_IO_EFFECT: barrier.result}))
     return ctx.replace(tokens_in=tokens)
 

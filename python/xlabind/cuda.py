@@ -22,7 +22,7 @@ __all__ = ["DeviceArray", "current_device", "current_stream", "is_capturing"]
 
 
 def _current() -> tuple[int, int]:
-    call = extension.cuda_current_call()
+    call: tuple[int, int] | None = extension.cuda_current_call()
     if call is None:
         raise RuntimeError("xlabind.cuda.current_stream() is only defined inside a CUDA callback")
     return call
@@ -84,4 +84,4 @@ def is_capturing() -> bool:
       >>> xlabind.cuda.is_capturing()  # outside a callback
       False
     """
-    return extension.cuda_call_is_capturing()
+    return bool(extension.cuda_call_is_capturing())

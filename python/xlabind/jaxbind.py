@@ -29,7 +29,7 @@ fit the unbatched one is an error instead of a wrong answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -146,6 +146,10 @@ class _JaxbindCallback:
         return in_place
 
 
+@overload
+def _callback(f: Callable, batched: bool) -> _JaxbindCallback: ...
+@overload
+def _callback(f: None, batched: bool) -> None: ...
 def _callback(f: Callable | None, batched: bool) -> _JaxbindCallback | None:
     """A jaxbind callback (out, args, kwargs_dump) for xlabind's in-place binding."""
     return None if f is None else _JaxbindCallback(f, batched)
@@ -226,7 +230,7 @@ def _as_list_call(op, first_n_args_fixed: int) -> Callable:
         return list(op(*args, **kwargs))
 
     call.__doc__ = getattr(op.fn, "callback", op.fn).__doc__
-    call.xlabind_op = op  # the underlying xlabind.BoundFunction
+    call.xlabind_op = op  # type: ignore[attr-defined]  # the underlying BoundFunction
     return call
 
 
@@ -263,7 +267,7 @@ def get_linear_call(
     """
     fixed = _checked_fixed(first_n_args_fixed)
     b = bool(func_can_batch)
-    common = dict(
+    common: dict[str, Any] = dict(
         nondiff_argnums=range(fixed),
         in_place=True,
         vmap_method="native" if b else "sequential",
@@ -278,12 +282,12 @@ def get_linear_call(
             transpose_shape_dtypes=[_abstract(a, b) for a in abstracts],
             **common,
         )
-    else:
+    else:  # one transpose (or None), not a sequence of them
         op = linear(
             _callback(f, b),
-            _callback(f_T, b),
+            _callback(cast(Callable | None, f_T), b),
             _abstract(abstract, b),
-            transpose_shape_dtypes=_abstract(abstract_T, b),
+            transpose_shape_dtypes=_abstract(cast(Callable | None, abstract_T), b),
             **common,
         )
     return _as_list_call(op, fixed)

@@ -21,7 +21,7 @@ import os
 import pathlib
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 # Not resolved: in Bazel's runfiles the headers lie beside this file's link, not
 # beside the source it links to.
@@ -53,15 +53,15 @@ def cmake_dir() -> str:
     return str(_PACKAGE / "cmake")
 
 
-def _generator() -> dict:
+def _generator() -> dict[str, Any]:
     """The names extension_module.bzl defines: the one generator of a module's
     source, written in the part of Starlark that is also Python (the
     xlabind_extension Bazel macro runs the same file)."""
 
-    def fail(message):
+    def fail(message: str) -> NoReturn:
         raise ValueError(message)
 
-    namespace: dict = {"fail": fail}
+    namespace: dict[str, Any] = {"fail": fail}
     exec((_PACKAGE / "cmake" / "extension_module.bzl").read_text(), namespace)
     return namespace
 
@@ -100,7 +100,7 @@ def _load(spec: str, option: str) -> Any:
     text = pathlib.Path(path).read_text()
     if not variable:
         return json.loads(text)
-    namespace: dict = {}
+    namespace: dict[str, Any] = {}
     exec(compile(text, path, "exec"), namespace)
     if variable not in namespace:
         raise SystemExit(

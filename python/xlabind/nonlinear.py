@@ -13,7 +13,7 @@ own), their own rules apply, so ``jax.hessian`` works.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import jax
 
@@ -68,7 +68,10 @@ class _Nonlinear:
             return None
 
         def derived_op(user, shapes, suffix, **rules):
-            function = user.implementation.functions if isinstance(user, Definition) else user
+            # A derived function runs the user's Python functions (a Definition's, by platform).
+            function = (
+                cast(Any, user.implementation).functions if isinstance(user, Definition) else user
+            )
             return derived_function(
                 fwd,
                 self.platforms,
@@ -94,7 +97,8 @@ class _Nonlinear:
                 if fwd.vmap_method == "native"
                 else {}
             )
-            return fwd.result_shape_dtypes(*structs[:n], **kw, **extra)
+            # Used only where fwd has a shape function (below).
+            return cast(Callable[..., Any], fwd.shape_function)(*structs[:n], **kw, **extra)
 
         jvp_op = derived_op(
             self.jvp,

@@ -41,7 +41,13 @@ def code_blocks(page: pathlib.Path):
 
 
 def windows(lines):
-    kept = [line.strip() for line in lines if line.strip()]
+    # Imports are not pasted code: sorted (ruff), a page's and a tool's
+    # imports of the same modules are the same lines.
+    kept = [
+        line.strip()
+        for line in lines
+        if line.strip() and not line.strip().startswith(("import ", "from "))
+    ]
     return {tuple(kept[i : i + WINDOW]) for i in range(len(kept) - WINDOW + 1)}
 
 

@@ -197,7 +197,7 @@ def test_the_example_pins_this_release_both_ways():
     """examples/native_op's MODULE.bazel (bzlmod) and WORKSPACE pin the same
     release, the version xlabind's MODULE.bazel declares."""
     version = re.search(
-        r'module\(name = "xlabind", version = "([\w.]+)"', code(RUNFILES / "MODULE.bazel")
+        r'module\(\s*name = "xlabind",\s*version = "([\w.]+)"', code(RUNFILES / "MODULE.bazel")
     ).group(1)
     module, workspace = _example("MODULE.bazel"), _example("WORKSPACE")
     assert f'bazel_dep(name = "xlabind", version = "{version}")' in module

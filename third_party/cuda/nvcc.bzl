@@ -25,7 +25,10 @@ load("@bazel_tools//tools/cpp:toolchain_utils.bzl", "find_cpp_toolchain")
 # compiles for any later GPU.
 CUDA_ARCHITECTURES = ["80", "90"]
 
-GencodeInfo = provider(fields = {"value": "ptx or release"})
+GencodeInfo = provider(
+    doc = "Which code nvcc writes for the GPUs: PTX only, or SASS and PTX.",
+    fields = {"value": "ptx or release"},
+)
 
 def _gencode_setting_impl(ctx):
     if ctx.build_setting_value not in ("ptx", "release"):

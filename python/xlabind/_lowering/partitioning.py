@@ -98,13 +98,16 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
     def gathered(*xs):
         # Arrays sharded over Explicit mesh axes are gathered first (shard_map
         # takes them only as they are); others XLA gathers by itself.
-        xs = [
-            jax.sharding.reshard(x, NamedSharding(mesh, whole))
-            if _explicit_spec(jax.typeof(x)) is not None
-            else x
-            for x in xs
-        ]
-        return list(once(*xs))
+        return list(
+            once(
+                *(
+                    jax.sharding.reshard(x, NamedSharding(mesh, whole))
+                    if _explicit_spec(jax.typeof(x)) is not None
+                    else x
+                    for x in xs
+                )
+            )
+        )
 
     detached = internals.detached_ordered_token(ctx)
     results = mlir.lower_fun(gathered, multiple_results=True)(detached, *operands)
@@ -304,7 +307,7 @@ def _source_digest() -> str:
     when XLA compiles, and is not in the program's text)."""
     digest = hashlib.sha256()
     for module in (call_status, factors_module, internals):
-        digest.update(pathlib.Path(module.__file__).read_bytes())
+        digest.update(pathlib.Path(str(module.__file__)).read_bytes())
     digest.update(pathlib.Path(__file__).read_bytes())
     return digest.hexdigest()
 
@@ -327,7 +330,7 @@ def _partitioning_key(ctx, call, plan) -> str:
     description = repr(
         (
             _SOURCE_DIGEST,
-            jax.config.jax_use_shardy_partitioner,
+            internals.config_flag("jax_use_shardy_partitioner"),
             repr(call),
             op.effect,
             op.vmap_method,
@@ -385,13 +388,16 @@ def _lower_for_export(ctx, call, operands, plan):
         # Arrays sharded over Explicit axes otherwise than the split are resharded
         # (shard_map takes them only as they are); XLA moves the others itself.
         current = [_explicit_spec(jax.typeof(x)) for x in xs]
-        xs = [
-            jax.sharding.reshard(x, NamedSharding(mesh, spec))
-            if now is not None and now != spec
-            else x
-            for x, now, spec in zip(xs, current, in_specs)
-        ]
-        return list(per_device(*xs))
+        return list(
+            per_device(
+                *(
+                    jax.sharding.reshard(x, NamedSharding(mesh, spec))
+                    if now is not None and now != spec
+                    else x
+                    for x, now, spec in zip(xs, current, in_specs)
+                )
+            )
+        )
 
     return mlir.lower_fun(placed, multiple_results=True)(ctx, *operands)
 

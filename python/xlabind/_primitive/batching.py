@@ -20,6 +20,10 @@ look like one vmap over both.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 from jax.interpreters import batching
@@ -224,10 +228,10 @@ def _checked_batched_result(op, j, aval, axis, before, size, batch_axes) -> int:
     return axis
 
 
-_METHODS = {
+_METHODS: dict[str, Callable[..., Any]] = {
     "sequential": _sequential,
-    "expand_dims": lambda *a: _leading_batch(*a, broadcast=False),
-    "broadcast_all": lambda *a: _leading_batch(*a, broadcast=True),
+    "expand_dims": functools.partial(_leading_batch, broadcast=False),
+    "broadcast_all": functools.partial(_leading_batch, broadcast=True),
     "native": _native,
 }
 

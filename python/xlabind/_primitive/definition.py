@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -101,6 +101,51 @@ class _SameWhenCopied:
         return self
 
 
+class Implementation(Protocol):
+    """How a bound function runs, as the primitive's rules ask it: Python
+    functions by platform (_runtime/python_functions.py) or native FFI targets
+    (_runtime/native_targets.py). The runtime layer implements it; this layer
+    only calls it."""
+
+    @property
+    def exportable(self) -> bool:
+        """Whether jax.export can serialize a program that calls it."""
+        ...
+
+    @property
+    def in_place(self) -> bool:
+        """Whether its functions write their results into an ``out`` argument."""
+        ...
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        """The platforms it has an implementation for."""
+        ...
+
+    @property
+    def synchronize(self) -> bool:
+        """CUDA: whether each call waits for XLA's stream and then for the device."""
+        ...
+
+    @property
+    def primary_function(self) -> Any:
+        """The CPU function (else the first): a Python function, or an
+        FfiTarget (a runtime type this layer does not import)."""
+        ...
+
+    def export_error(self, name: str) -> Exception:
+        """What jax.export of a program calling the function `name` raises."""
+        ...
+
+    def check_dtype(self, name: str, what: str, dtype: Any) -> None:
+        """Raises a TypeError naming `what` unless it can take `dtype`."""
+        ...
+
+    def emitter(self, platform: str, op: Definition, call: Call) -> tuple[Callable[..., Any], Any]:
+        """(how to emit the call into a lowering, what the program must keep alive)."""
+        ...
+
+
 class Definition(_SameWhenCopied):
     """What a bound function is: everything the `xlabind_call` primitive's rules
     need. Every traced program that calls the function holds its definition
@@ -112,7 +157,7 @@ class Definition(_SameWhenCopied):
 
     def __init__(
         self,
-        implementation: Any,
+        implementation: Implementation,
         result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None,
         *,
         name: str,
@@ -137,8 +182,7 @@ class Definition(_SameWhenCopied):
                 f"effect='unordered', or drop the sharding rule."
             )
         self.name = name
-        #: How it runs (_runtime/python_functions.PythonImplementation or
-        #: _runtime/native_targets.NativeImplementation).
+        #: How it runs (Implementation).
         self.implementation = implementation
         self.result_shape_dtypes = result_shape_dtypes
         self.vmap_method = vmap_method
@@ -178,8 +222,13 @@ class Definition(_SameWhenCopied):
     @property
     def has_shape_function(self) -> bool:
         """Whether result shapes come from a function (not a fixed pytree, not None)."""
+        return self.shape_function is not None
+
+    @property
+    def shape_function(self) -> Callable[..., ResultSpec] | None:
+        """The function result shapes come from, or None (a fixed pytree, or none)."""
         spec = self.result_shape_dtypes
-        return callable(spec) and not hasattr(spec, "shape")
+        return spec if callable(spec) and not hasattr(spec, "shape") else None
 
     # -- calling -----------------------------------------------------------
     def call(self, args: Sequence[Any], static_kwargs: dict) -> Any:
@@ -282,11 +331,11 @@ class Definition(_SameWhenCopied):
         if key in self._arities:
             return
         extra = ("batch_axes",) if self.vmap_method == "native" else ()
-        if self.has_shape_function:
+        if self.shape_function is not None:
             _signatures.check_takes(
                 self.name,
                 "result_shape_dtypes function",
-                self.result_shape_dtypes,
+                self.shape_function,
                 num_args,
                 keywords,
                 extra,
@@ -330,11 +379,12 @@ class Definition(_SameWhenCopied):
     def result_avals(self, operands, kwargs, batch_axes: BatchAxes | None = None):
         """(flat result avals, result tree, each result's batch axis or None)."""
         spec = self.result_shape_dtypes
-        if self.has_shape_function:
+        shape_function = self.shape_function
+        if shape_function is not None:
             structs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands]
             extra = {"batch_axes": batch_axes} if self.vmap_method == "native" else {}
             try:
-                spec = spec(*structs, **kwargs.as_dict(), **extra)
+                spec = shape_function(*structs, **kwargs.as_dict(), **extra)
             except internals.InconclusiveDimensionOperation as error:
                 if not self.implementation.exportable:  # what matters more
                     raise self.implementation.export_error(self.name) from None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 from jax import dtypes
@@ -177,7 +178,7 @@ def transpose_rule(cts, *args, call: Call):
     group_avals = [
         a.aval if ad.is_undefined_primal(a) else jax.typeof(a) for a in (args[i] for i in group)
     ]
-    result = [None] * len(args)
+    result: list[Any] = [None] * len(args)
     if all(is_zero(ct) for ct in cts):
         for i in undefined:
             result[i] = zero_tangent(args[i].aval)

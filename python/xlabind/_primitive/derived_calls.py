@@ -19,7 +19,7 @@ does not have.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,9 @@ from xlabind._primitive.primitive import Call
 # ("arg", i): the parent's argument i (or its tangent / cotangent);
 # ("out", j): the parent's result j (or its tangent / cotangent).
 Entry = tuple[str, int]
+
+
+_T = TypeVar("_T")
 
 
 def bind_derived(
@@ -46,13 +49,14 @@ def bind_derived(
     factors = out_factors = None
     summed: tuple[str, ...] = ()
     whole: tuple[str, ...] = ()
-    if parent.factors is not None:  # the derived arrays keep the factors of what they stand for
+    # The derived arrays keep the factors of what they stand for.
+    if parent.factors is not None and parent.out_factors is not None:
         by_kind = {"arg": parent.factors, "out": parent.out_factors}
         factors = tuple(by_kind[kind][i] for kind, i in operand_entries)
         out_factors = tuple(by_kind[kind][j] for kind, j in result_entries)
         summed, whole = derived_factors(parent, factors, out_factors)
     aligned = _inherited_pairs(parent, operand_entries)
-    if parent.batch_axes is None:
+    if parent.batch_axes is None or parent.out_batch_axes is None:
         return op.bind(
             operands,
             parent.kwargs,
@@ -71,7 +75,7 @@ def bind_derived(
         jax.core.ShapedArray(without_axes(aval.shape, axes), aval.dtype)
         for aval, axes in zip(result_avals, out_axes)
     ]
-    if factors is not None:  # the vmap levels add their factors back
+    if factors is not None and out_factors is not None:  # the vmap levels add theirs back
         factors = tuple(without_axes(f, axes) for f, axes in zip(factors, in_axes))
         out_factors = tuple(without_axes(f, axes) for f, axes in zip(out_factors, out_axes))
         # The levels' own factors are the vmaps' below (independent, or summed by them).
@@ -119,7 +123,7 @@ def call_under_levels(
 ) -> list:
     """`unbatched(*operands) -> results`, written for one element, applied to
     operands laid out by `parent`'s native vmap levels (see the module docstring)."""
-    if parent.batch_axes is None:
+    if parent.batch_axes is None or parent.out_batch_axes is None:
         return list(unbatched(*operands))
     table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
     in_axes = [table[kind][i] for kind, i in operand_entries]
@@ -130,7 +134,7 @@ def call_under_levels(
     return list(fn(*operands))
 
 
-def without_axes(shape, axes) -> tuple[int, ...]:
+def without_axes(shape: Sequence[_T], axes: Sequence[int | None]) -> tuple[_T, ...]:
     drop = {a for a in axes if a is not None}
     return tuple(d for k, d in enumerate(shape) if k not in drop)
 

@@ -82,7 +82,8 @@ def parse_rule(
         rule = rule(*[jax.ShapeDtypeStruct(x.shape, x.dtype) for x in operands], **kwargs)
     summed: tuple[str, ...] = ()
     if isinstance(rule, ShardingRule):
-        rule, summed = rule.einsum, tuple(rule.summed)
+        summed = tuple(rule.summed)
+        rule = rule.einsum
     if not isinstance(rule, str) or rule.count("->") != 1:
         raise ValueError(
             f"{name}: sharding_rule must be a string like 'b n, b -> b n' "

@@ -126,7 +126,7 @@ class Call:
                 "sharding="
                 + ", ".join(" ".join(f) for f in self.factors)
                 + " -> "
-                + ", ".join(" ".join(f) for f in self.out_factors)
+                + ", ".join(" ".join(f) for f in self.out_factors or ())
             )
             if self.summed:
                 parts.append("summed=" + " ".join(self.summed))

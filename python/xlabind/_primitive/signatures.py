@@ -13,7 +13,7 @@ from typing import Any
 def check_takes(
     owner: str,
     role: str,
-    fn: Callable,
+    fn: Callable[..., Any],
     num_args: int,
     keywords: Iterable[str],
     added: Iterable[str] = (),
@@ -40,7 +40,7 @@ def check_takes(
         ) from None
 
 
-def callable_functions(functions: Any) -> list[Callable]:
+def callable_functions(functions: Any) -> list[Callable[..., Any]]:
     """The Python functions among an implementation's (none for native targets)."""
     return [
         f

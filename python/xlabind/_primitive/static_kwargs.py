@@ -12,14 +12,14 @@ changing the caller's dict afterwards changes nothing already traced.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
 
-class FrozenDict(Mapping):
+class FrozenDict(Mapping[str, Any]):
     """A read-only, hashable copy of a dict with string keys (nested dicts
     frozen too): how a dict keyword argument reaches a Python callback."""
 
@@ -33,7 +33,7 @@ class FrozenDict(Mapping):
     def __getitem__(self, key: str) -> Any:
         return self._items[key]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         return iter(self._items)
 
     def __len__(self) -> int:
@@ -44,13 +44,13 @@ class FrozenDict(Mapping):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenDict):
-            return self._key == other._key
-        return isinstance(other, Mapping) and self._key == canonical_key(other)
+            return bool(self._key == other._key)
+        return isinstance(other, Mapping) and bool(self._key == canonical_key(other))
 
     def __repr__(self) -> str:
         return f"FrozenDict({self._items!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[FrozenDict], tuple[dict[str, Any]]]:
         # Rebuilt, not restored: the hash of strings differs between processes.
         return (FrozenDict, (dict(self._items),))
 

@@ -5,8 +5,9 @@ every derived function (a transpose, a JVP, a VJP) is made with."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import cast
 
-from xlabind._primitive.definition import Definition, derived_vmap_method
+from xlabind._primitive.definition import Definition, Implementation, derived_vmap_method
 from xlabind._runtime.native_targets import (
     FfiTarget,
     NativeImplementation,
@@ -47,6 +48,7 @@ def make_definition(
     """The Definition of a bound function that runs `fn`: Python functions (one,
     or one per platform), or native FFI targets."""
     name = name or function_name(fn)
+    implementation: Implementation
     if is_native(fn):
         if command_buffer_compatible:
             raise ValueError(
@@ -58,7 +60,8 @@ def make_definition(
         check_targets(name, targets, vmap_method, effect)
         implementation = NativeImplementation(targets)
     else:
-        functions = functions_by_platform(name, fn, platforms)
+        python_fn = cast(Callable | Mapping[str, Callable], fn)  # not native: Python
+        functions = functions_by_platform(name, python_fn, platforms)
         if command_buffer_compatible:
             check_command_buffer_compatible(
                 name, functions, in_place=in_place, synchronize=synchronize

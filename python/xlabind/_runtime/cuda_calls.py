@@ -31,7 +31,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -107,10 +107,12 @@ class _TorchStreams:
     def __init__(self, torch):
         self.torch = torch
         c = getattr(torch, "_C", None)
-        self.get_by_id = getattr(c, "_cuda_getCurrentStream", None)
-        self.set_by_id = getattr(c, "_cuda_setStream", None)
-        if self.get_by_id is None or self.set_by_id is None:
-            self.get_by_id, self.set_by_id = self._public_get, self._public_set
+        get_by_id = getattr(c, "_cuda_getCurrentStream", None)
+        set_by_id = getattr(c, "_cuda_setStream", None)
+        if get_by_id is None or set_by_id is None:
+            get_by_id, set_by_id = self._public_get, self._public_set
+        self.get_by_id: Callable[..., Any] = get_by_id
+        self.set_by_id: Callable[..., Any] = set_by_id
 
     def _public_get(self, device):
         s = self.torch.cuda.current_stream(device)
@@ -236,8 +238,8 @@ def _exit(call: list, synchronize: bool) -> None:
     if calls and calls[-1] is call:
         calls.pop()
     try:
-        if torch_previous is not None:
-            _torch_streams.exit(torch_previous)
+        if torch_previous is not None:  # _enter set PyTorch's stream: _torch_streams is set
+            cast(_TorchStreams, _torch_streams).exit(torch_previous)
     finally:
         if streams.cupy is not None:
             streams.cupy.__exit__(None, None, None)

@@ -16,8 +16,13 @@ from xlabind import _jax_internals as internals
 
 
 def emit(
-    target: str, ctx, operands: Sequence[Any], attributes: dict, options: dict, token=None
-) -> tuple[list, Any]:
+    target: str,
+    ctx: Any,
+    operands: Sequence[Any],
+    attributes: dict[str, Any],
+    options: dict[str, Any],
+    token: Any = None,
+) -> tuple[list[Any], Any]:
     """(results, token out): the call of `target`, taking `token` first when it
     is not None (then the token it returns comes back; else None)."""
     if token is None:

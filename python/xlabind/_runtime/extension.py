@@ -23,7 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import jax
 import ml_dtypes
@@ -34,7 +34,7 @@ from xlabind._platforms import REGISTRY_NAMES, platform_name
 from xlabind._primitive import primitive as _primitive
 
 try:
-    from xlabind import _xlabind
+    import xlabind._xlabind as _xlabind
 except ImportError as error:
     # A module built for another CPython misses that CPython's symbols.
     raise ImportError(
@@ -215,7 +215,9 @@ def _register_types_then_targets(
     platform: str, types: dict[str, Any], targets: dict[str, Any]
 ) -> None:
     for type_name, type_registration in types.items():
-        jax.ffi.register_ffi_type(type_name, dict(type_registration), platform=platform)
+        # jax types it as its TypeRegistration (a TypedDict); the module hands out a dict.
+        registration = cast(Any, dict(type_registration))
+        jax.ffi.register_ffi_type(type_name, registration, platform=platform)
     for name, handler in targets.items():
         _register_target(platform, name, handler)
 
@@ -287,7 +289,7 @@ def register_callback_handlers(platform: str) -> None:
         _callbacks_registered.add(platform)
 
 
-from xlabind import _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
+import xlabind._xlabind_ops as _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
 
 _CPU_OPS = _xlabind_ops.registrations()
 register_ffi_targets(_xlabind_ops)
@@ -310,7 +312,7 @@ def cuda_runtime_missing(error: Exception) -> str:
 #: {(platform, target name): why it is not available here}
 UNAVAILABLE: dict[tuple[str, str], str] = {}
 try:
-    from xlabind import _xlabind_cuda_ops
+    import xlabind._xlabind_cuda_ops as _xlabind_cuda_ops
 except ImportError as error:
     # The CUDA module holds the CUDA versions of the CPU module's ops.
     for _name in _CPU_OPS["cpu"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from jax.extend.mlir.dialects import stablehlo
@@ -89,7 +89,7 @@ def ffi_target(
     return FfiTarget(name, platforms, frozen, takes_token)
 
 
-def is_native(fn: Any) -> bool:
+def is_native(fn: Any) -> TypeGuard[FfiTarget | Mapping[str, FfiTarget]]:
     if isinstance(fn, FfiTarget):
         return True
     return (
@@ -217,6 +217,11 @@ class NativeImplementation:
     @property
     def platforms(self) -> tuple[str, ...]:
         return tuple(self.targets)
+
+    @staticmethod
+    def export_error(name: str) -> Exception:
+        """Never raised (native targets export); the Implementation interface's."""
+        return NotImplementedError(f"xlabind: '{name}' exports")
 
     def check_dtype(self, name: str, what: str, dtype) -> None:
         del name, what, dtype  # the handler decides what it accepts

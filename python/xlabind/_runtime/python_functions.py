@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from xlabind import _jax_internals
 from xlabind._platforms import platform_name, platform_names
 from xlabind._runtime import cuda_calls, custom_calls
 from xlabind._runtime import extension as _extension
@@ -381,7 +382,7 @@ def _keeps_values(source: np.dtype, target: np.dtype) -> bool:
 
 def _x64_hint(source: np.dtype, target: np.dtype) -> str:
     if (
-        not jax.config.jax_enable_x64
+        not _jax_internals.config_flag("jax_enable_x64")
         and source.itemsize == 2 * target.itemsize
         and _kind(source) == _kind(target)
     ):
@@ -426,4 +427,5 @@ def _python_scalar(
             f"{name}: result {index} is {value!r}: {problem}. Return an array of "
             f"dtype {dtype}, or cast it yourself."
         )
+    assert array is not None  # it converted, or there was a problem
     return array

@@ -54,6 +54,7 @@ def _bound():
 
 def checked_order(where: str, order, low: int) -> int:
     """`order` as an int from `low` to 5 (integer-valued numbers, as jax takes them)."""
+    value: int | None
     try:
         value = operator.index(order)
     except TypeError:
