@@ -145,10 +145,10 @@ def pip_install_lines():
     """(where, the arguments) of every `pip install` in the pages, the README
     and the messages xlabind prints (with their placeholders filled)."""
     from xlabind import _compatibility
-    from xlabind._runtime import extension
+    from xlabind.ops import _native
 
     texts = {str(path): path.read_text() for path in PAGES + [pathlib.Path("README.md")]}
-    texts["the missing-CUDA-runtime error"] = extension.cuda_runtime_missing(OSError("x"))
+    texts["the missing-CUDA-runtime error"] = _native.cuda_runtime_missing(OSError("x"))
     texts["the too-old error"] = _compatibility.failing_message({"jax": "0.1", "numpy": "1.0"})
     for where, text in texts.items():
         for number, line in enumerate(text.splitlines(), 1):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import xlabind
+import xlabind.ops  # registers the ops' targets, which these tests bind directly
 from xlabind._runtime import extension as _extension
 
 jax.config.update("jax_enable_x64", True)

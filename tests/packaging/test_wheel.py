@@ -91,9 +91,9 @@ def test_metadata_has_ranges_the_readme_and_the_cuda13_extra(wheel):
     cuda = [r for r in requires if r.startswith("nvidia-cuda-runtime")]
     assert cuda and cuda[0].endswith('; extra == "cuda13"'), requires
     # What the missing-runtime error tells a user to install is the extra's.
-    from xlabind._runtime import extension
+    from xlabind.ops import _native
 
-    assert cuda[0].split(";")[0].strip() == extension.CUDA_RUNTIME_REQUIREMENT
+    assert cuda[0].split(";")[0].strip() == _native.CUDA_RUNTIME_REQUIREMENT
     assert "Provides-Extra: cuda13" in headers
     assert "Description-Content-Type: text/markdown" in headers
     assert body == (RUNFILES / "README.md").read_text()
@@ -139,7 +139,7 @@ def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
     extra.mkdir(parents=True)
     shutil.copy(pinned / "libcudart.so.13", extra / "libcudart.so.13")
     script = (
-        "import pathlib, xlabind\n"
+        "import pathlib, xlabind, xlabind.ops  # the ops load the CUDA module\n"
         "from xlabind._runtime import extension as _extension\n"
         "assert not _extension.UNAVAILABLE, _extension.UNAVAILABLE\n"
         "maps = pathlib.Path('/proc/self/maps').read_text().splitlines()\n"

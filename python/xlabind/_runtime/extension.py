@@ -1,28 +1,27 @@
-"""Loads xlabind's C++ extensions and registers their FFI handlers with jax, once.
+"""Loads xlabind's core C++ extension, `_xlabind`, and registers FFI handlers
+with jax: its own, and any extension module's (:func:`register_ffi_targets`).
 
-This is the only module that touches the extensions; the rest of the package
-uses the names and objects it exports. Each extension hands out one table,
+This is the only module that touches `_xlabind`; the rest of the package
+uses the names and objects it exports. An extension hands out one table,
 ``{platform: {target name: handler}}``, and every entry is registered for its
 platform here (registering a CUDA handler works on a CPU-only jaxlib, so CUDA
-lowering can be checked anywhere):
+lowering can be checked anywhere). `_xlabind` holds the Python-callback
+handlers (CPU and CUDA), the registry, the status check of sharded programs.
+The Python-callback handlers keep their callable alive with an instantiate
+stage whose state type must be registered first, and jax can register such a
+pair only once the platform's backend exists, so they are registered when
+xlabind first lowers a call for that platform
+(:func:`register_callback_handlers`).
 
-* `_xlabind`: the Python-callback handlers (CPU and CUDA), the registry, the
-  status check of sharded programs. The Python-callback handlers keep their
-  callable alive with an instantiate stage whose state type must be
-  registered first, and jax can register such a pair only once the
-  platform's backend exists, so they are registered when xlabind first
-  lowers a call for that platform (:func:`register_callback_handlers`);
-* `_xlabind_ops`: xlabind's native CPU ops;
-* `_xlabind_cuda_ops`: xlabind's native CUDA ops. It links the CUDA runtime
-  (libcudart.so.13, from the wheel's cuda13 extra); without one it is not
-  loaded, and those targets say why when a program needs them.
+xlabind's native ops load and register their own modules, as any client's
+ops do (xlabind/ops/_native.py); this module knows nothing of them.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
 import jax
@@ -289,33 +288,14 @@ def register_callback_handlers(platform: str) -> None:
         _callbacks_registered.add(platform)
 
 
-import xlabind._xlabind_ops as _xlabind_ops  # noqa: E402  (needs nothing but the C++ runtime)
-
-_CPU_OPS = _xlabind_ops.registrations()
-register_ffi_targets(_xlabind_ops)
-
-#: What the wheel's cuda13 extra installs: the CUDA runtime the CUDA module
-#: loads (tools/build_wheel.py derives the extra's requirement from the CUDA
-#: lock; tests/packaging/test_wheel.py holds the two equal).
-CUDA_RUNTIME_REQUIREMENT = "nvidia-cuda-runtime>=13.0.96,<14"
-
-
-def cuda_runtime_missing(error: Exception) -> str:
-    """Why the CUDA ops are unavailable when the CUDA module failed to load."""
-    return (
-        f"xlabind's CUDA kernels need the CUDA 13 runtime (libcudart.so.13), which did "
-        f'not load ({error}). Install it with `pip install "{CUDA_RUNTIME_REQUIREMENT}"` '
-        f"(what xlabind's cuda13 extra installs)."
-    )
-
-
 #: {(platform, target name): why it is not available here}
 UNAVAILABLE: dict[tuple[str, str], str] = {}
-try:
-    import xlabind._xlabind_cuda_ops as _xlabind_cuda_ops
-except ImportError as error:
-    # The CUDA module holds the CUDA versions of the CPU module's ops.
-    for _name in _CPU_OPS["cpu"]:
-        UNAVAILABLE[("cuda", _name)] = cuda_runtime_missing(error)
-else:
-    register_ffi_targets(_xlabind_cuda_ops)
+
+
+def mark_unavailable(platform: str, names: Iterable[str], reason: str) -> None:
+    """Records that the targets `names` have no handler on `platform`, and
+    why: a bound function's lowering for that platform raises with `reason`
+    (an extension module that did not load, say) instead of jax's "no
+    handler registered"."""
+    for name in names:
+        UNAVAILABLE[(platform, name)] = reason

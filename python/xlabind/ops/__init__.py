@@ -7,6 +7,8 @@ spline_filter(input, order=3, mode="mirror", axes=None)
     scipy.ndimage.spline_filter: the B-spline prefilter, linear, with its transpose
 """
 
+# First: the ops' compiled modules, registered with jax.
+from xlabind.ops import _native  # noqa: F401
 from xlabind.ops.map_coordinates import map_coordinates
 from xlabind.ops.spline_filter import spline_filter
 
