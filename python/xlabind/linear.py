@@ -17,6 +17,7 @@ from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
 from xlabind._primitive.derivatives import LinearityRules
 from xlabind._primitive.derived_calls import bind_derived
 from xlabind._primitive.factors import Rule
+from xlabind._primitive.primitive import Call
 from xlabind._primitive.traced_rules import Traceable, traced_tangent, transposed_tangent
 from xlabind._primitive.trees import flat_results_tree, interleave
 from xlabind._runtime.binding import Function, derived_function, make_definition
@@ -29,7 +30,15 @@ def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:
 class _LinearPair:
     """f and its transpose, each a Definition whose transpose calls the other."""
 
-    def __init__(self, fn, transpose, result_shape_dtypes, transpose_shape_dtypes, jvp, options):
+    def __init__(
+        self,
+        fn: Function,
+        transpose: Function | None,
+        result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+        transpose_shape_dtypes: Callable[..., ResultSpec] | None,
+        jvp: Traceable | None,
+        options: dict[str, Any],
+    ) -> None:
         #: The arguments f is not linear in; differentiable only with a jvp rule.
         self.nondiff = tuple(sorted({int(i) for i in options["nondiff_argnums"]}))
         if jvp is not None and not isinstance(jvp, Traceable):
@@ -70,10 +79,12 @@ class _LinearPair:
             )
         return [_diff_positions(n, self.nondiff)]
 
-    def transposed(self, forward_out_tree) -> Definition:
+    def transposed(self, forward_out_tree: Any) -> Definition:
         """The transpose: (nondiff args..., cotangents...) -> one cotangent per diff arg."""
         op = self._transposes.get(forward_out_tree)
         if op is None:
+            # Only _call_transpose asks, which f has only with a transpose.
+            assert self.transpose_fn is not None
             k = len(self.nondiff)
             fixed_tangent = None
             if self.jvp is not None:
@@ -96,7 +107,14 @@ class _LinearPair:
             self._transposes[forward_out_tree] = op
         return op
 
-    def _call_transpose(self, op, outside, cts, group_avals, call):
+    def _call_transpose(
+        self,
+        op: Definition,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # outside: f's nondiff args; cts: one per f result.
         n = len(outside) + len(group_avals)
         diff = _diff_positions(n, self.nondiff)
@@ -110,7 +128,15 @@ class _LinearPair:
             [("arg", i) for i in diff],
         )
 
-    def _call_forward(self, forward_out_tree, op, outside, cts, group_avals, call):
+    def _call_forward(
+        self,
+        forward_out_tree: Any,
+        op: Definition,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # The transpose transposed: f again. outside: the transpose's nondiff args
         # (f's nondiff args); cts: one per transpose result (per f diff arg).
         k = len(outside)
@@ -205,7 +231,7 @@ def linear(
       >>> jax.grad(lambda x: matvec(x).sum())(jnp.ones(2))
       Array([4., 6.], dtype=float32)
     """
-    options = dict(
+    options: dict[str, Any] = dict(
         nondiff_argnums=nondiff_argnums,
         in_place=in_place,
         vmap_method=vmap_method,

@@ -13,10 +13,12 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 import xlabind
 
@@ -42,7 +44,7 @@ BOUNDARIES = {
 
 
 @functools.cache
-def _bound():
+def _bound() -> xlabind.BoundFunction:
     return xlabind.linear(
         _FILTER,
         _FILTER_TRANSPOSE,
@@ -52,7 +54,7 @@ def _bound():
     )
 
 
-def checked_order(where: str, order, low: int) -> int:
+def checked_order(where: str, order: Any, low: int) -> int:
     """`order` as an int from `low` to 5 (integer-valued numbers, as jax takes them)."""
     value: int | None
     try:
@@ -71,7 +73,7 @@ def checked_order(where: str, order, low: int) -> int:
 
 
 def spline_filter(
-    input, order: int = 3, mode: str = "mirror", axes: int | Sequence[int] | None = None
+    input: ArrayLike, order: int = 3, mode: str = "mirror", axes: int | Sequence[int] | None = None
 ) -> jax.Array:
     """The B-spline coefficients of ``input``, like
     :func:`scipy.ndimage.spline_filter`: the recursive prefilter along each
@@ -117,12 +119,15 @@ def spline_filter(
             else tuple(operator.index(a) for a in axes)
         )
     x = jnp.asarray(input) if isinstance(input, (list, tuple)) else input
-    return _spline_filter(x, order=order, mode=mode, axes=axes)
+    filtered: jax.Array = _spline_filter(x, order=order, mode=mode, axes=axes)
+    return filtered
 
 
 # One executable per static configuration and shape: one dispatch eagerly.
 @functools.partial(jax.jit, static_argnames=("order", "mode", "axes"))
-def _spline_filter(x, *, order: int, mode: str, axes: tuple[int, ...] | None):
+def _spline_filter(
+    x: ArrayLike, *, order: int, mode: str, axes: tuple[int, ...] | None
+) -> jax.Array:
     where = "xlabind.ops.spline_filter"
     x = jnp.asarray(x)
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
@@ -133,9 +138,10 @@ def _spline_filter(x, *, order: int, mode: str, axes: tuple[int, ...] | None):
     if not jnp.issubdtype(x.dtype, jnp.floating):
         x = x.astype(jnp.result_type(float))  # float32, or float64 with jax_enable_x64
     elif x.dtype not in (jnp.float32, jnp.float64):  # float16, bfloat16, float8: via float32
-        return _spline_filter(x.astype(jnp.float32), order=order, mode=mode, axes=axes).astype(
-            x.dtype
+        widened: jax.Array = _spline_filter(
+            x.astype(jnp.float32), order=order, mode=mode, axes=axes
         )
+        return widened.astype(x.dtype)
     if axes is None:
         axes = tuple(range(x.ndim))
     counted_from_end = []
@@ -149,4 +155,7 @@ def _spline_filter(x, *, order: int, mode: str, axes: tuple[int, ...] | None):
         raise ValueError(f"{where}: axes {tuple(axes)} name an axis twice")
     if order < 2 or not counted_from_end or x.size == 0:
         return x
-    return _bound()(x, order=order, boundary=BOUNDARIES[mode], axes=tuple(counted_from_end))
+    coefficients: jax.Array = _bound()(
+        x, order=order, boundary=BOUNDARIES[mode], axes=tuple(counted_from_end)
+    )
+    return coefficients
