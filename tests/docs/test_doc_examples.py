@@ -1,6 +1,7 @@
 """Every Python block of the documentation runs (tests/support/doc_blocks.py):
 each page's blocks in order, in one namespace, as a reader runs them, with 8
-CPU devices and, in a process of its own, with one; the
+CPU devices and, in a process of its own, with one; each block on its own,
+after only the blocks the site's note above it names; the
 blocks marked for a GPU or several processes run in tools/gpu_check.py and
 tests/sharding/test_multiprocess.py."""
 
@@ -56,3 +57,28 @@ def test_page_on_one_device(page):
     )
     assert done.returncode == 0, done.stderr[-4000:]
     assert done.stdout.strip().endswith("blocks ran"), done.stdout
+
+
+@pytest.mark.parametrize(
+    "page", [str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))]
+)
+def test_page_block_by_block(page):
+    """As a reader who lands on a block: a fresh namespace, the earlier
+    blocks its note names (tools/docs/block_needs.py), then the block."""
+    before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
+    try:
+        assert doc_blocks.run_standalone(pathlib.Path(page)) >= 1
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+
+
+def test_a_block_missing_what_it_needs_fails(tmp_path):
+    page = tmp_path / "page.md"
+    first = "```python\nimport numpy as np\nx = np.ones(2)\n```\n\n"
+    page.write_text(first + "```python\nassert np.sum(x) == 2\n```\n")
+    assert doc_blocks.run_standalone(page) == 2
+    # Its own imports broken: the block fails, and so would every block after it.
+    page.write_text(first.replace("import numpy as np\n", "") + "```python\nprint(x)\n```\n")
+    with pytest.raises(AssertionError, match=r"page.md:2: .*NameError: name 'np'"):
+        doc_blocks.run_standalone(page)

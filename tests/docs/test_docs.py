@@ -30,6 +30,7 @@ import zipfile
 import pytest
 
 SITE_ZIP = pathlib.Path("tools/docs/html.zip")  # in the runfiles
+DOCS = pathlib.Path("docs")
 MODULES = {
     "xlabind": "api/xlabind.html",
     "xlabind.ops": "api/ops.html",
@@ -238,6 +239,35 @@ def test_every_internal_link_and_anchor_resolves(site):
                 broken.append(f"{page}: {href} (no such file)")
     assert not broken, "\n".join(sorted(set(broken)))
     assert len(pages) > 25 and checked > 1000, (len(pages), checked)
+
+
+def test_pages_offer_their_code_as_one_script_and_name_what_each_block_needs(site):
+    """A page with several Python blocks links its code as one script (every
+    block but the multi-process ones, in order); a block that needs earlier
+    ones says which, linked (the link check above resolves them)."""
+    import doc_blocks
+
+    _, folder = site
+    pages = [p for p in DOCS.rglob("*.md") if p.name != "BUILD.bazel"]
+    scripts = 0
+    for page in pages:
+        runnable = [b for b in doc_blocks.blocks(page) if b.place != "multiprocess"]
+        name = page.relative_to(DOCS).with_suffix("")
+        script = folder / "_scripts" / f"{name}.py"
+        if len(runnable) < 2:
+            assert not script.exists(), script
+            continue
+        scripts += 1
+        text = script.read_text()
+        at = 0
+        for block in runnable:
+            at = text.index(block.code.rstrip("\n"), at)  # in order, each whole
+        html = (folder / f"{name}.html").read_text()
+        assert f'_scripts/{name.as_posix()}.py"' in html.split("xlabind-script", 1)[1][:300]
+    assert scripts >= 6, scripts
+    tutorial = (folder / "guides" / "tutorial.html").read_text()
+    assert tutorial.count('class="xlabind-needs"') >= 10
+    assert re.search(r'xlabind-needs">Needs block <a [^>]*href="#code-1"', tutorial)
 
 
 def test_guides_link_names_into_the_reference(site):

@@ -10,6 +10,11 @@ its `:class:` option says where it runs:
 
     python3 tests/support/doc_blocks.py docs/guides/tutorial.md ...   # run pages' blocks
     python3 tests/support/doc_blocks.py --one-device docs/semantics.md  # on one device
+    python3 tests/support/doc_blocks.py --standalone docs/semantics.md  # block by block
+
+Block by block, each block runs in a fresh namespace after exactly the
+earlier blocks the site's note above it names (tools/docs/block_needs.py),
+as a reader who lands on it would.
 """
 
 from __future__ import annotations
@@ -18,6 +23,12 @@ import dataclasses
 import pathlib
 import re
 import sys
+
+try:
+    import block_needs
+except ImportError:  # run from a checkout, outside Bazel
+    sys.path.append(str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "docs"))
+    import block_needs
 
 PLACES = ("here", "gpu", "multiprocess")
 _FENCE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<info>.*)$")
@@ -76,6 +87,26 @@ def run(page: pathlib.Path, place: str = "here") -> dict:
     return namespace
 
 
+def run_standalone(page: pathlib.Path, place: str = "here") -> int:
+    """Runs each of `page`'s blocks for `place` in a namespace of its own,
+    after the earlier blocks it needs; returns how many ran. Raises what the
+    first failing block raises, naming it."""
+    chain = [block for block in blocks(page) if block.place == place]
+    for block, needed in zip(chain, block_needs.needs([b.code for b in chain])):
+        namespace = {"__name__": "__docs__"}
+        try:
+            for earlier in needed:
+                exec(chain[earlier].compiled(), namespace)
+            exec(block.compiled(), namespace)
+        except Exception as error:
+            lines = [chain[earlier].line for earlier in needed]
+            raise AssertionError(
+                f"{page}:{block.line}: the block fails when run after only the blocks it "
+                f"needs (at lines {lines}): {type(error).__name__}: {error}"
+            ) from error
+    return len(chain)
+
+
 def set_up_devices() -> None:
     """What the pages assume, set before jax starts: 8 CPU devices (the
     sharding guide's mesh), unless the environment says otherwise."""
@@ -92,6 +123,9 @@ if __name__ == "__main__":
     # --one-device: as on a reader's laptop, one CPU device unless the page
     # sets up more itself (XLA_FLAGS before its first import of jax).
     arguments = sys.argv[1:]
+    standalone = "--standalone" in arguments
+    if standalone:
+        arguments.remove("--standalone")
     if "--one-device" in arguments:
         arguments.remove("--one-device")
         import os
@@ -102,5 +136,8 @@ if __name__ == "__main__":
         set_up_devices()
     for argument in arguments:
         page = pathlib.Path(argument)
-        run(page)
-        print(f"{page}: {sum(b.place == 'here' for b in blocks(page))} blocks ran")
+        if standalone:
+            print(f"{page}: {run_standalone(page)} blocks ran, each on its own")
+        else:
+            run(page)
+            print(f"{page}: {sum(b.place == 'here' for b in blocks(page))} blocks ran")

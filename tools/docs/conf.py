@@ -21,6 +21,7 @@ extensions = [
     "sphinx_copybutton",
     "offline_mathjax",
     "reference_domains",
+    "block_notes",
 ]
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
