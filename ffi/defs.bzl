@@ -58,16 +58,23 @@ def xlabind_ffi_library(
         **kwargs):
     """XLA FFI handlers as a static cc_library.
 
-    `srcs` are compiled by the C/C++ toolchain against the pinned XLA FFI headers
-    and xlabind's helper headers (ffi/native: errors, shape checks, dtype
-    dispatch, parallel loops). `cuda_srcs` (.cu) are compiled by the pinned nvcc
-    (PTX for compute_80 by default, which any newer GPU compiles at load;
-    `--@xlabind//third_party/cuda:gencode=release`: SASS for sm_80 and sm_90
-    besides, as xlabind's wheel ships), and link the pinned CUDA
-    runtime; they should hold the kernels and `extern "C"` launchers that
-    `srcs` call (CUDA's headers do not build with every C++ toolchain).
-    `cuda_warnings_as_errors`: nvcc's warnings fail the build, and in release
-    builds a register spill too (xlabind's own kernels set it).
+    Args:
+      name: the library's name; an `xlabind_extension` lists it in `deps`.
+      srcs: C++ sources, compiled by the C/C++ toolchain against the pinned XLA
+        FFI headers and xlabind's helper headers (ffi/native: errors, shape
+        checks, dtype dispatch, parallel loops).
+      hdrs: headers of `srcs` and `cuda_srcs`.
+      cuda_srcs: CUDA sources (.cu), compiled by the pinned nvcc (PTX for
+        compute_80 by default, which any newer GPU compiles at load;
+        `--@xlabind//third_party/cuda:gencode=release`: SASS for sm_80 and
+        sm_90 besides, as xlabind's wheel ships), linking the pinned CUDA
+        runtime. They should hold the kernels and `extern "C"` launchers that
+        `srcs` call (CUDA's headers do not build with every C++ toolchain).
+      deps: other cc_librarys the sources use.
+      copts: compiler flags after xlabind's (C++17, hidden visibility).
+      cuda_warnings_as_errors: nvcc's warnings fail the build, and in release
+        builds a register spill too (xlabind's own kernels set it).
+      **kwargs: the rest of cc_library's attributes.
     """
     cuda_deps = []
     if cuda_srcs:

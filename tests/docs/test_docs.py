@@ -270,6 +270,17 @@ def test_pages_offer_their_code_as_one_script_and_name_what_each_block_needs(sit
     assert re.search(r'xlabind-needs">Needs block <a [^>]*href="#code-1"', tutorial)
 
 
+def test_bazel_macros_list_parameters_as_the_python_reference_does(site):
+    """The macros' ``:param x:`` fields render as the Python entries' do (a
+    "Parameters" list with each name in bold), not one "Param x" label each."""
+    _, folder = site
+    text = (folder / "api" / "bazel-macros.html").read_text()
+    assert not re.search(r'<dt class="field-\w+">Param ', text)
+    # Every macro with parameters: xlabind_ffi_library, _extension, _dependencies.
+    assert text.count(">Parameters<") >= 3, text.count(">Parameters<")
+    assert "<strong>handlers</strong>" in text and "<strong>deps</strong>" in text
+
+
 def test_guides_link_names_into_the_reference(site):
     address, _ = site
     links = lambda page: parse(fetch(address + page)).links

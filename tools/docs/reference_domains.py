@@ -17,12 +17,24 @@ from sphinx import addnodes
 from sphinx.directives import ObjectDescription
 from sphinx.domains import Domain, ObjType
 from sphinx.roles import XRefRole
+from sphinx.util.docfields import Field, GroupedField
 from sphinx.util.nodes import make_refnode
 
 
 class _Entry(ObjectDescription):
     """One documented object: its signature shown as written, named by the
-    part before any parenthesis."""
+    part before any parenthesis. Its docstring's fields (``:param x:``,
+    ``:returns:``) render as the Python entries' do: "Parameters", a list."""
+
+    doc_field_types = [
+        GroupedField(
+            "parameter",
+            label="Parameters",
+            names=("param", "parameter", "arg", "argument", "keyword", "kwarg"),
+            can_collapse=True,
+        ),
+        Field("returnvalue", label="Returns", has_arg=False, names=("returns", "return")),
+    ]
 
     def handle_signature(self, sig: str, signode) -> str:
         signode += addnodes.desc_name(sig, sig)
