@@ -363,7 +363,7 @@ def frames():
                 ),
                 height,
             )
-    for query in SEARCHES:
+    for query in [*SEARCHES, *MATH_SEARCHES]:
         yield (
             FRAME.format(
                 id=f"search_{query}",
@@ -439,6 +439,22 @@ SEARCHES = {
     "in_place": ["api/parameters.html#parameter-in_place"],
     "vmap_method": ["api/parameters.html#parameter-vmap_method"],
 }
+
+
+# Searches whose snippets quote a page's math, and text the snippet shows.
+MATH_SEARCHES = {"continuously": "k - 1 times continuously"}
+
+
+@pytest.mark.parametrize("query", MATH_SEARCHES)
+def test_search_snippets_show_math_as_text(rendered, query):
+    """A snippet quoting math shows it as text (static/search_math.js), not
+    as its TeX source ("\\(k - 1\\)")."""
+    results = _Results()
+    results.feed(rendered[f"search_{query}"])
+    quoting = [text for _, text in results.results if MATH_SEARCHES[query] in text]
+    assert quoting, results.results[:5]
+    for text in quoting:
+        assert not re.search(r"\\[()\[\]]|\\[a-z]+|\^\{", text), text
 
 
 @pytest.mark.parametrize("query", SEARCHES)

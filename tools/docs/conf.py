@@ -60,6 +60,8 @@ html_theme = "furo"
 html_title = f"xlabind {release}"
 html_static_path = ["static"]
 html_css_files = ["xlabind.css"]
+# Search snippets show math as text, not TeX.
+html_js_files = ["search_math.js"]
 html_show_sourcelink = False
 html_copy_source = False
 html_theme_options = {
