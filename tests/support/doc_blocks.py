@@ -26,8 +26,8 @@ import sys
 
 try:
     import block_needs
-except ImportError:  # run from a checkout, outside Bazel
-    sys.path.append(str(pathlib.Path(__file__).resolve().parents[2] / "tools" / "docs"))
+except ImportError:  # from a checkout, or runfiles without Bazel's Python path
+    sys.path.append(str(pathlib.Path(__file__).absolute().parents[2] / "tools" / "docs"))
     import block_needs
 
 PLACES = ("here", "gpu", "multiprocess")
