@@ -90,3 +90,8 @@ __all__ = [
     "register_ffi_targets",
     "traceable",
 ]
+
+# Last, once the public API exists: xlabind's own native ops, a client of it.
+# `import xlabind` registers their FFI targets, which a program exported with
+# them names (a deserialized jax.export artifact calls them by name alone).
+from xlabind import ops as ops

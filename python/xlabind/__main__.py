@@ -39,7 +39,6 @@ def report() -> tuple[list[str], bool]:
         if text:
             lines.append(text)
     import xlabind
-    import xlabind.ops  # loads the ops' modules: the CUDA one may be unavailable
     from xlabind import _jax_internals
     from xlabind._runtime import extension as _extension
 
