@@ -25,6 +25,8 @@ import runfiles_repos
 CHECKOUT = pathlib.Path("README.md").resolve().parent
 LINT_SITE = runfiles_repos.repository("xlabind_lint_pypi") / "site"
 BUILDIFIER = runfiles_repos.repository("xlabind_buildifier") / "buildifier-linux_amd64"
+RUFF = LINT_SITE / "bin" / "ruff"
+CLANG_FORMAT = LINT_SITE / "clang_format" / "data" / "bin" / "clang-format"
 C_SUFFIXES = (".cc", ".h", ".cu")
 STARLARK_NAMES = ("BUILD", "BUILD.bazel", "WORKSPACE", "MODULE.bazel")
 STARLARK_SUFFIXES = (".bzl", ".BUILD")
@@ -45,6 +47,11 @@ def checkout_files() -> list[str]:
     return sorted(found)
 
 
+def buildifier(root: pathlib.Path) -> list:
+    """buildifier as the gate runs it: `root`'s configuration, check only."""
+    return [BUILDIFIER, f"-config={root / '.buildifier.json'}", "-mode=check", "-lint=warn"]
+
+
 def run(command: list, what: str, fix: str) -> None:
     """Runs `command` in the checkout; fails the test with its output and the
     command that fixes the finding."""
@@ -58,7 +65,7 @@ def run(command: list, what: str, fix: str) -> None:
 
 def test_python_passes_ruff_lint():
     run(
-        [LINT_SITE / "bin" / "ruff", "check", "--no-cache", "--output-format=concise", "."],
+        [RUFF, "check", "--no-cache", "--output-format=concise", "."],
         "ruff check found problems",
         "ruff check --fix . where it can, else by hand",
     )
@@ -66,7 +73,7 @@ def test_python_passes_ruff_lint():
 
 def test_python_is_ruff_formatted():
     run(
-        [LINT_SITE / "bin" / "ruff", "format", "--no-cache", "--check", "--diff", "."],
+        [RUFF, "format", "--no-cache", "--check", "--diff", "."],
         "files ruff format would change",
         "ruff format .",
     )
@@ -84,8 +91,7 @@ def test_cpp_and_cuda_are_clang_formatted():
     sources = [f for f in checkout_files() if f.endswith(C_SUFFIXES)]
     assert len(sources) > 50, sources  # the folders moved, not the files
     run(
-        [LINT_SITE / "clang_format" / "data" / "bin" / "clang-format", "--dry-run", "--Werror"]
-        + sources,
+        [CLANG_FORMAT, "--dry-run", "--Werror"] + sources,
         "files clang-format would change",
         "clang-format -i FILES",
     )
@@ -100,8 +106,7 @@ def test_starlark_is_buildifier_formatted_and_lint_clean():
     ]
     assert "WORKSPACE" in files and "repositories.bzl" in files, files
     run(
-        [BUILDIFIER, f"-config={CHECKOUT / '.buildifier.json'}", "-mode=check", "-lint=warn"]
-        + files,
+        buildifier(CHECKOUT) + files,
         "buildifier: files to reformat, or lint warnings",
         "buildifier -lint=fix -mode=fix FILES",
     )
@@ -149,15 +154,15 @@ def test_each_gate_fails_on_a_bad_line(tmp_path, gate, path, bad):
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text((CHECKOUT / path).read_text() + bad)
     commands = {
-        "ruff": [LINT_SITE / "bin" / "ruff", "check", "--no-cache", path],
+        "ruff": [RUFF, "check", "--no-cache", path],
         "mypy": [sys.executable, "-m", "mypy", "--cache-dir", tmp_path / "cache"],
         "clang-format": [
-            LINT_SITE / "clang_format" / "data" / "bin" / "clang-format",
+            CLANG_FORMAT,
             "--dry-run",
             "--Werror",
             path,
         ],
-        "buildifier": [BUILDIFIER, f"-config={copy / '.buildifier.json'}", "-mode=check", path],
+        "buildifier": [*buildifier(copy), path],
     }
     done = subprocess.run(
         [str(c) for c in commands[gate]], cwd=copy, capture_output=True, text=True, timeout=600
