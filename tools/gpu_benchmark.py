@@ -25,14 +25,16 @@ changes what every call does; every row names the flags it ran with.
   torch      the PyTorch cases (DLPack), in the only process that imports it.
   kernels    device time of xlabind's CUDA map_coordinates and spline_filter,
              by CUDA events recorded on XLA's stream just before and after
-             the operation (marker callbacks and an optimization barrier keep
-             the operation between them): order 1 values and grid gradient
-             against jax's, 2^24 points (2^22 to 2^26 without --quick),
+             REPEATS runs of the operation, each on a copy of the arguments
+             in buffers of its own (XLA merges runs on the same buffers),
+             divided by REPEATS: the launch gaps at either end then count
+             once per REPEATS runs, not once per run. Order 1 values and
+             grid gradient against jax's, 2^24 points (2^22 to 2^26 without --quick),
              uniform-random and lattice coordinates, float32 and float64, on
              64^3 and 384^3 grids (with the bandwidth achieved as a share of
              the GPU's peak); order 3 with its prefilter on 64^3 and 256^3,
              and spline_filter on 256^3, against cupyx.scipy.ndimage (timed
-             with events on CuPy's stream).
+             the same way: REPEATS calls between events on CuPy's stream).
 
 Times are p10 / p50 / p90 over interleaved rounds. Nothing asserts on the
 numbers; results are checked against the baseline before timing, and the
@@ -72,6 +74,10 @@ QUICK_SECONDS = {"host": 50.0, "graph": 30.0, "kernels": 70.0, "torch": 40.0}
 FULL_SECONDS = {"host": 300.0, "graph": 300.0, "kernels": 600.0, "torch": 300.0}
 #: A group is not started with less time left than this (its compilations alone).
 MIN_SECONDS = 20.0
+#: Runs of a kernel case between its two events. One run between them would
+#: count the launch gaps before and after it (10-20 µs each, on both sides of
+#: a comparison), pulling every ratio toward 1.
+REPEATS = 8
 #: The threads the xlabind no-op ran on (threading's names: XLA's own threads
 #: are "Dummy-N"), reported with the host group.
 CALLBACK_THREADS: set = set()
@@ -312,27 +318,37 @@ def _event_markers():
     XLA's stream (each returns a scalar nobody reads), and the events so far."""
     events: list = []
 
-    def record(x, *, out):
+    def record(*xs, out):
         event = cp.cuda.Event()
         event.record()  # on the current stream: XLA's
         events.append(event)
 
-    token = lambda x: jax.ShapeDtypeStruct((), jnp.int32)
+    token = lambda *xs: jax.ShapeDtypeStruct((), jnp.int32)
     mark = xlabind.callback(record, token, in_place=True, platforms=("cuda",), name="event marker")
     return mark, events
 
 
 def _timed_on_device(op: Callable, mark) -> Callable:
-    """jit(args -> (marker before op, marker after op)): op runs between them."""
+    """jit(copies -> (marker before, marker after)): op runs on each tuple of
+    arguments in `copies` (_copies) between the markers."""
 
-    def timed(*args):
-        before = mark(args[0])
-        before, *args = jax.lax.optimization_barrier((before, *args))
-        result = op(*args)
-        after = mark(jax.tree_util.tree_leaves(result)[0])  # once the result is there
+    def timed(copies):
+        before = mark(copies[0][0])
+        before, copies = jax.lax.optimization_barrier((before, copies))
+        # Every result goes to the second marker, or XLA would drop the runs
+        # nothing reads.
+        results = [jax.tree_util.tree_leaves(op(*args))[0] for args in copies]
+        after = mark(*results)  # once every result is there
         return before + after
 
     return jax.jit(timed)
+
+
+def _copies(args: tuple, repeats: int) -> tuple:
+    """`repeats` copies of `args`, each in buffers of its own: runs of one
+    operation on equal arguments would be merged by XLA, on distinct buffers
+    they cannot be."""
+    return tuple(tuple(jnp.array(a, copy=True) for a in args) for _ in range(repeats))
 
 
 def _device_times(
@@ -341,17 +357,24 @@ def _device_times(
     rounds: int,
     events: list,
     cupy_cases: dict[str, Callable],
+    repeats: int = REPEATS,
 ) -> dict[str, list]:
-    """Seconds of device time per call of each case, interleaved: the XLA
-    cases' between their two markers' events, cupyx's between events on
-    CuPy's stream."""
+    """Seconds of device time per run of each case, interleaved: the XLA
+    cases' (_timed_on_device) over `repeats` runs between their two markers'
+    events, cupyx's over `repeats` calls between events on CuPy's stream;
+    each after two calls to compile and warm up."""
+    copies: dict[tuple, tuple] = {}  # cases with the same arguments share copies
+    for name in cases:
+        key = tuple(id(a) for a in args_of[name])
+        copies.setdefault(key, _copies(args_of[name], repeats))
+    copies_of = {name: copies[tuple(id(a) for a in args_of[name])] for name in cases}
 
     def xla(name):
         def device_seconds():
             first = len(events)
-            jax.block_until_ready(cases[name](*args_of[name]))
+            jax.block_until_ready(cases[name](copies_of[name]))
             start, stop = events[first], events[first + 1]
-            seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3
+            seconds = cp.cuda.get_elapsed_time(start, stop) / 1e3 / repeats
             del events[first:]
             return seconds
 
@@ -361,10 +384,11 @@ def _device_times(
         def device_seconds():
             start, stop = cp.cuda.Event(), cp.cuda.Event()
             start.record()
-            fn()
+            for _ in range(repeats):
+                fn()
             stop.record()
             stop.synchronize()
-            return cp.cuda.get_elapsed_time(start, stop) / 1e3
+            return cp.cuda.get_elapsed_time(start, stop) / 1e3 / repeats
 
         return device_seconds
 
@@ -372,6 +396,10 @@ def _device_times(
         **{name: xla(name) for name in cases},
         **{name: cupy(fn) for name, fn in cupy_cases.items()},
     }
+    for device_seconds in timed.values():
+        for _ in range(2):
+            device_seconds()
+    events.clear()
     return _interleaved(timed, lambda device_seconds: device_seconds(), rounds, float("inf"))
 
 
@@ -448,10 +476,6 @@ def kernels_group(quick: bool) -> list[dict]:
                             atol=tol * (100 if what == "grid gradient" else 1),
                             err_msg=f"{what}, {kind} coordinates, {side}^3",
                         )
-                    for name, fn in cases.items():  # compile and warm up
-                        for _ in range(2):
-                            jax.block_until_ready(fn(*args_of[name]))
-                    events.clear()  # the warm-up calls'
                     times = _device_times(cases, args_of, rounds, events, {})
                     itemsize = np.dtype(dtype).itemsize
                     for what in ("values", "grid gradient"):
@@ -515,12 +539,6 @@ def kernels_group(quick: bool) -> list[dict]:
                     atol=10 * tol,
                     err_msg="spline_filter",
                 )
-            for name, fn in cases.items():
-                for _ in range(2):
-                    jax.block_until_ready(fn(*args_of[name]))
-            for fn in cupy_cases.values():
-                fn()
-            events.clear()  # the warm-up calls'
             times = _device_times(cases, args_of, rounds, events, cupy_cases)
             for what in ("order 3", "spline_filter"):
                 if f"{what} xlabind" not in times:

@@ -1,6 +1,7 @@
 """tools/gpu_check.py, the script the GPU machine runs: it generates each
 extension module's source as Bazel does (one generator, ffi/extension_module.bzl),
-and reports every step even when one runs out of time. (Its Bazel-free build
+and reports every step even when one runs out of time; and how
+tools/gpu_benchmark.py, which it runs, times kernels on the device. (Its Bazel-free build
 is test_gpu_check_build.py, outside the default test set.)"""
 
 import json
@@ -8,6 +9,8 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
+import types
 import zipfile
 
 import pytest
@@ -61,6 +64,72 @@ def dry_run(tmp_path, *flags):
         text=True,
         timeout=300,
     )
+
+
+def test_kernel_times_are_spans_of_repeated_runs():
+    """gpu_benchmark's device times (the GPU issue's point 5): one run between
+    two CUDA events counts the launch gaps at both ends, pulling every ratio
+    toward 1. The timed program runs the operation REPEATS times between its
+    markers, on copies of the arguments XLA cannot merge, and the time reported
+    is the span over REPEATS; cupyx's cases likewise. Here on the CPU, with
+    events that read the host clock and an operation that sleeps 20 ms."""
+    import jax
+    import numpy as np
+
+    import xlabind
+
+    bench = load_tool("gpu_benchmark")
+    assert bench.REPEATS >= 4
+
+    class Event:  # CuPy's, as far as the benchmark uses it
+        def record(self):
+            self.seconds = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+    def elapsed_ms(start, stop):
+        return (stop.seconds - start.seconds) * 1e3
+
+    bench.jax, bench.jnp = jax, jax.numpy
+    bench.cp = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(Event=Event, get_elapsed_time=elapsed_ms)
+    )
+    log, events = [], []
+
+    def marker(*xs, out):
+        event = Event()
+        event.record()
+        events.append(event)
+        log.append("marker")
+        out[...] = 0
+
+    def run(x):
+        time.sleep(0.02)
+        log.append("run")
+        return x
+
+    token = lambda *xs: jax.ShapeDtypeStruct((), np.int32)
+    mark = xlabind.callback(marker, token, in_place=True)
+    # A native, side-effect-free operation XLA would merge on equal buffers.
+    sine = bench._timed_on_device(jax.numpy.sin, mark)
+    compiled = sine.lower(bench._copies((np.ones(4, np.float32),), 8)).compile().as_text()
+    assert compiled.count(" sine(") == 8, compiled
+
+    timed = bench._timed_on_device(xlabind.callback(run, lambda x: x), mark)
+    times = bench._device_times(
+        {"op": timed},
+        {"op": (np.ones(4, np.float32),)},
+        2,
+        events,
+        {"cupyx": lambda: time.sleep(0.02)},
+        repeats=8,
+    )
+    # Each timed call: the markers around eight runs (two warm-up calls first).
+    assert log == ["marker", *["run"] * 8, "marker"] * 4, log
+    # One run's time (>= 20 ms), not eight runs' (>= 160 ms).
+    for case in ("op", "cupyx"):
+        assert len(times[case]) == 2 and all(0.02 <= t < 0.08 for t in times[case]), times
 
 
 def test_the_summary_comes_even_when_a_step_runs_out_of_time(tmp_path):
