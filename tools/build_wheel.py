@@ -24,13 +24,27 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import importlib.util
 import pathlib
 import re
 import sys
 import zipfile
 
 import xlabind
-from xlabind import _compatibility
+
+
+def _package_file(name: str):
+    """One of the package's own source files (the wheel packs the package;
+    its metadata comes from the package's tables), run as a module of its own."""
+    spec = importlib.util.spec_from_file_location(
+        name, pathlib.Path(xlabind.__file__).parent / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_compatibility = _package_file("_compatibility")
 
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip cannot store earlier than 1980
 # Not resolved: under Bazel the runfiles tree (symlinks) holds the data files.

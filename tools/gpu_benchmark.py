@@ -95,14 +95,14 @@ def quantiles(samples: list[float]) -> dict:
 
 # -- the worker side: one group per process ----------------------------------
 def _setup():
-    global jax, jnp, np, xlabind, _extension, cp
+    global jax, jnp, np, xlabind, xlabind_testing, cp
     import cupy as cp
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     import xlabind
-    from xlabind._runtime import extension as _extension
+    import xlabind.testing as xlabind_testing
 
 
 def _like(x):
@@ -113,7 +113,7 @@ def _callbacks(torch=None) -> dict[str, Callable]:
     """The per-call cases, as functions of one array."""
     GPU = ("cuda",)
     out: dict[str, Callable] = {
-        "native no-op": lambda x: jax.ffi.ffi_call(_extension.NOOP_TARGET, _like(x))(x),
+        "native no-op": lambda x: jax.ffi.ffi_call(xlabind_testing.NOOP_TARGET, _like(x))(x),
         "native copy": lambda x: jax.ffi.ffi_call("xlabind_cuda_copy", _like(x))(x),
     }
     if torch is not None:

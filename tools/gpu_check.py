@@ -358,8 +358,8 @@ def environment(package: pathlib.Path, platforms: str | None) -> dict:
 # What the installed wheel's CUDA ops loaded, asked before jax's CUDA plugin
 # can load a libcudart of its own.
 WHEEL_PROBE = """
-import json, os, xlabind
-from xlabind import _xlabind_cuda_ops  # raises when it cannot load
+import json, os, xlabind, xlabind.testing
+xlabind.testing.load_compiled_module("_xlabind_cuda_ops")  # raises when it cannot
 maps = open("/proc/self/maps").read().splitlines()
 cudart = sorted({line.split()[-1] for line in maps if "libcudart" in line})
 print(json.dumps({"xlabind": xlabind.__file__, "cudart": cudart,
@@ -491,14 +491,14 @@ def install_wheel(wheel: pathlib.Path, out: pathlib.Path, package: pathlib.Path)
 def smoke_test(package: pathlib.Path) -> str:
     """Imports the built package and runs a callback and a native op on the CPU."""
     code = (
-        "import jax, jax.numpy as jnp, numpy as np, xlabind\n"
+        "import jax, jax.numpy as jnp, numpy as np, xlabind, xlabind.testing\n"
         "op = xlabind.callback(lambda x: x * 2, lambda x: x)\n"
         "assert float(jax.jit(op)(jnp.ones(()))) == 2.0\n"
         "from xlabind.ops import map_coordinates\n"
         "grid = jnp.arange(4.0)\n"
         "assert float(map_coordinates(grid, [jnp.asarray([1.5])], order=1)[0]) == 1.5\n"
-        "print(xlabind.__file__, sorted(xlabind._runtime.extension.REGISTRATIONS),\n"
-        "      'CUDA ops:', 'missing' if xlabind._runtime.extension.UNAVAILABLE else 'built')\n"
+        "print(xlabind.__file__, sorted(xlabind.testing.registered_targets()),\n"
+        "      'CUDA ops:', 'missing' if xlabind.testing.unavailable_targets() else 'built')\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],

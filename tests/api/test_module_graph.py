@@ -11,9 +11,11 @@ each can be read, tested and changed from the ones it imports.
 The core compiled module is loaded by _runtime/extension.py alone, the ops'
 by xlabind/ops/_native.py alone; the primitive loads none of them. xlabind.ops
 is a client: it uses the public API (and the runtime's mark_unavailable),
-and nothing outside it imports it but the package's __init__, last."""
+and nothing outside it imports it but the package's __init__, last. tools/
+uses the public API and xlabind.testing only."""
 
 import ast
+import re
 from pathlib import Path
 
 import xlabind
@@ -150,3 +152,57 @@ def test_the_ops_use_the_public_api_only():
                 assert hooked == ["mark_unavailable"], hooked
             else:
                 assert not private, (module, private)
+
+
+def private_uses(source: str) -> list[str]:
+    """What `source` (a tool's code) reaches of the package's private modules
+    and names: imports of them, and the same spelled in the code it hands to
+    another interpreter (strings)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Attribute):
+            names = [ast.unparse(node)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names = re.findall(r"\bxlabind(?:\.\w+)+|\bfrom xlabind import \w+", node.value)
+            names = [n.replace("from xlabind import ", "xlabind.") for n in names]
+        else:
+            continue
+        found += [n for n in names if n.startswith("xlabind.") and _private(n)]
+    return sorted(set(found))
+
+
+def _private(name: str) -> bool:
+    return any(p.startswith("_") and not p.endswith("__") for p in name.split(".")[1:])
+
+
+def test_tools_reach_the_runtime_through_xlabind_testing():
+    """The benchmarks and the build and GPU checks (tools/) use the public API
+    and xlabind.testing, never a private module or name of the package: what
+    they need of the runtime's internals has one home."""
+    tools = sorted(Path("tools").rglob("*.py"))
+    assert len(tools) > 10, tools
+    uses = {str(path): private_uses(path.read_text()) for path in tools}
+    assert not {path: found for path, found in uses.items() if found}, uses
+
+
+def test_private_uses_finds_each_spelling():
+    source = (
+        "from xlabind._runtime import extension\n"
+        "import xlabind._lowering.call_status\n"
+        "from xlabind import _xlabind, callback\n"
+        "n = xlabind._runtime.REGISTRATIONS\n"
+        "code = 'from xlabind import _xlabind_cuda_ops'\n"
+        "fine = xlabind.testing.NOOP_TARGET, xlabind.__version__\n"
+    )
+    assert private_uses(source) == [
+        "xlabind._lowering.call_status",
+        "xlabind._runtime",
+        "xlabind._runtime.REGISTRATIONS",
+        "xlabind._runtime.extension",
+        "xlabind._xlabind",
+        "xlabind._xlabind_cuda_ops",
+    ]

@@ -2,7 +2,7 @@
 
 What xlabind does on the host around a CUDA Python call, without a GPU: the
 C++ handler's work (the GIL, a DeviceArray view per buffer, the call, the
-escape check) through ``_xlabind._time_cuda_host_calls``, which makes each call
+escape check) through ``xlabind.testing.time_cuda_host_calls``, which makes each call
 as the handler does but on buffers that are only addresses, with no XLA frame
 to decode and no driver; and the Python work in between (XLA's stream made
 CuPy's and PyTorch's current one, array interfaces read, results stored).
@@ -21,17 +21,14 @@ the driver and the real libraries add their own costs on top of these.
 from __future__ import annotations
 
 import statistics
-import sys
 import types
 
-from harness import jax
+import harness  # noqa: F401  (first: it sets JAX_PLATFORMS before jax loads)
 
-from xlabind import _xlabind
-from xlabind._runtime import cuda_calls, extension
-from xlabind._runtime.python_functions import PythonImplementation
+import xlabind.testing as xlabind_testing
 
 XLA_STREAM, DEVICE = 0x7000, 0
-FLOAT32 = {name: code for code, name in _xlabind.element_type_names().items()}["float32"]
+FLOAT32 = xlabind_testing.element_type_code("float32")
 
 
 # -- stand-ins ------------------------------------------------------------------
@@ -112,34 +109,9 @@ class CupyLikeResult:
 
 def _with_libraries(cupy: bool, torch: bool):
     """Installs the stand-ins in xlabind's view of the world; returns the undo."""
-    saved = (
-        cuda_calls._cupy_module,
-        cuda_calls._cupy_checked,
-        sys.modules.get("cupy"),
-        sys.modules.get("torch"),
-        extension.cuda_copy,
+    return xlabind_testing.use_cuda_libraries(
+        StandInCupy() if cupy else None, StandInTorch() if torch else None
     )
-    module = StandInCupy() if cupy else None
-    cuda_calls._cupy_module, cuda_calls._cupy_checked = module, True
-    for name, value in (("cupy", module), ("torch", StandInTorch() if torch else None)):
-        if value is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = value
-    cuda_calls._streams.clear()  # made again for these libraries
-    cuda_calls._torch_streams = None
-    extension.cuda_copy = lambda *args: None  # the driver's copy, which needs a GPU
-
-    def undo():
-        cuda_calls._cupy_module, cuda_calls._cupy_checked = saved[0], saved[1]
-        for name, value in (("cupy", saved[2]), ("torch", saved[3])):
-            if value is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = value
-        extension.cuda_copy = saved[4]
-
-    return undo
 
 
 # -- the cases --------------------------------------------------------------------
@@ -209,28 +181,22 @@ CASES = (
 FOREIGN_THREAD = ("floor", "in_place_cupy_torch")
 
 
-def _entry(style, fn):
-    if style == "floor":
-        return extension.CallbackEntry(fn, "floor")
-    implementation = PythonImplementation({"cuda": fn}, in_place=style == "in_place")
-    out_tree = jax.tree_util.tree_structure(0)
-    return implementation._make_entry("cuda", fn, fn.__name__, {}, out_tree)
-
-
 def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
     """µs per call of each case (p10, p50, p90 over `rounds` rounds of `calls`),
     the cases interleaved round by round."""
     buffers = [(0x100000, [n], FLOAT32), (0x200000, [n], FLOAT32)]
     prepared = []
     for name, label, style, fn, cupy, torch in CASES:
-        prepared.append((name, label, _entry(style, fn), cupy, torch, False))
+        prepared.append(
+            (name, label, xlabind_testing.cuda_host_callback(style, fn), cupy, torch, False)
+        )
     for name, label, style, fn, cupy, torch in CASES:
         if name in FOREIGN_THREAD:
             prepared.append(
                 (
                     name + "_foreign_thread",
                     label + " [XLA-like thread]",
-                    _entry(style, fn),
+                    xlabind_testing.cuda_host_callback(style, fn),
                     cupy,
                     torch,
                     True,
@@ -238,11 +204,11 @@ def measure(rounds: int, calls: int, n: int = 1) -> list[dict]:
             )
     samples: dict[str, list[float]] = {name: [] for name, *_ in prepared}
     for _ in range(rounds + 1):  # the first round warms up
-        for name, _label, entry, cupy, torch, foreign in prepared:
+        for name, _label, callback, cupy, torch, foreign in prepared:
             undo = _with_libraries(cupy, torch)
             try:
-                seconds = _xlabind._time_cuda_host_calls(
-                    entry.key, buffers, 1, calls, XLA_STREAM, DEVICE, foreign_thread=foreign
+                seconds = xlabind_testing.time_cuda_host_calls(
+                    callback, buffers, 1, calls, XLA_STREAM, DEVICE, foreign_thread=foreign
                 )
             finally:
                 undo()

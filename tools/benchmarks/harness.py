@@ -28,7 +28,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 import xlabind  # noqa: E402
-from xlabind._runtime import extension as _extension  # noqa: E402
+import xlabind.testing as xlabind_testing  # noqa: E402
 
 DEFAULT_ROUNDS = 1000
 QUICK_ROUNDS = 20
@@ -101,7 +101,7 @@ def pin_malloc() -> bool:
 def warm_up(cases: list[Case]) -> None:
     """Compiles every case, checks its result once, and runs it a few times."""
     for case in cases:
-        _extension.set_checks_unwritten_results(case.checks_unwritten)
+        xlabind_testing.set_unwritten_result_checks(case.checks_unwritten)
         result = case.fn(case.x).block_until_ready()
         if case.expected is not None:
             np.testing.assert_allclose(
@@ -113,7 +113,7 @@ def warm_up(cases: list[Case]) -> None:
             )
         for _ in range(WARMUP_CALLS):
             case.fn(case.x).block_until_ready()
-    _extension.set_checks_unwritten_results(True)
+    xlabind_testing.set_unwritten_result_checks(True)
 
 
 def measure(
@@ -132,7 +132,7 @@ def measure(
         try:
             for case in order:
                 f, x, times = case.fn, case.x, case.times
-                _extension.set_checks_unwritten_results(case.checks_unwritten)
+                xlabind_testing.set_unwritten_result_checks(case.checks_unwritten)
                 for _ in range(calls):
                     if after_itself:
                         f(x).block_until_ready()
@@ -141,7 +141,7 @@ def measure(
                     times.append(clock() - start)
         finally:
             gc.enable()
-            _extension.set_checks_unwritten_results(True)
+            xlabind_testing.set_unwritten_result_checks(True)
 
 
 def _us(seconds: float) -> float:

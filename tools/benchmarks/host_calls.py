@@ -3,7 +3,7 @@ call and jax's own callbacks (the main table and its ratio lines)."""
 
 from __future__ import annotations
 
-from harness import Case, _extension, jax, jnp, like, np, vector, xlabind
+from harness import Case, jax, jnp, like, np, vector, xlabind, xlabind_testing
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -24,7 +24,7 @@ def jit_floor(n: int) -> Case:
 def native_noop(n: int) -> Case:
     def f(x):
         # The handler writes nothing: the result is whatever XLA allocated.
-        return jax.ffi.ffi_call(_extension.NOOP_TARGET, like(x))(x)
+        return jax.ffi.ffi_call(xlabind_testing.NOOP_TARGET, like(x))(x)
 
     return Case(f"native_noop_{n}", "native no-op (jax.ffi.ffi_call)", jax.jit(f), vector(n))
 

@@ -18,7 +18,7 @@ import statistics
 import threading
 import time
 
-from harness import _extension, jax, jnp, np, os, run_worker, xlabind
+from harness import jax, jnp, np, os, run_worker, xlabind, xlabind_testing
 from host_calls import noop_into
 
 try:
@@ -57,7 +57,7 @@ def _call(kind: str, record=None):
 
         return lambda x: buffer_callback(function, _like(x), input_output_aliases={0: 0})(x)
     return lambda x: jax.ffi.ffi_call(
-        _extension.NOOP_TARGET, _like(x), input_output_aliases={0: 0}
+        xlabind_testing.NOOP_TARGET, _like(x), input_output_aliases={0: 0}
     )(x)
 
 
@@ -70,9 +70,7 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
 
     if kind == "buffer_callback" and buffer_callback is None:
         return {"kind": kind, "missing": f"jax {jax.__version__} has no buffer_callback"}
-    from xlabind._lowering import call_status
-
-    call_status._EXCHANGE_STATUS = kind != "xlabind_unchecked"  # read when lowering
+    xlabind_testing.set_status_exchange(kind != "xlabind_unchecked")  # read when lowering
     mesh = Mesh(np.array(jax.devices()), ("d",))
     on_main = set()
 

@@ -8,7 +8,19 @@ from __future__ import annotations
 import gc
 import importlib
 
-from harness import Case, _extension, jax, jnp, measure, np, os, summarize, vector, warm_up, xlabind
+from harness import (
+    Case,
+    jax,
+    jnp,
+    measure,
+    np,
+    os,
+    summarize,
+    vector,
+    warm_up,
+    xlabind,
+    xlabind_testing,
+)
 from host_calls import noop_into
 from native_ops import map_coordinates_problem
 
@@ -22,8 +34,6 @@ def sharded_worker(rounds: int, calls: int) -> dict:
     """Medians (µs) of the sharded cases, in this process (on all its devices)."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    from xlabind._lowering import call_status
-
     devices = len(jax.devices())
     mesh = Mesh(np.array(jax.devices()), ("d",))
     x = jax.device_put(
@@ -33,7 +43,7 @@ def sharded_worker(rounds: int, calls: int) -> dict:
         Case("sharded_jnp", "jnp (x + 1)", jax.jit(lambda x: x + 1), x, checks_unwritten=False)
     ]
     for exchange in (True, False):
-        call_status._EXCHANGE_STATUS = exchange  # read when lowering: compile now
+        xlabind_testing.set_status_exchange(exchange)  # read when lowering: compile now
         tag = "" if exchange else "_unchecked"
         label = "" if exchange else ", without the status exchange"
         for key, rule in (("per_device", "r c -> r c"), ("once", None)):
@@ -51,7 +61,7 @@ def sharded_worker(rounds: int, calls: int) -> dict:
                 )
             )
         warm_up(cases[-2:])
-    call_status._EXCHANGE_STATUS = True
+    xlabind_testing.set_status_exchange(True)
     warm_up(cases[:1])
     measure(cases, rounds, calls)
     return {
@@ -232,7 +242,7 @@ def lifetime_worker(kind: str, loops: int) -> dict:
 
     def rss_mib() -> float:
         gc.collect()
-        _extension.collect_released_callbacks()
+        xlabind_testing.collect_released_callbacks()
         with open("/proc/self/status") as f:
             for line in f:
                 if line.startswith("VmRSS:"):
@@ -263,7 +273,7 @@ def lifetime_worker(kind: str, loops: int) -> dict:
         "loops": loops,
         "growth_mib": after - before,
         "rss_mib": after,
-        "live_callbacks": _extension.live_callback_data_count(),
+        "live_callbacks": xlabind_testing.live_callback_data_count(),
     }
 
 

@@ -67,6 +67,9 @@ if _xlabind.status_bytes() != STATUS_BYTES:  # pragma: no cover - a build mismat
     )
 
 CallbackEntry = _xlabind.CallbackEntry
+element_type_names = _xlabind.element_type_names
+# A CUDA callback's host work without a GPU (xlabind.testing, for the benchmark).
+time_cuda_host_calls = _xlabind._time_cuda_host_calls
 live_callback_count = _xlabind.live_callback_count
 live_callback_data_count = _xlabind.live_callback_data_count
 collect_released_callbacks = _xlabind.collect_released_callbacks
