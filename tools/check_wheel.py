@@ -100,11 +100,12 @@ def install(python: pathlib.Path, wheel: pathlib.Path) -> list[str]:
 
 
 def run_demo(python: pathlib.Path, examples: pathlib.Path, workdir: pathlib.Path) -> str:
-    """Runs examples/demo.py from a copy of its package (`python -m examples.demo`)."""
+    """Runs examples/python_ops/demo.py from a copy of its package (`python -m
+    python_ops.demo`)."""
     demo = workdir / "demo"
-    shutil.copytree(examples, demo / "examples")
+    shutil.copytree(examples, demo / "python_ops")
     done = subprocess.run(
-        [str(python), "-m", "examples.demo"],
+        [str(python), "-m", "python_ops.demo"],
         cwd=demo,
         capture_output=True,
         text=True,
@@ -222,7 +223,7 @@ def check(
     found = versions(python, workdir)
     if not found["xlabind"].startswith(str(workdir / "venv")):
         raise AssertionError(f"xlabind came from {found['xlabind']}, not the environment")
-    run_demo(python, root / "python" / "examples", workdir)
+    run_demo(python, root / "examples" / "python_ops", workdir)
     results = run_tests(python, root, tests, jobs)
     results["mypy tests/typing/public_api.py"] = type_check(python, root, workdir)
     failed = [f"{name}: {line}" for name, line in results.items() if line.startswith("FAILED")]

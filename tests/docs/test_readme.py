@@ -43,7 +43,7 @@ def test_readme_gives_the_two_commands_and_the_install():
     text = README.read_text()
     for command in (
         "tools/bazel test //...",
-        "tools/bazel run //python:demo",
+        "tools/bazel run //examples/python_ops:demo",
         "tools/bazel run //tools/docs:open",
         "python -m xlabind",
         "[cuda13]",

@@ -37,7 +37,6 @@ NOT_HERE = {
     ("docs/development/commands.md", ".ci/disk_cache.bazelrc"): "written by .ci/run",
     ("docs/native/cmake.md", "examples/ffi"): "jax's repository",
     ("third_party/shims/rules_python/BUILD", "python/defs.bzl"): "inside rules_python",
-    ("tools/check_wheel.py", "examples/demo.py"): "relative to python/",
     ("tools/gpu_check.py", "ffi/cpu/x.cc"): "an example name",
     ("tools/gpu_check.py", "ffi/cuda/x.cc"): "an example name",
 }

@@ -7,10 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.special
-from examples.ducc0_fft import c2c, genuine_fht
-from examples.ducc0_sht import nalm, synthesis
-from examples.scipy_gammaln import gammaln
 from jax.test_util import check_grads
+from python_ops.ducc0_fft import c2c, genuine_fht
+from python_ops.ducc0_sht import nalm, synthesis
+from python_ops.scipy_gammaln import gammaln
 
 jax.config.update("jax_enable_x64", True)
 rng = np.random.default_rng(0)

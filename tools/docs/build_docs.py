@@ -14,7 +14,7 @@ is written twice:
   ffi/defs.bzl and repositories.bzl;
 * the files the pages include: the example workspace examples/native_op
   (Bazel's @xlabind_example) as /_examples/native_op, examples/native_op_cmake
-  as /_examples/native_op_cmake, python/examples as /_examples/python.
+  as /_examples/native_op_cmake, examples/python_ops as /_examples/python_ops.
 
     build_docs.py --out html.zip [--workdir DIR]
 """
@@ -363,9 +363,9 @@ def copy_examples(source: pathlib.Path) -> None:
         target / "native_op_cmake",
         ignore=shutil.ignore_patterns("BUILD.bazel"),
     )
-    (target / "python").mkdir()
-    for path in (REPO / "python" / "examples").glob("*.py"):
-        shutil.copy(path, target / "python" / path.name)
+    (target / "python_ops").mkdir()
+    for path in (REPO / "examples" / "python_ops").glob("*.py"):
+        shutil.copy(path, target / "python_ops" / path.name)
 
 
 def write_sources(source: pathlib.Path) -> None:

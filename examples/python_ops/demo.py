@@ -1,7 +1,7 @@
 """xlabind demo: SciPy's gammaln inside jax.jit, jax.vmap and jax.grad, timed
 against jax.pure_callback doing the same work.
 
-    tools/bazel run //python:demo
+    tools/bazel run //examples/python_ops:demo
 """
 
 import time
@@ -12,7 +12,9 @@ import numpy as np
 import scipy.special
 
 import xlabind
-from examples.scipy_gammaln import gammaln  # xlabind.nonlinear, derivatives to order 2
+from python_ops.scipy_gammaln import (
+    gammaln,
+)  # xlabind.nonlinear, derivatives to order 2
 
 jax.config.update("jax_enable_x64", True)
 
@@ -31,7 +33,10 @@ x = jnp.linspace(0.5, 6.0, 1_000_000)
 
 # 1. jit: a JAX program around a SciPy function XLA cannot see.
 loss = jax.jit(lambda x: jnp.sum(gammaln(x) ** 2))
-value, expected = float(loss(x)), float(np.sum(scipy.special.gammaln(np.asarray(x)) ** 2))
+value, expected = (
+    float(loss(x)),
+    float(np.sum(scipy.special.gammaln(np.asarray(x)) ** 2)),
+)
 print(f"jit     sum(gammaln(x)^2)      = {value:.6f}  (NumPy: {expected:.6f})")
 
 # 2. grad: reverse mode calls the bound vjp (digamma) once.

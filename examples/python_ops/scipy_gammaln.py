@@ -23,7 +23,9 @@ def _digamma_times(x, t):
 
 
 def _digamma_times_jvp(x, t, dx, dt):
-    return _cast(scipy.special.polygamma(1, x) * t * dx + scipy.special.digamma(x) * dt, x)
+    return _cast(
+        scipy.special.polygamma(1, x) * t * dx + scipy.special.digamma(x) * dt, x
+    )
 
 
 def _digamma_times_vjp(x, t, ct):

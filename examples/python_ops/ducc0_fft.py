@@ -5,7 +5,7 @@ linear and their matrices are symmetric, so each is its own transpose (the
 linear transpose, not the adjoint: the inverse FFT would be wrong here).
 
     import jax.numpy as jnp
-    from examples.ducc0_fft import c2c
+    from python_ops.ducc0_fft import c2c
     y = c2c(jnp.ones((4, 8), jnp.complex64), axes=(1,))
 
 Under vmap the function runs once on the whole batch: ducc0 learns which axes
@@ -74,7 +74,7 @@ c2c = xlabind.linear(
     name="ducc0.fft.c2c",
 )
 
-#: genuine_fht(x, *, axes=None, nthreads=1): ducc0.fft.genuine_fht without normalization.
+#: genuine_fht(x, *, axes=None, nthreads=1): ducc0.fft.genuine_fht, unnormalized.
 genuine_fht = xlabind.linear(
     _fht,
     _fht,
