@@ -111,7 +111,7 @@ nb::object ShapeTuple(const DeviceArray& a) {
 
 // Says whether the libraries that may consume a device array now (CuPy,
 // PyTorch) have XLA's stream as their current stream (set by
-// python/xlabind/_runtime/cuda_calls.py). None until then.
+// python/xlabind/_runtime/python_on_cuda.py). None until then.
 nb::object& CurrentStreamProbe() {
   static auto* probe = new nb::object();
   return *probe;

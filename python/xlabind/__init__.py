@@ -51,8 +51,8 @@ from xlabind._primitive.definition import (
 )
 from xlabind._primitive.factors import Rule, ShardingRule
 from xlabind._primitive.traced_rules import Traceable, traceable
-from xlabind._runtime.binding import Function
 from xlabind._runtime.extension import SUPPORTED_DTYPES, register_ffi_targets
+from xlabind._runtime.make_definition import Function
 from xlabind._runtime.native_targets import FfiTarget, ffi_target
 from xlabind.callback import callback
 from xlabind.linear import linear

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from xlabind._primitive.definition import BoundFunction, ResultSpec
 from xlabind._primitive.factors import Rule
-from xlabind._runtime.binding import Function, make_definition
+from xlabind._runtime.make_definition import Function, make_definition
 
 
 def callback(

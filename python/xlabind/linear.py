@@ -15,12 +15,12 @@ from typing import Any
 
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
 from xlabind._primitive.derivatives import LinearityRules
-from xlabind._primitive.derived_calls import bind_derived
+from xlabind._primitive.derived_layouts import bind_derived
 from xlabind._primitive.factors import Rule
 from xlabind._primitive.primitive import Call
 from xlabind._primitive.traced_rules import Traceable, traced_tangent, transposed_tangent
 from xlabind._primitive.trees import flat_results_tree, interleave
-from xlabind._runtime.binding import Function, derived_function, make_definition
+from xlabind._runtime.make_definition import Function, derived_function, make_definition
 
 
 def _diff_positions(n: int, nondiff: Sequence[int]) -> list[int]:

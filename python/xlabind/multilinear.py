@@ -20,10 +20,10 @@ from typing import Any
 
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
 from xlabind._primitive.derivatives import LinearityRules
-from xlabind._primitive.derived_calls import bind_derived
+from xlabind._primitive.derived_layouts import bind_derived
 from xlabind._primitive.factors import Rule
 from xlabind._primitive.trees import flat_results_tree
-from xlabind._runtime.binding import Function, derived_function, make_definition
+from xlabind._runtime.make_definition import Function, derived_function, make_definition
 
 
 class _Multilinear:

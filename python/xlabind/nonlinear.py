@@ -19,11 +19,11 @@ import jax
 
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
 from xlabind._primitive.derivatives import LinearityRules, instantiate, output_tangents
-from xlabind._primitive.derived_calls import bind_derived
+from xlabind._primitive.derived_layouts import bind_derived
 from xlabind._primitive.factors import Rule
 from xlabind._primitive.traced_rules import Traceable, traced_tangent
 from xlabind._primitive.trees import flat_results_tree
-from xlabind._runtime.binding import Function, derived_function, make_definition
+from xlabind._runtime.make_definition import Function, derived_function, make_definition
 
 
 class _Nonlinear:

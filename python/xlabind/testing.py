@@ -17,9 +17,9 @@ from typing import Any, cast
 
 import jax
 
-from xlabind._lowering import call_status as _call_status
-from xlabind._runtime import cuda_calls as _cuda_calls
+from xlabind._lowering import status_exchange as _status_exchange
 from xlabind._runtime import extension as _extension
+from xlabind._runtime import python_on_cuda as _python_on_cuda
 from xlabind._runtime.python_functions import PythonImplementation as _PythonImplementation
 
 __all__ = [
@@ -51,9 +51,9 @@ def set_unwritten_result_checks(enabled: bool) -> None:
 
 def set_status_exchange(enabled: bool) -> None:
     """Whether calls made once per device tell the other devices whether they
-    failed (on by default; ``xlabind/_lowering/call_status.py``). Read when a
+    failed (on by default; ``xlabind/_lowering/status_exchange.py``). Read when a
     program is lowered: compile after setting it."""
-    _call_status._EXCHANGE_STATUS = enabled
+    _status_exchange._EXCHANGE_STATUS = enabled
 
 
 def collect_released_callbacks() -> None:
@@ -143,8 +143,8 @@ def use_cuda_libraries(cupy: object | None, torch: object | None) -> Callable[[]
     what CUDA callbacks see, and the driver's copy a no-op (it needs a GPU);
     returns the function that undoes it."""
     saved = (
-        _cuda_calls._cupy_module,
-        _cuda_calls._cupy_checked,
+        _python_on_cuda._cupy_module,
+        _python_on_cuda._cupy_checked,
         sys.modules.get("cupy"),
         sys.modules.get("torch"),
         _extension.cuda_copy,
@@ -157,14 +157,14 @@ def use_cuda_libraries(cupy: object | None, torch: object | None) -> Callable[[]
         torch_entry: object | None,
         copy: Callable[..., None],
     ) -> None:
-        _cuda_calls._cupy_module, _cuda_calls._cupy_checked = cupy_module, checked
+        _python_on_cuda._cupy_module, _python_on_cuda._cupy_checked = cupy_module, checked
         for name, value in (("cupy", cupy_entry), ("torch", torch_entry)):
             if value is None:
                 sys.modules.pop(name, None)
             else:
                 sys.modules[name] = cast(types.ModuleType, value)  # or a stand-in
-        _cuda_calls._streams.clear()  # made again for these libraries
-        _cuda_calls._torch_streams = None
+        _python_on_cuda._streams.clear()  # made again for these libraries
+        _python_on_cuda._torch_streams = None
         _extension.cuda_copy = copy
 
     install(cupy, True, cupy, torch, lambda *args: None)

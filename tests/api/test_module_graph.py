@@ -192,14 +192,14 @@ def test_tools_reach_the_runtime_through_xlabind_testing():
 def test_private_uses_finds_each_spelling():
     source = (
         "from xlabind._runtime import extension\n"
-        "import xlabind._lowering.call_status\n"
+        "import xlabind._lowering.status_exchange\n"
         "from xlabind import _xlabind, callback\n"
         "n = xlabind._runtime.REGISTRATIONS\n"
         "code = 'from xlabind import _xlabind_cuda_ops'\n"
         "fine = xlabind.testing.NOOP_TARGET, xlabind.__version__\n"
     )
     assert private_uses(source) == [
-        "xlabind._lowering.call_status",
+        "xlabind._lowering.status_exchange",
         "xlabind._runtime",
         "xlabind._runtime.REGISTRATIONS",
         "xlabind._runtime.extension",

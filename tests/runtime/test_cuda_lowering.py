@@ -288,16 +288,16 @@ def test_a_native_target_declares_its_trait_itself():
 
 
 def test_a_failure_during_a_capture_says_what_a_capture_allows(monkeypatch):
-    from xlabind._runtime import cuda_calls
+    from xlabind._runtime import python_on_cuda
 
-    monkeypatch.setattr(cuda_calls, "_cupy_module", None)
-    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
+    monkeypatch.setattr(python_on_cuda, "_cupy_module", None)
+    monkeypatch.setattr(python_on_cuda, "_cupy_checked", True)
     monkeypatch.setattr(_extension, "cuda_current_call", lambda: (0x7000, 0))
 
     def reads_on_the_host(x, *, out):
         raise RuntimeError("cudaErrorStreamCaptureUnsupported")
 
-    run = cuda_calls.in_place_function(
+    run = python_on_cuda.in_place_function(
         reads_on_the_host, False, capturable=True, name="reads_on_the_host"
     )
     for capturing in (True, False):
@@ -309,7 +309,7 @@ def test_a_failure_during_a_capture_says_what_a_capture_allows(monkeypatch):
             with pytest.raises(RuntimeError) as raised:
                 run(None, out=None)
         notes = getattr(raised.value, "__notes__", [])
-        assert (cuda_calls.CAPTURE_NOTE in notes) == capturing
+        assert (python_on_cuda.CAPTURE_NOTE in notes) == capturing
         # Also a warning: XLA may report an invalidated capture in place of the
         # call's own error.
         messages = [str(w.message) for w in warned if w.category is RuntimeWarning]
@@ -321,4 +321,4 @@ def test_a_failure_during_a_capture_says_what_a_capture_allows(monkeypatch):
             ), messages
         else:
             assert messages == []
-    assert "write into `out` with out=" in cuda_calls.CAPTURE_NOTE
+    assert "write into `out` with out=" in python_on_cuda.CAPTURE_NOTE

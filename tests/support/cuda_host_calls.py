@@ -1,6 +1,6 @@
 """Calls of a Python function as the CUDA callback handler makes them, with no
 XLA frame and no GPU (`_xlabind._time_cuda_host_calls`: buffers that are only
-addresses), for the tests of its host path (runtime/test_cuda_calls.py,
+addresses), for the tests of its host path (runtime/test_python_on_cuda.py,
 test_threads.py, test_fake_driver.py)."""
 
 import jax

@@ -375,7 +375,7 @@ def mesh():
 
 def test_sharded_program_without_a_rule(mesh):
     # One call on the first device, its status as one more result after the
-    # function's own (_lowering/call_status.py): the alias still names the right result.
+    # function's own (_lowering/status_exchange.py): the alias still names the right result.
     x = jax.device_put(jnp.arange(8.0), NamedSharding(mesh, P("d")))
     np.testing.assert_array_equal(jax.jit(doubler())(x), 2 * np.arange(8.0))
     noop = xlabind.callback(

@@ -52,7 +52,7 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     cores, where no device waits for a core), a no-op ``xlabind.callback`` once
     per device (with a sharding rule) and once per program, each with and
     without the exchange of the calls' status that stops every device when
-    one fails (python/xlabind/_lowering/call_status.py): what that collective costs;
+    one fails (python/xlabind/_lowering/status_exchange.py): what that collective costs;
   * ``map_coordinates_sharded``: map_coordinates on 2^22 points (2^20 with
     --quick) sharded over 8 virtual CPU devices, 64^3 float64 grid: values and
     the grid's gradient split by points (the op's sharding rule) against once

@@ -30,7 +30,7 @@ CHAIN = 64
 DEVICES = (1, 2, 8)
 # xlabind_unchecked: without the status exchange, the small all-reduce with
 # which each call over several devices tells the others whether it failed
-# (xlabind/_lowering/call_status.py); buffer_callback has none.
+# (xlabind/_lowering/status_exchange.py); buffer_callback has none.
 KINDS = ("xlabind", "xlabind_unchecked", "buffer_callback")
 
 

@@ -8,7 +8,7 @@ once per device on that device's shard instead, through jax's custom
 partitioning (a Shardy sharding rule, or GSPMD propagation callbacks without
 Shardy); an ordered one runs once, on the first device, inside a shard_map
 that carries jax's ordering token. Whichever way it runs, a call that fails
-on one device stops every device at that call (call_status.py), but in an
+on one device stops every device at that call (status_exchange.py), but in an
 exported program (jax.export), whose calls are plain: there the split is
 decided at lowering and made by a shard_map, since jax cannot serialize a
 custom partitioning.
@@ -28,7 +28,7 @@ from jax.interpreters import mlir
 from jax.sharding import NamedSharding, PartitionSpec
 
 from xlabind import _jax_internals as internals
-from xlabind._lowering import call_status
+from xlabind._lowering import status_exchange
 from xlabind._primitive import factors as factors_module
 from xlabind._primitive.factors import split
 from xlabind._primitive.primitive import bind
@@ -37,7 +37,7 @@ from xlabind._primitive.primitive import bind
 def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     """Lowers a call with `emit(ctx, *operands) -> results`, placed so that it runs
     once per program, or once per device on its shard; in a program over
-    several devices a failure stops every device at this call (call_status.py)."""
+    several devices a failure stops every device at this call (status_exchange.py)."""
     if call.reports_status:
         # One of the per-device calls below: their caller checks the status.
         return emit(ctx, *operands)
@@ -58,9 +58,9 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
         return emit(ctx, *operands)
     if axes:
         # Inside shard_map (per-device semantics): once per device.
-        processes = call_status.row_processes(axis_context.mesh, axes)
+        processes = status_exchange.row_processes(axis_context.mesh, axes)
         return mlir.lower_fun(
-            lambda *xs: call_status.call_on_every_device(call, xs, axes, processes),
+            lambda *xs: status_exchange.call_on_every_device(call, xs, axes, processes),
             multiple_results=True,
         )(ctx, *operands)
     return emit(ctx, *operands)
@@ -79,15 +79,15 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
     device, on whole arrays, in a ``jax.shard_map`` over all the program's
     devices, which (unlike a custom partitioning) threads jax's ordering
     token through to the call, as it does for io_callback(ordered=True); a
-    failure stops every device at this call (call_status.py)."""
+    failure stops every device at this call (status_exchange.py)."""
     mesh = _program_mesh(ctx.module_context.axis_context)
     axes = tuple(mesh.axis_names)
-    processes = call_status.row_processes(mesh, axes)
+    processes = status_exchange.row_processes(mesh, axes)
     whole = PartitionSpec()
     exchange = not ctx.module_context.lowering_parameters.for_export
     once = jax.shard_map(
         lambda *xs: tuple(
-            call_status.call_on_first_device(call, xs, axes, processes, exchange=exchange)
+            status_exchange.call_on_first_device(call, xs, axes, processes, exchange=exchange)
         ),
         mesh=mesh,
         in_specs=(whole,) * len(operands),
@@ -192,11 +192,11 @@ class _Plan:
         manual over every mesh axis): the call on its block, its results
         summed over the mesh axes of summed factors they lack; with nothing
         split, the call once on the first device, broadcast to the others.
-        `exchange`: whether a failure stops every device (call_status.py)."""
+        `exchange`: whether a failure stops every device (status_exchange.py)."""
         axes = tuple(mesh.axis_names)
-        processes = call_status.row_processes(mesh, axes)
+        processes = status_exchange.row_processes(mesh, axes)
         if not chosen:
-            return lambda xs: call_status.call_on_first_device(
+            return lambda xs: status_exchange.call_on_first_device(
                 call, xs, axes, processes, exchange=exchange
             )
         local = tuple(
@@ -223,7 +223,7 @@ class _Plan:
         ]
 
         def per_device(xs):
-            results = call_status.call_on_every_device(
+            results = status_exchange.call_on_every_device(
                 local_call, xs, axes, processes, exchange=exchange
             )
             return [
@@ -306,7 +306,7 @@ def _source_digest() -> str:
     change to how xlabind splits a call (the per-device computation is made
     when XLA compiles, and is not in the program's text)."""
     digest = hashlib.sha256()
-    for module in (call_status, factors_module, internals):
+    for module in (status_exchange, factors_module, internals):
         digest.update(pathlib.Path(str(module.__file__)).read_bytes())
     digest.update(pathlib.Path(__file__).read_bytes())
     return digest.hexdigest()

@@ -6,7 +6,7 @@ call (_runtime/python_functions.py: the Python-callback handler with a
 registry key; _runtime/native_targets.py: the FFI target with its attributes), and gives
 it the placement that makes it run once per program, or once per device on
 its shard (partitioning.py). A function with effect="ordered" gets jax's token
-threaded through its call, as io_callback threads it (_runtime/custom_calls.py).
+threaded through its call, as io_callback threads it (_runtime/ffi_custom_call.py).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ is (its Definition), and the rules jax transforms it by.
   factors.py         sharding rules as factors (the algebra: a leaf)
   batching.py        the vmap rule, one function per vmap_method
   derivatives.py     the JVP and transpose rules (LinearityRules)
-  derived_calls.py   calling a transpose or JVP on natively batched arrays
+  derived_layouts.py calling a transpose or JVP on natively batched arrays
   traced_rules.py    JVP rules written in JAX (xlabind.traceable)
   signatures.py, trees.py
 

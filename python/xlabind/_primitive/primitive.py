@@ -71,7 +71,7 @@ class Call:
     #: (i, k): under vmap operand k is laid out exactly like operand i, as in
     #: the Definition's aligned_pairs; a derived call's, from its parent's.
     aligned: tuple[tuple[int, int], ...] = ()
-    #: One more result, the call's status (_lowering/call_status.py), instead of failing:
+    #: One more result, the call's status (_lowering/status_exchange.py), instead of failing:
     #: for the per-device calls of a sharded program, which check it on every device.
     reports_status: bool = False
     #: (operand, result) pairs XLA may give one buffer (the definition's

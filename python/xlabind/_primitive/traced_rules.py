@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from xlabind._primitive.derivatives import is_zero
-from xlabind._primitive.derived_calls import call_under_levels, without_axes
+from xlabind._primitive.derived_layouts import call_under_levels, without_axes
 from xlabind._primitive.trees import interleave
 
 

@@ -46,7 +46,7 @@ except ImportError as error:
 
 #: FFI target of the handler that calls Python on XLA's buffers (every platform).
 PYTHON_CALLBACK_TARGET = "xlabind_python_callback"
-#: The same with one more result, the call's status (_lowering/call_status.py).
+#: The same with one more result, the call's status (_lowering/status_exchange.py).
 PYTHON_CALLBACK_STATUS_TARGET = "xlabind_python_callback_status"
 #: CUDA only: the same call with the command-buffer trait (XLA may capture it
 #: into a CUDA graph), for in-place functions declared command_buffer_compatible.
@@ -74,7 +74,7 @@ live_callback_count = _xlabind.live_callback_count
 live_callback_data_count = _xlabind.live_callback_data_count
 collect_released_callbacks = _xlabind.collect_released_callbacks
 
-# What the CUDA side needs of the module (xlabind.cuda, cuda_calls.py): the
+# What the CUDA side needs of the module (xlabind.cuda, python_on_cuda.py): the
 # device arrays callbacks receive, DLPack sources, the running call's stream,
 # and the few driver calls.
 DeviceArray = _xlabind.DeviceArray
@@ -156,7 +156,7 @@ def register_ffi_targets(
         registrations = module.registrations()
         if hasattr(module, "status_registrations"):
             # The variants that report errors as a status: sharded programs
-            # then stop every device when one fails (call_status.py).
+            # then stop every device when one fails (status_exchange.py).
             registrations = _merged(registrations, module.status_registrations())
         if state_types is None and hasattr(module, "state_types"):
             state_types = module.state_types()

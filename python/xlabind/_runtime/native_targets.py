@@ -17,8 +17,8 @@ from jax.interpreters import mlir
 
 from xlabind._platforms import platform_name, platform_names
 from xlabind._primitive.static_kwargs import freeze
-from xlabind._runtime import custom_calls
 from xlabind._runtime import extension as _extension
+from xlabind._runtime import ffi_custom_call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,9 +282,9 @@ class NativeImplementation:
     def _emit(name, target, ctx, operands, attributes, options, token):
         if not target.takes_token:
             # A target that takes no token (effect="unordered", or none).
-            return custom_calls.emit(name, ctx, operands, attributes, options)
+            return ffi_custom_call.emit(name, ctx, operands, attributes, options)
         if token is None:  # not ordered: a fresh token, whose successor is dropped
             token = stablehlo.create_token()
-            results, _ = custom_calls.emit(name, ctx, operands, attributes, options, token)
+            results, _ = ffi_custom_call.emit(name, ctx, operands, attributes, options, token)
             return results, None
-        return custom_calls.emit(name, ctx, operands, attributes, options, token)
+        return ffi_custom_call.emit(name, ctx, operands, attributes, options, token)

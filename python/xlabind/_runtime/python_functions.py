@@ -25,8 +25,8 @@ import numpy as np
 
 from xlabind import _jax_internals
 from xlabind._platforms import platform_name, platform_names
-from xlabind._runtime import cuda_calls, custom_calls
 from xlabind._runtime import extension as _extension
+from xlabind._runtime import ffi_custom_call, python_on_cuda
 
 
 def functions_by_platform(
@@ -147,7 +147,7 @@ class PythonImplementation:
         def emit(ctx, operands, token=None):
             if platform == "cuda":
                 _check_cuda_dtypes(op.name, ctx)
-            return custom_calls.emit(target, ctx, operands, attributes, options, token)
+            return ffi_custom_call.emit(target, ctx, operands, attributes, options, token)
 
         return emit, entry
 
@@ -182,7 +182,7 @@ class PythonImplementation:
             # The handler calls fn(*operands, out=..., **kwargs) itself and checks
             # that it returns None: on the CPU with no adapter frame at all.
             if platform == "cuda":
-                fn = cuda_calls.in_place_function(
+                fn = python_on_cuda.in_place_function(
                     fn, self.synchronize, self.command_buffer_compatible, name
                 )
             leaf = jax.tree_util.treedef_is_leaf(out_tree)
@@ -193,7 +193,7 @@ class PythonImplementation:
             )
         flatten = _flattener(name, out_tree, self.unwrap_one_tuple)
         if platform == "cuda":
-            adapter = cuda_calls.returning_adapter(
+            adapter = python_on_cuda.returning_adapter(
                 fn, name, kwargs, out_tree, self.unwrap_one_tuple, self.synchronize, flatten
             )
         else:

@@ -13,7 +13,7 @@ import pytest
 from cuda_host_calls import CODES, XLA_STREAM, host_calls
 
 from xlabind import _xlabind
-from xlabind._runtime import cuda_calls, extension
+from xlabind._runtime import extension, python_on_cuda
 
 DEVICE = 3
 
@@ -66,11 +66,11 @@ def fake_gpu(monkeypatch):
             get_current_stream=lambda device=None: types.SimpleNamespace(ptr=current[-1]),
         ),
     )
-    monkeypatch.setattr(cuda_calls, "_cupy_module", cupy)
-    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
-    monkeypatch.setattr(cuda_calls, "_streams", {})
-    monkeypatch.setattr(cuda_calls, "_torch_streams", None)
-    monkeypatch.setattr(cuda_calls, "_watched_torch", None)
+    monkeypatch.setattr(python_on_cuda, "_cupy_module", cupy)
+    monkeypatch.setattr(python_on_cuda, "_cupy_checked", True)
+    monkeypatch.setattr(python_on_cuda, "_streams", {})
+    monkeypatch.setattr(python_on_cuda, "_torch_streams", None)
+    monkeypatch.setattr(python_on_cuda, "_watched_torch", None)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     return log
@@ -78,21 +78,21 @@ def fake_gpu(monkeypatch):
 
 def test_xlas_stream_is_cupys_during_the_call(fake_gpu):
     inside = []
-    result = cuda_calls.call_on_xla_stream(
+    result = python_on_cuda.call_on_xla_stream(
         lambda x: inside.append(list(fake_gpu)) or x * 2, (21,), {}, synchronize=False
     )
     assert result == 42
     assert inside[0] == [("stream", XLA_STREAM, DEVICE)]
     assert fake_gpu[-1] == ("stream done", XLA_STREAM)  # and no longer after it
-    cuda_calls.call_on_xla_stream(lambda: None, (), {}, synchronize=False)
+    python_on_cuda.call_on_xla_stream(lambda: None, (), {}, synchronize=False)
     made = [entry for entry in fake_gpu if entry[0] == "stream"]
-    assert len(made) == 2 and len(cuda_calls._streams) == 1  # one CuPy stream, made once
+    assert len(made) == 2 and len(python_on_cuda._streams) == 1  # one CuPy stream, made once
 
 
 def test_cupy_14_gets_xlas_stream_through_the_stream_protocol(fake_gpu):
     # CuPy 14 deprecates ExternalStream (a DeprecationWarning: an error under
     # -W error) for Stream.from_external(an object with __cuda_stream__).
-    cupy = cuda_calls._cupy_module
+    cupy = python_on_cuda._cupy_module
     current = cupy.current
 
     def from_external(obj):
@@ -103,7 +103,7 @@ def test_cupy_14_gets_xlas_stream_through_the_stream_protocol(fake_gpu):
     cupy.cuda.Stream = types.SimpleNamespace(from_external=from_external)
     cupy.cuda.ExternalStream = lambda *a, **k: pytest.fail("ExternalStream was used")
     inside = []
-    cuda_calls.call_on_xla_stream(lambda: inside.append(current[-1]), (), {}, synchronize=False)
+    python_on_cuda.call_on_xla_stream(lambda: inside.append(current[-1]), (), {}, synchronize=False)
     assert inside == [XLA_STREAM]
     assert fake_gpu[0] == ("stream", XLA_STREAM, -1)
 
@@ -112,7 +112,7 @@ def test_cupy_memory_asked_for_during_a_capture_is_refused(fake_gpu, monkeypatch
     # A block from CuPy's (warm) pool would be recorded into the graph and
     # returned to the pool after the call: replays would write another array's
     # memory. During a capture CuPy's allocator (thread-local) refuses instead.
-    cupy = cuda_calls._cupy_module
+    cupy = python_on_cuda._cupy_module
     allocator = [lambda size: ("pool block", size)]
 
     class using_allocator:  # cupy.cuda.using_allocator: this thread's allocator, for a while
@@ -130,7 +130,7 @@ def test_cupy_memory_asked_for_during_a_capture_is_refused(fake_gpu, monkeypatch
     def makes_a_temporary(x, *, out):
         return allocator[-1](4096) and None
 
-    run = cuda_calls.in_place_function(makes_a_temporary, False, capturable=True, name="scale")
+    run = python_on_cuda.in_place_function(makes_a_temporary, False, capturable=True, name="scale")
     monkeypatch.setattr(extension, "cuda_call_is_capturing", lambda: True)
     with (
         pytest.raises(
@@ -141,7 +141,7 @@ def test_cupy_memory_asked_for_during_a_capture_is_refused(fake_gpu, monkeypatch
         pytest.warns(RuntimeWarning, match="xlabind: scale failed while XLA captured it"),
     ):
         run(None, out=None)
-    assert cuda_calls.CAPTURE_NOTE in raised.value.__notes__
+    assert python_on_cuda.CAPTURE_NOTE in raised.value.__notes__
     assert len(allocator) == 1  # CuPy's own allocator again after the call
     # Outside a capture (the call before one, say) CuPy allocates as usual.
     monkeypatch.setattr(extension, "cuda_call_is_capturing", lambda: False)
@@ -212,7 +212,9 @@ def test_pytorchs_current_stream_is_xlas_during_the_call_and_restored_after(
     torch = FakeTorch(private_api=private_api)
     monkeypatch.setitem(sys.modules, "torch", torch)
     seen = []
-    cuda_calls.call_on_xla_stream(lambda: seen.append(torch.stream_id()), (), {}, synchronize=False)
+    python_on_cuda.call_on_xla_stream(
+        lambda: seen.append(torch.stream_id()), (), {}, synchronize=False
+    )
     assert seen == [XLA_STREAM]
     assert torch.current[DEVICE] == FakeTorch.DEFAULT
 
@@ -229,11 +231,11 @@ def test_pytorch_without_cuda_yet_gets_xlas_stream_when_it_initializes_in_a_call
         torch.initialize()  # e.g. torch.as_tensor(x, device="cuda")
         seen.append(torch.stream_id())
 
-    cuda_calls.call_on_xla_stream(first_use_of_cuda, (), {}, synchronize=False)
+    python_on_cuda.call_on_xla_stream(first_use_of_cuda, (), {}, synchronize=False)
     assert seen == [0, XLA_STREAM]
     assert torch.current[DEVICE] == FakeTorch.DEFAULT  # restored at the end of the call
     for _ in range(3):  # asked once, not once per call
-        cuda_calls.call_on_xla_stream(lambda: None, (), {}, synchronize=False)
+        python_on_cuda.call_on_xla_stream(lambda: None, (), {}, synchronize=False)
     assert torch.sets.count(XLA_STREAM) == 4
 
 
@@ -244,32 +246,34 @@ def test_nested_calls_restore_each_others_streams(fake_gpu, monkeypatch):
     seen = []
 
     def inner():
-        seen.append(("inner", torch.stream_id(), cuda_calls.consumers_use_stream(other, DEVICE)))
+        seen.append(
+            ("inner", torch.stream_id(), python_on_cuda.consumers_use_stream(other, DEVICE))
+        )
 
     def outer():
         monkeypatch.setattr(extension, "cuda_current_call", lambda: (other, DEVICE))
-        cuda_calls.call_on_xla_stream(inner, (), {}, synchronize=False)
+        python_on_cuda.call_on_xla_stream(inner, (), {}, synchronize=False)
         monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
         seen.append(
-            ("outer", torch.stream_id(), cuda_calls.consumers_use_stream(XLA_STREAM, DEVICE))
+            ("outer", torch.stream_id(), python_on_cuda.consumers_use_stream(XLA_STREAM, DEVICE))
         )
 
-    cuda_calls.call_on_xla_stream(outer, (), {}, synchronize=False)
+    python_on_cuda.call_on_xla_stream(outer, (), {}, synchronize=False)
     assert seen == [("inner", other, True), ("outer", XLA_STREAM, True)]
-    assert torch.current[DEVICE] == FakeTorch.DEFAULT and cuda_calls._active.calls == []
+    assert torch.current[DEVICE] == FakeTorch.DEFAULT and python_on_cuda._active.calls == []
 
 
 def test_a_function_that_raises_leaves_no_stream_installed(fake_gpu, monkeypatch):
     torch = FakeTorch()
     monkeypatch.setitem(sys.modules, "torch", torch)
     with pytest.raises(ZeroDivisionError):
-        cuda_calls.call_on_xla_stream(lambda: 1 / 0, (), {}, synchronize=False)
+        python_on_cuda.call_on_xla_stream(lambda: 1 / 0, (), {}, synchronize=False)
     assert torch.current[DEVICE] == FakeTorch.DEFAULT
-    assert fake_gpu[-1] == ("stream done", XLA_STREAM) and cuda_calls._active.calls == []
+    assert fake_gpu[-1] == ("stream done", XLA_STREAM) and python_on_cuda._active.calls == []
 
 
 def test_synchronize_waits_for_xlas_stream_before_and_the_device_after(fake_gpu):
-    cuda_calls.call_on_xla_stream(lambda: fake_gpu.append("call"), (), {}, synchronize=True)
+    python_on_cuda.call_on_xla_stream(lambda: fake_gpu.append("call"), (), {}, synchronize=True)
     order = [entry for entry in fake_gpu if entry == "call" or entry[0] in BLOCKING]
     assert order == [("sync", XLA_STREAM), "call", ("device sync", XLA_STREAM)]
 
@@ -280,7 +284,7 @@ def test_synchronize_waits_for_the_device_after_a_function_that_raised(fake_gpu)
         raise ValueError("failed after launching work")
 
     with pytest.raises(ValueError, match="failed after launching work"):
-        cuda_calls.call_on_xla_stream(fails, (), {}, synchronize=True)
+        python_on_cuda.call_on_xla_stream(fails, (), {}, synchronize=True)
     # Its work may still use XLA's buffers, which the failed run frees.
     assert blocking(fake_gpu)[-1] == ("device sync", XLA_STREAM)
 
@@ -301,12 +305,12 @@ class Returned:
 
 def test_a_returned_array_is_copied_on_xlas_stream(fake_gpu):
     out = device_array()
-    assert cuda_calls.store_result("f", 0, Returned(), out) is False
+    assert python_on_cuda.store_result("f", 0, Returned(), out) is False
     assert fake_gpu[-1] == ("copy", 0x20000, 0x90000, 16, XLA_STREAM, None)
 
 
 def test_an_array_from_another_stream_is_waited_for(fake_gpu):
-    adapter = cuda_calls.returning_adapter(
+    adapter = python_on_cuda.returning_adapter(
         lambda x: Returned(stream=0x8888), "f", {}, None, False, False, lambda returned: [returned]
     )
     adapter((device_array(readonly=True),), (device_array(),))
@@ -340,13 +344,13 @@ def test_an_array_from_another_stream_is_waited_for(fake_gpu):
 def test_returned_values_are_checked_before_any_copy(fake_gpu, value, error):
     out = device_array(shape=(2, 2) if error == r"is not C-contiguous" else (4,))
     with pytest.raises((TypeError, ValueError), match=error):
-        cuda_calls.store_result("f", 0, value, out)
+        python_on_cuda.store_result("f", 0, value, out)
     assert not any(entry[0] == "copy" for entry in fake_gpu if isinstance(entry, tuple))
 
 
 def test_ml_dtypes_results_travel_as_raw_bytes(fake_gpu):
     out = device_array("bfloat16")
-    assert cuda_calls.store_result("f", 0, Returned(typestr="<V2"), out) is False
+    assert python_on_cuda.store_result("f", 0, Returned(typestr="<V2"), out) is False
     assert fake_gpu[-1][:4] == ("copy", 0x20000, 0x90000, 8)
 
 
@@ -371,14 +375,14 @@ class CupyLike:
 
 
 def _current(fake_gpu):
-    return lambda: cuda_calls._cupy_module.cuda.get_current_stream().ptr
+    return lambda: python_on_cuda._cupy_module.cuda.get_current_stream().ptr
 
 
 def test_the_arguments_interface_exports_no_stream_while_xlas_stream_is_current(fake_gpu):
     x = device_array(readonly=True)
     assert x.__cuda_array_interface__["stream"] == XLA_STREAM  # outside the call's streams
     seen = []
-    cuda_calls.call_on_xla_stream(
+    python_on_cuda.call_on_xla_stream(
         lambda: seen.append(x.__cuda_array_interface__["stream"]), (), {}, synchronize=False
     )
     # Ordered for the current stream already: a consumer has nothing to wait for
@@ -386,10 +390,10 @@ def test_the_arguments_interface_exports_no_stream_while_xlas_stream_is_current(
     assert seen == [None]
 
     def switches_streams():
-        with FakeStream(0x5555, fake_gpu, cuda_calls._cupy_module.current):  # `with Stream():`
+        with FakeStream(0x5555, fake_gpu, python_on_cuda._cupy_module.current):  # `with Stream():`
             seen.append(x.__cuda_array_interface__["stream"])
 
-    cuda_calls.call_on_xla_stream(switches_streams, (), {}, synchronize=False)
+    python_on_cuda.call_on_xla_stream(switches_streams, (), {}, synchronize=False)
     assert seen == [None, XLA_STREAM]
 
 
@@ -402,7 +406,7 @@ def test_the_interface_is_a_fresh_dict_each_read(fake_gpu):
 
 
 def test_a_returned_array_made_on_xlas_stream_costs_no_host_sync(fake_gpu):
-    adapter = cuda_calls.returning_adapter(
+    adapter = python_on_cuda.returning_adapter(
         lambda x: CupyLike(_current(fake_gpu)),
         "f",
         {},
@@ -418,7 +422,7 @@ def test_a_returned_array_made_on_xlas_stream_costs_no_host_sync(fake_gpu):
 
 
 def test_in_place_calls_cost_no_host_sync(fake_gpu):
-    run = cuda_calls.in_place_function(lambda x, *, out: None, synchronize=False)
+    run = python_on_cuda.in_place_function(lambda x, *, out: None, synchronize=False)
     for _ in range(3):
         run(device_array(readonly=True), out=device_array())
     assert blocking(fake_gpu) == []
@@ -452,7 +456,7 @@ def test_results_are_read_through_dlpack_on_xlas_stream(fake_gpu):
         )
     )
     out = device_array("bfloat16")
-    adapter = cuda_calls.returning_adapter(
+    adapter = python_on_cuda.returning_adapter(
         lambda x: source, "f", {}, None, False, False, lambda returned: [returned]
     )
     adapter((device_array(readonly=True),), (out,))
@@ -472,7 +476,7 @@ def test_a_dlpack_result_of_the_wrong_kind_is_refused_before_any_copy(fake_gpu):
         match=r"f: result 0 has dtype float16, expected a device array "
         r"of dtype bfloat16",
     ):
-        cuda_calls.store_result("f", 0, source, device_array("bfloat16"))
+        python_on_cuda.store_result("f", 0, source, device_array("bfloat16"))
     assert not any(entry[0] == "copy" for entry in fake_gpu if isinstance(entry, tuple))
 
 
@@ -506,7 +510,7 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
     """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    watcher = cuda_calls._TorchImport()
+    watcher = python_on_cuda._TorchImport()
     monkeypatch.setattr(
         sys,
         "meta_path",
@@ -519,7 +523,7 @@ def test_pytorch_imported_during_a_call_runs_on_xlas_stream(fake_gpu, monkeypatc
         entered.extend(sys.modules["torch"].entered)
 
     try:
-        cuda_calls.call_on_xla_stream(uses_torch_first_time, (), {}, synchronize=False)
+        python_on_cuda.call_on_xla_stream(uses_torch_first_time, (), {}, synchronize=False)
     finally:
         sys.modules.pop("torch", None)
     assert entered == [XLA_STREAM]  # before the code after the import ran
@@ -534,8 +538,8 @@ def _host_calls(fn, buffers, calls=1):
 
 
 def test_reused_views_show_each_calls_own_buffers(monkeypatch):
-    monkeypatch.setattr(cuda_calls, "_cupy_module", None)
-    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
+    monkeypatch.setattr(python_on_cuda, "_cupy_module", None)
+    monkeypatch.setattr(python_on_cuda, "_cupy_checked", True)
     seen = []
 
     def record(operands, results):
@@ -566,8 +570,8 @@ def test_reused_views_show_each_calls_own_buffers(monkeypatch):
 
 
 def test_a_kept_view_is_released_and_never_handed_out_again(monkeypatch):
-    monkeypatch.setattr(cuda_calls, "_cupy_module", None)
-    monkeypatch.setattr(cuda_calls, "_cupy_checked", True)
+    monkeypatch.setattr(python_on_cuda, "_cupy_module", None)
+    monkeypatch.setattr(python_on_cuda, "_cupy_checked", True)
     kept, ids = [], []
 
     def keeps(operands, results):
