@@ -6,7 +6,7 @@
 #   tools/check_newest.sh [bazel test options]
 #
 # It runs under tools/bazel7 (bzlmod only unless the options say otherwise:
-# CI gives `--enable_workspace --noenable_bzlmod --config=gcc`, see .ci/run)
+# CI gives `--enable_workspace --noenable_bzlmod`, see .ci/run)
 # on Debian sid's CPython 3.13 in that script's chroot: an interpreter every
 # machine that runs tools/bazel7 has (jax 0.11 and later need 3.12 or newer;
 # Debian 12's is 3.11), and the newest the pinned lock also covers. Its own
