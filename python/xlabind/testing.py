@@ -71,6 +71,11 @@ def live_callback_data_count() -> int:
 def element_type_code(name: str) -> int:
     """XLA's element type code for a dtype name ("float32")."""
     codes = {dtype: code for code, dtype in _extension.element_type_names().items()}
+    if name not in codes:
+        raise ValueError(
+            f"xlabind.testing.element_type_code: name must be a dtype XLA knows "
+            f"({', '.join(sorted(codes))}); got {name!r}"
+        )
     return int(codes[name])
 
 

@@ -74,7 +74,7 @@ def test_compiled_modules_load_by_name_only():
 def test_element_type_codes_are_xla_s():
     codes = {name: xlabind_testing.element_type_code(name) for name in ("float32", "float64")}
     assert len(set(codes.values())) == 2 and all(c > 0 for c in codes.values()), codes
-    with pytest.raises(KeyError):
+    with pytest.raises(ValueError, match=r"element_type_code: name must be .*got 'float7'"):
         xlabind_testing.element_type_code("float7")
 
 
