@@ -101,21 +101,26 @@ def load_compiled_module(name: str) -> types.ModuleType:
     return importlib.import_module(f"xlabind.{name}")
 
 
-def cuda_host_callback(style: str, fn: Callable[..., Any]) -> object:
+def cuda_host_callback(
+    style: str, fn: Callable[..., Any], capturable: bool = False, name: str = "floor"
+) -> object:
     """A CUDA callback of `fn` registered with the runtime as a bound function
     registers it, for time_cuda_host_calls (registered while the returned
     object lives): `style` "in_place" (``fn(*operands, out=...)``),
     "returning" (``fn(*operands)`` returns the result) or "floor" (the
     handler's own work around a bare call of `fn`, nothing of a bound
-    function's)."""
+    function's; `name` in its messages). `capturable`: bound with
+    command_buffer_compatible=True."""
     if style == "floor":
-        return _extension.CallbackEntry(fn, "floor")
+        return _extension.CallbackEntry(fn, name)
     if style not in ("in_place", "returning"):
         raise ValueError(
             "xlabind.testing.cuda_host_callback: style must be 'in_place', 'returning' "
             f"or 'floor'; got {style!r}"
         )
-    implementation = _PythonImplementation({"cuda": fn}, in_place=style == "in_place")
+    implementation = _PythonImplementation(
+        {"cuda": fn}, in_place=style == "in_place", command_buffer_compatible=capturable
+    )
     out_tree = jax.tree_util.tree_structure(0)
     make_entry: Callable[..., object] = implementation._make_entry
     return make_entry("cuda", fn, fn.__name__, {}, out_tree)

@@ -10,8 +10,9 @@ import types
 
 import numpy as np
 import pytest
-from cuda_host_calls import CODES, XLA_STREAM, host_calls
+from cuda_host_calls import XLA_STREAM, host_calls
 
+import xlabind.testing as xlabind_testing
 from xlabind import _xlabind
 from xlabind._runtime import extension, python_on_cuda
 
@@ -20,7 +21,7 @@ DEVICE = 3
 
 def device_array(dtype="float32", shape=(4,), readonly=False, data=0x20000):
     return _xlabind.DeviceArray._for_testing(
-        data, list(shape), CODES[dtype], readonly, XLA_STREAM, DEVICE
+        data, list(shape), xlabind_testing.element_type_code(dtype), readonly, XLA_STREAM, DEVICE
     )
 
 
@@ -452,7 +453,7 @@ class DlpackLike:
 def test_results_are_read_through_dlpack_on_xlas_stream(fake_gpu):
     source = DlpackLike(
         _xlabind.DeviceArray._for_testing(
-            0x90000, [4], CODES["bfloat16"], False, XLA_STREAM, DEVICE
+            0x90000, [4], xlabind_testing.element_type_code("bfloat16"), False, XLA_STREAM, DEVICE
         )
     )
     out = device_array("bfloat16")
@@ -469,7 +470,9 @@ def test_results_are_read_through_dlpack_on_xlas_stream(fake_gpu):
 
 def test_a_dlpack_result_of_the_wrong_kind_is_refused_before_any_copy(fake_gpu):
     source = DlpackLike(
-        _xlabind.DeviceArray._for_testing(0x90000, [4], CODES["float16"], False, XLA_STREAM, DEVICE)
+        _xlabind.DeviceArray._for_testing(
+            0x90000, [4], xlabind_testing.element_type_code("float16"), False, XLA_STREAM, DEVICE
+        )
     )
     with pytest.raises(
         TypeError,
