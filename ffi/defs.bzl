@@ -106,26 +106,22 @@ def xlabind_ffi_library(
     )
 
 def _extension_source_impl(ctx):
-    substitutions = extension_module_substitutions(
-        ctx.attr.module,
-        json.decode(ctx.attr.handlers),
-        json.decode(ctx.attr.state_types),
-    )
     ctx.actions.expand_template(
         template = ctx.file._template,
         output = ctx.outputs.out,
-        substitutions = substitutions,
+        substitutions = ctx.attr.substitutions,
     )
 
+# The module's C++ source: ffi/extension_module.cc.tmpl with the text
+# extension_module_substitutions made in the macro (which checked the
+# handlers), so that no table travels as an encoded string.
 _extension_source = rule(
     implementation = _extension_source_impl,
     attrs = {
-        "module": attr.string(mandatory = True),
-        "handlers": attr.string(
-            doc = "JSON: {platform: {target: {stage: C symbol or null, " +
-                  '"command_buffer": bool}}} (extension_module.bzl)',
+        "substitutions": attr.string_dict(
+            mandatory = True,
+            doc = "{placeholder of the template: its text} (extension_module.bzl)",
         ),
-        "state_types": attr.string(doc = "JSON: {platform: [C symbol, ...]}"),
         "out": attr.output(mandatory = True),
         "_template": attr.label(
             default = Label("//ffi:extension_module.cc.tmpl"),
@@ -165,9 +161,11 @@ def xlabind_extension(
     """
     _extension_source(
         name = name + "_source",
-        module = name,
-        handlers = json.encode(module_handlers(name, handlers)),
-        state_types = json.encode(module_state_types(name, state_types)),
+        substitutions = extension_module_substitutions(
+            name,
+            module_handlers(name, handlers),
+            module_state_types(name, state_types),
+        ),
         out = name + "_module.cc",
     )
     folder = native.package_name() if load_from == None else load_from
