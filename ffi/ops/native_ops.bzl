@@ -11,7 +11,7 @@ NATIVE_OP_MODULES = {
         "xlabind_spline_filter_transpose": "XlabindSplineFilterTransposeCpu",
     }},
     # Loaded when the CUDA 13 runtime is there (python/xlabind/_runtime/extension.py).
-    "_xlabind_cuda_ops": {"CUDA": {
+    "_xlabind_cuda_ops": {"cuda": {
         "xlabind_map_coordinates": "XlabindMapCoordinatesCuda",
         "xlabind_map_coordinates_transpose": "XlabindMapCoordinatesTransposeCuda",
         "xlabind_spline_filter": "XlabindSplineFilterCuda",
