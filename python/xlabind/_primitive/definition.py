@@ -166,7 +166,7 @@ class Definition(_SameWhenCopied):
         rules: Any = None,
         aligned_pairs: Sequence[tuple[int, int]] = (),
         sharding_rule: Rule | None = None,
-        input_output_aliases: dict[int, int] | None = None,
+        input_output_aliases: Mapping[int, int] | None = None,
         effect: str | None = None,
     ):
         if vmap_method not in VMAP_METHODS:

@@ -92,7 +92,8 @@ set_checks_unwritten_results = _xlabind.set_checks_unwritten_results
 def _resolve_dtype(name: str) -> np.dtype | None:
     """The NumPy dtype called `name`, from ml_dtypes if NumPy lacks it."""
     if hasattr(ml_dtypes, name):
-        return np.dtype(getattr(ml_dtypes, name))
+        resolved: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
+        return resolved
     try:
         return np.dtype(name)
     except TypeError:
@@ -182,7 +183,9 @@ def register_ffi_targets(
         _register_typed(platform, types, {})
 
 
-def _merged(first: Mapping[str, Mapping], second: Mapping[str, Mapping]) -> dict:
+def _merged(
+    first: Mapping[str, Mapping[str, Any]], second: Mapping[str, Mapping[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """{platform: {target: handler}} of both."""
     merged = {platform: dict(targets) for platform, targets in first.items()}
     for platform, targets in second.items():
@@ -250,7 +253,7 @@ def handler_metadata(capsule: Any) -> dict[str, Any]:
     a handler when it registers it (traits: 1 = command-buffer compatible); a
     RuntimeError when the handler refuses (an instantiate stage before its
     state type is registered)."""
-    return _xlabind.handler_metadata(capsule)
+    return cast(dict[str, Any], _xlabind.handler_metadata(capsule))
 
 
 def _lowering_platform(platform: str) -> str:

@@ -5,9 +5,15 @@ every derived function (a transpose, a JVP, a VJP) is made with."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import cast
+from typing import Any, cast
 
-from xlabind._primitive.definition import Definition, Implementation, derived_vmap_method
+from xlabind._primitive.definition import (
+    Definition,
+    Implementation,
+    ResultSpec,
+    derived_vmap_method,
+)
+from xlabind._primitive.factors import Rule
 from xlabind._runtime.native_targets import (
     FfiTarget,
     NativeImplementation,
@@ -24,24 +30,26 @@ from xlabind._runtime.python_functions import (
 
 #: What a bound function runs: a Python function, one per platform, or a
 #: native FFI target (xlabind.ffi_target), one per platform.
-Function = Callable | Mapping[str, Callable] | FfiTarget | Mapping[str, FfiTarget]
+Function = (
+    Callable[..., Any] | Mapping[str, Callable[..., Any]] | FfiTarget | Mapping[str, FfiTarget]
+)
 
 
 def make_definition(
     fn: Function,
-    result_shape_dtypes,
+    result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None,
     *,
     in_place: bool,
     platforms: Sequence[str],
     vmap_method: str,
     name: str | None,
     nondiff_argnums: Sequence[int] = (),
-    rules=None,
+    rules: Any = None,
     aligned_pairs: Sequence[tuple[int, int]] = (),
     unwrap_one_tuple: bool = False,
-    sharding_rule=None,
+    sharding_rule: Rule | None = None,
     synchronize: bool = False,
-    input_output_aliases=None,
+    input_output_aliases: Mapping[int, int] | None = None,
     effect: str | None = None,
     command_buffer_compatible: bool = False,
 ) -> Definition:
@@ -60,7 +68,9 @@ def make_definition(
         check_targets(name, targets, vmap_method, effect)
         implementation = NativeImplementation(targets)
     else:
-        python_fn = cast(Callable | Mapping[str, Callable], fn)  # not native: Python
+        python_fn = cast(
+            Callable[..., Any] | Mapping[str, Callable[..., Any]], fn
+        )  # not native: Python
         functions = functions_by_platform(name, python_fn, platforms)
         if command_buffer_compatible:
             check_command_buffer_compatible(
@@ -91,9 +101,9 @@ def derived_function(
     parent: Definition,
     platforms: Sequence[str],
     fn: Function,
-    result_shape_dtypes,
+    result_shape_dtypes: ResultSpec | Callable[..., ResultSpec] | None,
     suffix: str,
-    **options,
+    **options: Any,
 ) -> Definition:
     """A function derived from `parent` (a transpose, a JVP, a VJP): it runs like
     its parent (in place or not, on the same platforms, synchronized or not)
