@@ -51,12 +51,6 @@ def fake_gpu(monkeypatch):
     """A running CUDA call on XLA_STREAM, a fake CuPy, and a record of driver calls."""
     log = []
     current = [0]  # CuPy's current stream (0: the legacy default stream)
-    monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
-    monkeypatch.setattr(extension, "cuda_synchronize_stream", lambda s: log.append(("sync", s)))
-    monkeypatch.setattr(
-        extension, "cuda_synchronize_device", lambda s: log.append(("device sync", s))
-    )
-    monkeypatch.setattr(extension, "cuda_copy", lambda *a: log.append(("copy", *a)))
     cupy = types.SimpleNamespace(
         current=current,
         cuda=types.SimpleNamespace(
@@ -67,14 +61,19 @@ def fake_gpu(monkeypatch):
             get_current_stream=lambda device=None: types.SimpleNamespace(ptr=current[-1]),
         ),
     )
-    monkeypatch.setattr(python_on_cuda, "_cupy_module", cupy)
-    monkeypatch.setattr(python_on_cuda, "_cupy_checked", True)
-    monkeypatch.setattr(python_on_cuda, "_streams", {})
-    monkeypatch.setattr(python_on_cuda, "_torch_streams", None)
+    # The fake CuPy and no PyTorch, as the benchmark installs its stand-ins;
+    # each test watches PyTorch's initialization afresh.
     monkeypatch.setattr(python_on_cuda, "_watched_torch", None)
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.delitem(sys.modules, "torch", raising=False)
-    return log
+    undo = xlabind_testing.use_cuda_libraries(cupy, None)
+    # Then the driver: calls logged (use_cuda_libraries made the copy a no-op).
+    monkeypatch.setattr(extension, "cuda_current_call", lambda: (XLA_STREAM, DEVICE))
+    monkeypatch.setattr(extension, "cuda_synchronize_stream", lambda s: log.append(("sync", s)))
+    monkeypatch.setattr(
+        extension, "cuda_synchronize_device", lambda s: log.append(("device sync", s))
+    )
+    monkeypatch.setattr(extension, "cuda_copy", lambda *a: log.append(("copy", *a)))
+    yield log
+    undo()
 
 
 def test_xlas_stream_is_cupys_during_the_call(fake_gpu):
