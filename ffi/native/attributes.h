@@ -19,8 +19,17 @@
 
 namespace xlabind::native {
 
-// The field at `path` ("a.b.c": nested dictionaries) of `dict`, as T; an
-// error naming `op`, the path and what is missing or mistyped otherwise.
+// The field at `path` of an attribute dictionary, as T.
+//
+// Args:
+//   op: the operation's name, which an error message starts with.
+//   dict: the dictionary attribute (bind `.Attr<xla::ffi::Dictionary>("name")`).
+//   path: the field's name; "a.b.c" reads nested dictionaries.
+// Returns:
+//   The value, or an error naming `op`, the path and what is missing or of
+//   another type.
+// Example:
+//   XLABIND_ASSIGN_OR_RETURN(float scale, Field<float>("my_op", options, "scale"));
 template <typename T>
 xla::ffi::ErrorOr<T> Field(const char* op, const xla::ffi::Dictionary& dict,
                            std::string_view path) {

@@ -20,8 +20,18 @@
 
 namespace xlabind::native {
 
-// An error unless `buffer` has the rank of `shape` and each of its dimensions
-// is that of `shape` or 1.
+// An error unless `buffer` broadcasts to `shape`: the same rank, and each
+// dimension that of `shape` or 1.
+//
+// Args:
+//   op: the operation's name, which the message starts with.
+//   what: the buffer's name in the message ("x").
+//   buffer: the buffer (an ffi::Buffer or ffi::AnyBuffer).
+//   shape: the shape it must broadcast to.
+// Returns:
+//   Success, or an InvalidArgument error naming both shapes.
+// Example:
+//   XLABIND_RETURN_IF_ERROR(CheckBroadcastsTo("my_jvp", "x", x, ShapeOf(*out)));
 template <typename Buffer>
 xla::ffi::Error CheckBroadcastsTo(const char* op, const char* what, const Buffer& buffer,
                                   const std::vector<int64_t>& shape) {
@@ -35,7 +45,14 @@ xla::ffi::Error CheckBroadcastsTo(const char* op, const char* what, const Buffer
 }
 
 // Maps an element of a row-major array of shape `to` to the element of a
-// row-major array of shape `from` (which broadcasts to `to`) that it reads.
+// row-major array of shape `from` (which broadcasts to `to`) that it reads:
+// construct it with (from, to); `index(i)` is the element of `from` that
+// element `i` of `to` reads, and runs of `index.contiguous()` elements (from a
+// multiple of it) are contiguous in `from` too.
+//
+// Example:
+//   const BroadcastIndex x_at(ShapeOf(x), ShapeOf(*out));
+//   for (int64_t i = 0; i < out->element_count(); ++i) y[i] = 2 * xs[x_at(i)];
 class BroadcastIndex {
  public:
   BroadcastIndex(const std::vector<int64_t>& from, const std::vector<int64_t>& to)

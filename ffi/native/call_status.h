@@ -26,12 +26,22 @@
 
 namespace xlabind::native {
 
+// The size in bytes of a call's status, the u8 result a status-reporting
+// target writes (CallReportingStatus).
 inline constexpr size_t kStatusBytes = 4096;
+// What a target's status-reporting variant is called: the target's name and
+// this suffix.
 inline constexpr const char kStatusTargetSuffix[] = ".xlabind_status";
 
-// Writes the status of a call that failed with `message` (or succeeded, when
-// `failed` is false) into `status` (kStatusBytes, host memory). A message too
-// long keeps its start and its end, where Python puts the exception itself.
+// Writes a call's status. A message too long keeps its start and its end,
+// where Python puts the exception itself.
+//
+// Args:
+//   failed: whether the call failed.
+//   message: why it failed (ignored when it did not).
+//   status: kStatusBytes of host memory to write.
+// Example:
+//   EncodeStatus(true, "my_op: x must be finite", status);
 inline void EncodeStatus(bool failed, const std::string& message, uint8_t* status) {
   status[0] = failed ? 1 : 0;
   if (!failed) return;
@@ -46,18 +56,33 @@ inline void EncodeStatus(bool failed, const std::string& message, uint8_t* statu
   status[1 + text.size()] = 0;
 }
 
-// The message of a failed status row, or "" when it succeeded.
+// The message of a status that EncodeStatus wrote.
+//
+// Args:
+//   status: kStatusBytes of host memory.
+// Returns:
+//   The failure's message, or "" when the call succeeded.
+// Example:
+//   if (std::string why = DecodeStatus(status); !why.empty()) return Internal(why);
 inline std::string DecodeStatus(const uint8_t* status) {
   if (status[0] == 0) return "";
   const char* text = reinterpret_cast<const char*>(status + 1);
   return std::string(text, strnlen(text, kStatusBytes - 1));
 }
 
-// The error to stop every device with, from the statuses of the `rows` calls
-// that ran (kStatusBytes each, as the program gathered them): the first
-// failure's message and where it happened; "" when every call succeeded.
-// `processes`, when it has one entry per row, names the process each row's
-// device belongs to (programs over several processes, jax.distributed).
+// The error to stop every device with, from the statuses of the calls that
+// ran: the first failure's message and where it happened.
+//
+// Args:
+//   statuses: `rows` statuses of kStatusBytes each, as the program gathered them.
+//   rows: how many calls ran (one status each).
+//   processes: when it has one entry per row, the process each row's device
+//     belongs to (programs over several processes, jax.distributed); may be null.
+//   num_processes: how many entries `processes` has.
+// Returns:
+//   The message, or "" when every call succeeded.
+// Example:
+//   std::string why = FirstFailure(statuses, devices);
 inline std::string FirstFailure(const uint8_t* statuses, size_t rows,
                                 const int64_t* processes = nullptr, size_t num_processes = 0) {
   size_t failed = 0, first = rows;
@@ -93,10 +118,19 @@ inline std::string TakeErrorMessage(const XLA_FFI_Api* api, XLA_FFI_Error* error
 
 }  // namespace internal
 
-// Calls `handler` with every result of `frame` but the last, which must be the
-// status (u8[kStatusBytes], host memory), and writes its outcome there instead
-// of returning an error. An asynchronous handler's own future is handed on
-// unchanged (its errors are not caught). `name` names the target in messages.
+// Calls `handler` with every result of `frame` but the last, which must be
+// the status (u8[kStatusBytes], host memory), and writes its outcome there
+// instead of returning an error. An asynchronous handler's own future is
+// handed on unchanged (its errors are not caught).
+//
+// Args:
+//   handler: the target's own handler.
+//   name: the target's name, in messages.
+//   frame: the call frame XLA passed.
+// Returns:
+//   What XLA expects of a handler: null, or an error of the call itself.
+// Example:
+//   return CallReportingStatus(MyOpCpu, "my_op", frame);
 inline XLA_FFI_Error* CallReportingStatus(XLA_FFI_Handler* handler, const char* name,
                                           XLA_FFI_CallFrame* frame) {
   // XLA asks a handler for its metadata (API version, traits) with a frame of

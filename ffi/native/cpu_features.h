@@ -45,7 +45,14 @@ inline bool SimdDisabled() {
 
 }  // namespace cpu_features_internal
 
-// Whether AVX2 and FMA kernels may run here (and XLABIND_NO_SIMD is unset).
+// Whether AVX2 and FMA kernels may run here: the CPU has both and the
+// environment does not set XLABIND_NO_SIMD.
+//
+// Returns:
+//   True where vector kernels may run (the CPU is asked once; the environment
+//   at every call, so tests can compare both paths in one process).
+// Example:
+//   if (HasAvx2Fma()) return SumAvx2(x, n);
 inline bool HasAvx2Fma() {
   static const bool has = cpu_features_internal::DetectAvx2Fma();
   return has && !cpu_features_internal::SimdDisabled();

@@ -14,7 +14,20 @@
 
 namespace xlabind::native {
 
-// `body(float{})` or `body(double{})` for F32 / F64; an error naming `op` else.
+// Calls `body` with a value of the C++ type of a floating element type.
+//
+// Args:
+//   op: the operation's name, which an error message starts with.
+//   type: the element type (`buffer.element_type()`).
+//   body: a generic lambda; called with float{} for F32, double{} for F64.
+// Returns:
+//   What `body` returns, or an InvalidArgument error naming `op` and the type
+//   for any other element type.
+// Example:
+//   return DispatchFloating("my_op", x.element_type(), [&](auto zero) {
+//     using T = decltype(zero);
+//     return Scale<T>(x.typed_data<T>(), n);
+//   });
 template <typename Body>
 xla::ffi::Error DispatchFloating(const char* op, xla::ffi::DataType type, Body&& body) {
   switch (type) {

@@ -12,9 +12,15 @@
 
 namespace xlabind::native {
 
-// The dtype's name as jax.numpy spells it; for a code these headers do not
-// know (a newer XLA's), "XLA element type <code>" is left to the caller: see
-// DtypeDescription.
+// The name of an element type as jax.numpy spells it.
+//
+// Args:
+//   type: the element type.
+// Returns:
+//   The name ("float32", "bfloat16"), or nullptr for a type these headers do
+//   not know (a newer XLA's); DtypeDescription names those too.
+// Example:
+//   const char* name = DtypeName(x.element_type());
 inline const char* DtypeName(xla::ffi::DataType type) {
   using T = xla::ffi::DataType;
   switch (type) {
@@ -85,7 +91,14 @@ inline const char* DtypeName(xla::ffi::DataType type) {
   }
 }
 
-// DtypeName, or "XLA element type <code>" for a type it does not name.
+// An element type as an error message names it.
+//
+// Args:
+//   type: the element type.
+// Returns:
+//   DtypeName, or "XLA element type <code>" for a type it does not name.
+// Example:
+//   return InvalidArgument("my_op: x has dtype ", DtypeDescription(x.element_type()));
 inline std::string DtypeDescription(xla::ffi::DataType type) {
   const char* name = DtypeName(type);
   return name != nullptr ? std::string(name)

@@ -14,8 +14,18 @@
 
 namespace xlabind::native {
 
-// Calls `inner`; when XLA asks for the handler's metadata (at registration),
-// adds `traits` (XLA_FFI_Handler_TraitsBits) to what `inner` reports.
+// Calls `inner`; when XLA asks for the handler's metadata (at
+// registration), adds `traits` to what `inner` reports.
+//
+// Args:
+//   inner: the handler.
+//   traits: XLA_FFI_Handler_TraitsBits to add (command-buffer compatibility).
+//   frame: the call frame XLA passed.
+// Returns:
+//   What `inner` returns.
+// Example:
+//   constexpr uint32_t kTraits = XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
+//   return CallWithTraits(MyOpCuda, kTraits, frame);
 inline XLA_FFI_Error* CallWithTraits(XLA_FFI_Handler* inner, uint32_t traits,
                                      XLA_FFI_CallFrame* frame) {
   XLA_FFI_Error* error = inner(frame);

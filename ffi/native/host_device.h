@@ -8,6 +8,12 @@
 #define XLABIND_FFI_NATIVE_HOST_DEVICE_H_
 
 #if defined(__CUDACC__)
+// Marks a function nvcc compiles for both the host and the device, so one
+// source serves the CPU and the GPU handlers: `__host__ __device__` under
+// nvcc, a plain inline function under a C++ compiler (always inlined).
+//
+// Example:
+//   XLABIND_HOST_DEVICE inline float Cubic(float t) { return t * t * t; }
 #define XLABIND_HOST_DEVICE __host__ __device__ __forceinline__
 #else
 #define XLABIND_HOST_DEVICE inline __attribute__((always_inline))

@@ -33,10 +33,20 @@
 
 namespace xlabind::native {
 
-// How many threads ParallelFor would use for n items: up to the machine's
-// cores, and no more than the pool has. (XLA's CPU client sizes its pool
-// max(cores, devices): on 2 cores with 8 devices, 8 threads; more shares than
-// cores would only add work, e.g. the scatter's private grids.)
+// How many threads ParallelFor would use: up to the machine's cores, and no
+// more than the pool has. (XLA's CPU client sizes its pool max(cores,
+// devices): on 2 cores with 8 devices, 8 threads; more shares than cores would
+// only add work, e.g. the scatter's private grids.)
+//
+// Args:
+//   pool: XLA's thread pool (bind `.Ctx<xla::ffi::ThreadPool>()`); null: the
+//     machine's cores alone bound it.
+//   n: how many items.
+//   grain: the fewest items worth a thread of their own.
+// Returns:
+//   The count, at least 1.
+// Example:
+//   std::vector<double> partial(ThreadsFor(pool, n, 4096));
 inline int ThreadsFor(xla::ffi::ThreadPool* pool, int64_t n, int64_t grain) {
   int64_t threads = std::max(1u, std::thread::hardware_concurrency());
   if (pool != nullptr && pool->num_threads() > 0) {
@@ -116,10 +126,21 @@ void RunWorkers(xla::ffi::ThreadPool* pool, int workers, Claim& claim) {
 
 }  // namespace internal
 
-// Calls body(share, begin, end) on `ThreadsFor(pool, n, grain)` equal shares
-// covering [0, n) (share in that range), in parallel, and returns when all
-// are done. Which items make a share does not depend on which thread runs
-// it, so per-share partial sums come out the same bits every time.
+// Calls `body` on equal shares covering [0, n), in parallel, and returns
+// when all are done. Which items make a share does not depend on which thread
+// runs it, so per-share partial sums come out the same bits every time.
+//
+// Args:
+//   pool: XLA's thread pool (bind `.Ctx<xla::ffi::ThreadPool>()`); null:
+//     threads started for the call.
+//   n: how many items.
+//   grain: the fewest items worth a thread of their own.
+//   body: called as body(share, begin, end), share below ThreadsFor(pool, n,
+//     grain).
+// Example:
+//   ParallelFor(pool, n, 4096, [&](int share, int64_t begin, int64_t end) {
+//     for (int64_t i = begin; i < end; ++i) y[i] = 2 * x[i];
+//   });
 template <typename Body>
 void ParallelFor(xla::ffi::ThreadPool* pool, int64_t n, int64_t grain, Body&& body) {
   const int shares = ThreadsFor(pool, n, grain);
@@ -143,12 +164,23 @@ void ParallelFor(int64_t n, int64_t grain, Body&& body) {
   ParallelFor(nullptr, n, grain, std::forward<Body>(body));
 }
 
-// Calls body(worker, begin, end) on chunks of `chunk` items covering [0, n),
-// handed out on demand to ThreadsFor(pool, n, grain) workers (worker in that
-// range; a worker runs one chunk at a time, in no fixed order). Unlike
-// ParallelFor's equal shares, a thread whose core is busy with something else
-// (another process, XLA's other work) simply takes fewer chunks, instead of
-// holding up the whole call.
+// Calls `body` on chunks covering [0, n), handed out on demand to the
+// workers, and returns when all are done. Unlike ParallelFor's equal shares,
+// a thread whose core is busy with something else (another process, XLA's
+// other work) simply takes fewer chunks, instead of holding up the call.
+//
+// Args:
+//   pool: XLA's thread pool (bind `.Ctx<xla::ffi::ThreadPool>()`); null:
+//     threads started for the call.
+//   n: how many items.
+//   grain: the fewest items worth a thread of their own.
+//   chunk: the items of a chunk (the last may have fewer).
+//   body: called as body(worker, begin, end), worker below ThreadsFor(pool,
+//     n, grain); a worker runs one chunk at a time, in no fixed order.
+// Example:
+//   ParallelChunks(pool, n, 4096, 1024, [&](int worker, int64_t begin, int64_t end) {
+//     for (int64_t i = begin; i < end; ++i) y[i] = Solve(x[i]);
+//   });
 template <typename Body>
 void ParallelChunks(xla::ffi::ThreadPool* pool, int64_t n, int64_t grain, int64_t chunk,
                     Body&& body) {

@@ -23,6 +23,15 @@
 
 namespace xlabind::native {
 
+// Scratch memory for one call: XLA's allocator on GPUs (construct it with
+// the address of the bound `.Ctx<xla::ffi::ScratchAllocator>()`), plain host
+// memory on the CPU (construct it with nothing). `Allocate<T>(op, count)`
+// returns room for `count` values of T (uninitialized, aligned) or an error
+// naming `op` and the size.
+//
+// Example:
+//   native::Scratch scratch;  // CPU handler; CUDA: scratch(&allocator)
+//   XLABIND_ASSIGN_OR_RETURN(float* tmp, scratch.Allocate<float>("my_op", n));
 class Scratch {
  public:
   // Host memory (CPU handlers).

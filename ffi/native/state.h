@@ -34,8 +34,13 @@
 
 namespace xlabind::native {
 
-// The base of a state type: the id XLA assigns when the type is registered,
-// and how XLA deletes a state it owns.
+// The base of a state type an instantiate stage builds: the id XLA assigns
+// when the type is registered, and how XLA deletes a state it owns. Derive
+// with the type itself as the argument, and export it with
+// XLABIND_DEFINE_STATE_TYPE.
+//
+// Example:
+//   struct Table : xlabind::native::State<Table> { std::vector<float> values; };
 template <typename Self>
 struct State {
   static inline xla::ffi::TypeId id = XLA_FFI_UNKNOWN_TYPE_ID;
@@ -45,9 +50,15 @@ struct State {
 
 }  // namespace xlabind::native
 
-// Exports state type TYPE under SYMBOL for the module xlabind_extension
-// generates (its `state_types` argument names SYMBOL): two C functions, the
-// type's id and its type info.
+// Exports a state type for the module xlabind_extension generates: two C
+// functions, the type's id and its type info (its `state_types` argument
+// names SYMBOL).
+//
+// Args:
+//   SYMBOL: the name `state_types` lists.
+//   TYPE: the state type (derived from State<TYPE>).
+// Example:
+//   XLABIND_DEFINE_STATE_TYPE(ExampleTableState, Table)
 #define XLABIND_DEFINE_STATE_TYPE(SYMBOL, TYPE)                       \
   extern "C" XLA_FFI_TypeId* SYMBOL##_type_id() { return &TYPE::id; } \
   extern "C" const XLA_FFI_TypeInfo* SYMBOL##_type_info() { return &TYPE::kTypeInfo; }

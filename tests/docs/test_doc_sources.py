@@ -96,6 +96,45 @@ def test_the_native_reference_lists_every_helper_and_no_other():
     assert listed == actual
 
 
+def test_every_native_helper_is_a_reference_entry():
+    """Each helper's doc comment, as the native API page renders it: a
+    description, every parameter under Args: in the declaration's order,
+    Returns: exactly where a function returns something, and an Example: for
+    every function and function-like macro."""
+    problems = []
+    for header in native_headers.headers(pathlib.Path("ffi/native")):
+        for helper in header.helpers:
+            where = f"{header.name}: {helper.name}"
+            try:
+                doc = helper.doc
+            except ValueError as error:
+                problems.append(f"{where}: {error}")
+                continue
+            if not doc.summary:
+                problems.append(f"{where}: no description")
+            if list(doc.args) != helper.parameters:
+                problems.append(f"{where}: Args: {list(doc.args)}, parameters {helper.parameters}")
+            if bool(doc.returns) != helper.returns_value:
+                problems.append(f"{where}: Returns: {doc.returns!r} for {helper.kind}")
+            if helper.kind != "other" and not doc.example:
+                problems.append(f"{where}: no Example:")
+            if any(len(line) > 88 for line in doc.example.splitlines()):
+                problems.append(f"{where}: an Example: line over 88 columns")
+    assert not problems, "\n".join(problems)
+
+
+def test_a_helper_doc_missing_a_parameter_is_found():
+    """The check above reads the declaration, not the comment alone."""
+    helper = native_headers.Helper(
+        "CheckRank",
+        "xla::ffi::Error CheckRank(const char* op, const Buffer& buffer, size_t rank = 1) {",
+        "An error.\n\nArgs:\n  op: the name.\n  rank: the rank.\nReturns:\n  It.",
+    )
+    assert helper.parameters == ["op", "buffer", "rank"]
+    assert list(helper.doc.args) == ["op", "rank"]
+    assert helper.returns_value and helper.kind == "function"
+
+
 def test_every_public_name_a_page_mentions_is_linked_on_it():
     """A public Python name, Bazel macro or native helper in a page's prose
     (inline code) is a link into the reference there, at least once."""

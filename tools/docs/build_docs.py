@@ -281,9 +281,34 @@ def native_page() -> str:
                 "```",
                 "",
             ]
-            if helper.comment:
-                out += ["```text", helper.comment, "```", ""]
+            out += helper_entry(helper.doc)
     return "\n".join(out)
+
+
+def prose(text: str) -> str:
+    """A doc comment's text as Markdown: `code` stays code; elsewhere the
+    characters Markdown would read as markup (ffi::ErrorOr<T>, a[i], x*y)
+    are escaped."""
+    pieces = re.split(r"(`[^`]*`)", " ".join(text.split()))
+    return "".join(
+        piece if piece.startswith("`") else re.sub(r"([<>*\[\]_\\])", r"\\\1", piece)
+        for piece in pieces
+    )
+
+
+def helper_entry(doc: native_headers.Doc) -> list[str]:
+    """A helper's description, parameters, result and example (its doc
+    comment's sections: tools/docs/native_headers.py)."""
+    out = [prose(paragraph) + "\n" for paragraph in doc.summary.split("\n\n")]
+    if doc.args:
+        out += ["**Parameters**", ""]
+        out += [f"- `{name}`: {prose(text)}" for name, text in doc.args.items()]
+        out += [""]
+    if doc.returns:
+        out += [f"**Returns** {prose(doc.returns)}", ""]
+    if doc.example:
+        out += ["**Example**", "", "```cpp", doc.example, "```", ""]
+    return out
 
 
 def bazel_macros() -> list[tuple[str, str, str]]:

@@ -22,11 +22,113 @@ _DECLARATION = (
 )
 
 
+_SECTIONS = ("Args:", "Returns:", "Example:")
+
+
+@dataclasses.dataclass
+class Doc:
+    """A helper's doc comment, read as its sections: the text up to the first
+    section, then "Args:" (one "  name: text" a parameter, continued by
+    deeper-indented lines), "Returns:" and "Example:" (code)."""
+
+    summary: str
+    args: dict[str, str]
+    returns: str
+    example: str
+
+
+def _parse_doc(comment: str) -> Doc:
+    parts: dict[str, list[str]] = {"": []}
+    section = ""
+    for line in comment.splitlines():
+        if line in _SECTIONS:
+            section = line
+            parts[section] = []
+        else:
+            parts[section].append(line)
+    args: dict[str, str] = {}
+    for line in parts.get("Args:", []):
+        entry = re.match(r"  (\w+): (.*)", line)
+        if entry:
+            args[entry.group(1)] = entry.group(2)
+        elif args and line.startswith("    "):
+            last = list(args)[-1]
+            args[last] += " " + line.strip()
+        else:
+            raise ValueError(f"not an argument's line: {line!r}")
+
+    def dedented(lines: list[str]) -> str:
+        return "\n".join(line.removeprefix("  ") for line in lines).strip()
+
+    return Doc(
+        summary="\n".join(parts[""]).strip(),
+        args=args,
+        returns=" ".join(line.strip() for line in parts.get("Returns:", [])),
+        example=dedented(parts.get("Example:", [])),
+    )
+
+
+def _top_level_split(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for char in text:
+        if char in "(<[{":
+            depth += 1
+        elif char in ")>]}":
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    return [part.strip() for part in parts + [current] if part.strip()]
+
+
 @dataclasses.dataclass
 class Helper:
     name: str
     declaration: str  # the line that declares it (with a template line above)
     comment: str  # the comment lines just above, without the slashes
+
+    @property
+    def _signature(self) -> str:
+        """The declaration without its template line."""
+        lines = self.declaration.split("\n")
+        return "\n".join(lines[1:] if lines[0].startswith("template") else lines)
+
+    @property
+    def kind(self) -> str:
+        """ "function", "macro" (function-like), or "other" (a type, a constant,
+        an object-like macro)."""
+        text = self._signature
+        if text.startswith("#define"):
+            return "macro" if re.match(r"#define \w+\(", text) else "other"
+        if re.match(r"(class|struct) |inline constexpr ", text):
+            return "other"
+        return "function"
+
+    @property
+    def parameters(self) -> list[str]:
+        """The names of a function's or a function-like macro's parameters."""
+        if self.kind == "other":
+            return []
+        text = self.declaration
+        start = text.index(self.name + "(") + len(self.name) + 1
+        depth, end = 1, start
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            end += 1
+        names = []
+        for parameter in _top_level_split(text[start : end - 1]):
+            names.append(re.findall(r"\w+", parameter.split("=")[0])[-1])
+        return names
+
+    @property
+    def returns_value(self) -> bool:
+        return self.kind == "function" and not re.match(r"(inline )?void ", self._signature)
+
+    @property
+    def doc(self) -> Doc:
+        return _parse_doc(self.comment)
 
 
 @dataclasses.dataclass
