@@ -62,10 +62,12 @@ Three more measurements run in processes of their own (each needs a fresh jax):
     its own (the handler reads XLABIND_MAP_COORDINATES_OWN_THREADS on every
     call): alone, beside a 768×768 matmul in the same program, and split over
     8 virtual CPU devices whose calls all share one pool;
-  * ``worker_threads``: an in-place no-op callback chained 64 times on each of
-    1, 2 and 8 CPU devices (on the caller's thread, then on XLA's), over the
-    same program with native no-ops, beside ``buffer_callback``; each kind in
-    a process of its own (worker_threads.py; alone with ``--worker-threads``);
+  * ``worker_threads``: an in-place no-op callback chained 64 times on one
+    CPU device (a program small enough to run on the caller's thread, then
+    one with enough work to run on XLA's) and on each of 2 and 8 (XLA's
+    threads), over the same program with native no-ops, beside
+    ``buffer_callback``; each kind in a process of its own
+    (worker_threads.py; alone with ``--worker-threads``);
   * ``lifetime``: how much the process grows over a loop that creates, jits,
     calls and drops bound functions closing over 1 MB each, next to the same
     loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
@@ -327,7 +329,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--worker-threads",
         action="store_true",
         help="only the cost of a callback on XLA's own threads (programs over "
-        "1, 2 and 8 CPU devices), beside buffer_callback's (worker_threads.py)",
+        "1, 2 and 8 CPU devices; on one, small and busy), beside "
+        "buffer_callback's (worker_threads.py)",
     )
     parser.add_argument(
         "--spline-orders",
@@ -356,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         elif kind == "roofline":
             report = roofline_worker(int(rest[0]), rest[1] == "quick")
         elif kind == "worker_threads":
-            report = worker_threads_worker(rest[0], args.rounds)
+            report = worker_threads_worker(rest[0], args.rounds, busy=rest[1:] == ["busy"])
         elif kind == "map_coordinates_threads":
             report = map_coordinates_threads_worker(int(rest[0]), args.rounds)
         else:

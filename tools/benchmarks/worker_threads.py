@@ -1,11 +1,16 @@
 """Callbacks on XLA's own threads (``--worker-threads``): what one call costs
-where real programs make it. A program over several CPU devices runs each
-device's part on one of XLA's threads, none of which Python started; a
-one-device program this small runs on the caller's thread (inline).
+where real programs make it. XLA's CPU client runs a one-device program on the
+caller's thread (inline) only while its cost analysis counts under 1,000
+flops; a larger one, and each device's part of a program over several
+devices, runs on one of XLA's threads, none of which Python started.
 
 Each row: K in-place no-op calls chained on every device, against the same
 program with a native no-op FFI target in their place; the difference over
-(devices × K) calls. Each callback kind is measured in a process of its own:
+(devices × K) calls. The one-device program runs twice: as it is (inline),
+and on an array of 2^20 elements multiplied first (the same in both
+programs), which sends it to XLA's threads: over 1,000 flops is enough for
+xlabind's calls, while a program with ``buffer_callback`` stays inline up to
+some 2^16 elements (jax 0.10.2). Each callback kind is measured in a process of its own:
 a thread state one kind leaves on XLA's threads would make another's calls
 there cheaper.
 
@@ -27,7 +32,12 @@ except ImportError:  # older jax: its rows are reported as missing
     buffer_callback = None
 
 CHAIN = 64
-DEVICES = (1, 2, 8)
+#: (devices, whether the program does enough work for XLA to run it on its
+#: threads even on one device).
+ROWS = ((1, False), (1, True), (2, False), (8, False))
+#: Elements per device: 8 leave a one-device program inline, BUSY_ELEMENTS
+#: multiplied send it to XLA's threads (the calls are in place: no copies).
+ELEMENTS, BUSY_ELEMENTS = 8, 1 << 20
 # xlabind_unchecked: without the status exchange, the small all-reduce with
 # which each call over several devices tells the others whether it failed
 # (xlabind/_lowering/status_exchange.py); buffer_callback has none.
@@ -61,11 +71,12 @@ def _call(kind: str, record=None):
     )(x)
 
 
-def worker_threads_worker(kind: str, rounds: int) -> dict:
+def worker_threads_worker(kind: str, rounds: int, busy: bool = False) -> dict:
     """µs per call of `kind` chained on each of this process's devices, over
     the native chain; and on which threads the calls ran (the first call of
     each chain records it: a call of the same kind, so that no other kind
-    leaves thread states behind)."""
+    leaves thread states behind). `busy`: the chain follows a multiply of
+    BUSY_ELEMENTS per device, in both programs."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     if kind == "buffer_callback" and buffer_callback is None:
@@ -76,6 +87,8 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
 
     def program(first, call):
         def body(x):
+            if busy:
+                x = x * np.float32(1.5)
             x = first(x)
             for _ in range(CHAIN):
                 x = call(x)
@@ -91,7 +104,8 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
     native = _call("native")
     programs = {"native": program(native, native), kind: program(_call(kind, record), _call(kind))}
     x = jax.device_put(
-        jnp.zeros(8 * len(mesh.devices), jnp.float32), NamedSharding(mesh, PartitionSpec("d"))
+        jnp.zeros((BUSY_ELEMENTS if busy else ELEMENTS) * len(mesh.devices), jnp.float32),
+        NamedSharding(mesh, PartitionSpec("d")),
     )
     samples = {name: [] for name in programs}
     for round_ in range(rounds + 1):  # the first round warms up
@@ -105,6 +119,7 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
     return {
         "kind": kind,
         "devices": devices,
+        "busy": busy,
         "us_per_call": (total - base) / (devices * (CHAIN + 1)) * 1e6,
         "program_ms": total * 1e3,
         "native_program_ms": base * 1e3,
@@ -114,15 +129,27 @@ def worker_threads_worker(kind: str, rounds: int) -> dict:
     }
 
 
+def worker_arguments(kind: str, busy: bool, rounds: int) -> list[str]:
+    """main.py's arguments for one kind's row in a worker process."""
+    return [
+        "--worker",
+        "worker_threads",
+        kind,
+        *(["busy"] if busy else []),
+        "--rounds",
+        str(rounds),
+    ]
+
+
 def measure_worker_threads(rounds: int) -> list[dict]:
-    """Every kind on every device count, each in a fresh process."""
+    """Every kind on every row, each in a fresh process."""
     flags = os.environ.get("XLA_FLAGS", "")
     return [
         run_worker(
-            ["--worker", "worker_threads", kind, "--rounds", str(rounds)],
+            worker_arguments(kind, busy, rounds),
             {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}"},
         )
-        for n in DEVICES
+        for n, busy in ROWS
         for kind in KINDS
     ]
 
@@ -133,24 +160,27 @@ def print_worker_threads(rows: list[dict]) -> None:
         "(µs per call; each kind in a process of its own):"
     )
     print(
-        f"{'devices':>8} {'threads':>14} "
+        f"{'devices':>8} {'work':>6} {'threads':>14} "
         + " ".join(f"{k:>18}" for k in KINDS)
-        + f" {'unchecked/bcb':>14}"
+        + f" {'xlabind/bcb':>12} {'unchecked/bcb':>14}"
     )
-    for n in DEVICES:
-        by_kind = {r["kind"]: r for r in rows if r.get("devices") == n}
+    for n, busy in ROWS:
+        by_kind = {
+            r["kind"]: r for r in rows if (r.get("devices"), r.get("busy", False)) == (n, busy)
+        }
         cells = [
             f"{by_kind[k]['us_per_call']:18.2f}"
             if "us_per_call" in by_kind.get(k, {})
             else f"{'-':>18}"
             for k in KINDS
         ]
-        ratio = f"{'-':>14}"
-        if "us_per_call" in by_kind.get("buffer_callback", {}):
-            ours, theirs = (by_kind[k]["us_per_call"] for k in KINDS[1:])
-            ratio = f"{ours / theirs:14.2f}"
+        ratios = f"{'-':>12} {'-':>14}"
+        if all("us_per_call" in by_kind.get(k, {}) for k in KINDS):
+            checked, unchecked, theirs = (by_kind[k]["us_per_call"] for k in KINDS)
+            ratios = f"{checked / theirs:12.2f} {unchecked / theirs:14.2f}"
         threads = "/".join(sorted({r.get("threads", "?") for r in by_kind.values()}))
-        print(f"{n:>8} {threads:>14} " + " ".join(cells) + " " + ratio)
+        work = "busy" if busy else "small"
+        print(f"{n:>8} {work:>6} {threads:>14} " + " ".join(cells) + " " + ratios)
     for r in rows:
         if "missing" in r:
             print(f"  ({r['missing']})")
