@@ -27,6 +27,7 @@ load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library")
 load(
     "//ffi:extension_module.bzl",
     "extension_module_substitutions",
+    "handler",
     "module_handlers",
     "module_state_types",
 )
@@ -130,6 +131,34 @@ _extension_source = rule(
     },
 )
 
+def xlabind_handler(
+        execute,
+        instantiate = None,
+        prepare = None,
+        initialize = None,
+        command_buffer = False):
+    """One FFI target's handler with more than an execute stage, for `handlers`
+    of xlabind_extension.
+
+    Each argument is the C symbol of the handler XLA calls in that stage of a
+    run (XLA_FFI_DEFINE_HANDLER_SYMBOL); a target with an execute stage only
+    is just its symbol, `"MyOp"`. A misspelt argument fails where the table is
+    written, and a wrong value with the argument's name. For example,
+    `{"cpu": {"my_op": xlabind_handler(instantiate = "MyOpBuild", execute = "MyOp")}}`.
+
+    Args:
+      execute: the handler XLA calls on every run (required).
+      instantiate: the handler XLA calls once per executable, before its first
+        run: where a per-executable state is built (ffi/native/state.h).
+      prepare: CUDA only: XLA's prepare stage, before each run's initialize.
+      initialize: CUDA only: XLA's initialize stage, before each run's
+        execute.
+      command_buffer: CUDA only: whether XLA may capture the execute stage into
+        a command buffer (a CUDA graph) and replay it: for a handler that
+        launches the same kernels every run and allocates nothing.
+    """
+    return handler(execute, instantiate, prepare, initialize, command_buffer)
+
 def xlabind_extension(
         name,
         handlers,
@@ -144,10 +173,8 @@ def xlabind_extension(
       name: the module's name (`import name`).
       handlers: {platform: {FFI target name: handler}}; platform "cpu" or
         "cuda", in any case. A handler is the C symbol of its execute stage,
-        e.g. {"cpu": {"my_op": "MyOpCpu"}}, or a dict of stages:
-        {"instantiate": "MyOpInstantiate", "execute": "MyOp"} ("prepare" and
-        "initialize" too on CUDA), plus "command_buffer": True for a CUDA
-        handler XLA may capture into a command buffer (CUDA graph).
+        e.g. {"cpu": {"my_op": "MyOpCpu"}}, or xlabind_handler(...) for one
+        with more stages or one XLA may capture into a CUDA graph.
       deps: the libraries that define the symbols (xlabind_ffi_library).
       state_types: {platform: [symbol, ...]}: the per-executable state types
         the handlers' instantiate stages build, each exported with

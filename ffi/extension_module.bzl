@@ -22,6 +22,27 @@ def registered_platform(name, platform, argument):
              (name, platform, argument, " or ".join(['"%s"' % p for p in REGISTRY_NAMES])))
     return registered
 
+def handler(execute, instantiate = None, prepare = None, initialize = None, command_buffer = False):
+    """xlabind_handler (ffi/defs.bzl): one target's stages as the table of stages
+    module_handlers takes, every argument checked here."""
+    stages = {
+        "instantiate": instantiate,
+        "prepare": prepare,
+        "initialize": initialize,
+        "execute": execute,
+    }
+    for stage in STAGES:
+        symbol = stages[stage]
+        if (symbol != None or stage == "execute") and type(symbol) != type(""):
+            fail("xlabind_handler: %s must be the C symbol of its handler (a string), got %r" %
+                 (stage, symbol))
+    if type(command_buffer) != type(True):
+        fail("xlabind_handler: command_buffer must be True or False, got %r" % (command_buffer,))
+    made = {stage: stages[stage] for stage in STAGES if stages[stage] != None}
+    if command_buffer:
+        made["command_buffer"] = True
+    return made
+
 def handler_stages(name, platform, registered, target, handler):
     """One target's entry of extension_module_substitutions' `handlers`: every
     stage (None where it has none) and "command_buffer"."""
@@ -29,11 +50,12 @@ def handler_stages(name, platform, registered, target, handler):
         handler = {"execute": handler}
     if type(handler) != type({}):
         fail("xlabind_extension(%s): handlers[%r][%r] must be the execute handler's C symbol " %
-             (name, platform, target) + "(a string) or a dict of stages, got %r" % (handler,))
+             (name, platform, target) + "(a string) or xlabind_handler(...), got %r" % (handler,))
     for key in handler:
         if key not in STAGES and key != "command_buffer":
-            fail("xlabind_extension(%s): handlers[%r][%r] has an unknown key %r; use %s or " %
-                 (name, platform, target, key, ", ".join(STAGES)) + "command_buffer")
+            fail("xlabind_extension(%s): handlers[%r][%r] has an unknown key %r; write it as " %
+                 (name, platform, target, key) + "xlabind_handler(execute = ..., instantiate = " +
+                 "..., prepare = ..., initialize = ..., command_buffer = ...)")
     if "execute" not in handler:
         fail("xlabind_extension(%s): handlers[%r][%r] names no \"execute\" handler" %
              (name, platform, target))

@@ -91,21 +91,31 @@ def native_op_modules() -> dict:
     return namespace["NATIVE_OP_MODULES"]
 
 
+def _handler_tables(path: pathlib.Path) -> dict:
+    """The names a .bzl file of handler tables defines: literals and
+    xlabind_handler calls (ffi/extension_module.bzl's `handler`), its load()
+    of xlabind_handler a no-op here."""
+    namespace: dict = {
+        "load": lambda *_: None,
+        "xlabind_handler": _starlark(REPO / "ffi" / "extension_module.bzl")["handler"],
+    }
+    exec(path.read_text(), namespace)
+    return namespace
+
+
 def example_handlers() -> tuple[dict, dict]:
-    """(handlers, state types) of examples/native_op's module, from the dict
-    literals its BUILD.bazel loads."""
-    namespace: dict = {}
-    exec((REPO / "examples" / "native_op" / "example_handlers.bzl").read_text(), namespace)
-    return namespace["EXAMPLE_HANDLERS"], namespace["EXAMPLE_STATE_TYPES"]
+    """(handlers, state types) of examples/native_op's module, from the tables
+    its BUILD.bazel loads."""
+    tables = _handler_tables(REPO / "examples" / "native_op" / "example_handlers.bzl")
+    return tables["EXAMPLE_HANDLERS"], tables["EXAMPLE_STATE_TYPES"]
 
 
 def native_api_handlers() -> tuple[dict, dict]:
     """(handlers, state types) of tests/native/native_api_handlers.cc's module,
     which tests/native/test_native_api.py imports, from
     tests/native/native_api_module.bzl."""
-    namespace: dict = {}
-    exec((REPO / "tests" / "native" / "native_api_module.bzl").read_text(), namespace)
-    return namespace["NATIVE_API_HANDLERS"], namespace["NATIVE_API_STATE_TYPES"]
+    tables = _handler_tables(REPO / "tests" / "native" / "native_api_module.bzl")
+    return tables["NATIVE_API_HANDLERS"], tables["NATIVE_API_STATE_TYPES"]
 
 
 def _starlark(path: pathlib.Path) -> dict:

@@ -1,7 +1,10 @@
 """The handlers of example_ops, for xlabind_extension in BUILD.bazel: {platform:
-{FFI target name: the C symbol of its handler}}. A plain dict literal, so
-that xlabind's tools/gpu_check.py can build this module on a GPU machine
-without Bazel."""
+{FFI target name: the C symbol of its handler, or xlabind_handler(...) of its
+stages}}. Plain literals and xlabind_handler calls only, so that a build
+without Bazel reads it too (xlabind_add_extension in CMake, xlabind's
+tools/gpu_check.py on a GPU machine)."""
+
+load("@xlabind//ffi:defs.bzl", "xlabind_handler")
 
 EXAMPLE_HANDLERS = {
     "cpu": {
@@ -12,14 +15,14 @@ EXAMPLE_HANDLERS = {
         "example_square_jvp": "ExampleSquareJvpCpu",
         # [table_cpu]
         # A table built once per executable (table_handlers.cc).
-        "example_table": {
-            "instantiate": "ExampleTableBuildCpu",
-            "execute": "ExampleTableCpu",
-        },
-        "example_table_jvp": {
-            "instantiate": "ExampleTableBuildCpu",
-            "execute": "ExampleTableJvpCpu",
-        },
+        "example_table": xlabind_handler(
+            instantiate = "ExampleTableBuildCpu",
+            execute = "ExampleTableCpu",
+        ),
+        "example_table_jvp": xlabind_handler(
+            instantiate = "ExampleTableBuildCpu",
+            execute = "ExampleTableJvpCpu",
+        ),
         # [table_cpu]
         "example_tables_built": "ExampleTablesBuilt",
     },
@@ -28,16 +31,16 @@ EXAMPLE_HANDLERS = {
         "example_scale": "ExampleScaleCuda",
         # [scale_cuda]
         # [table_cuda]
-        "example_table": {
-            "instantiate": "ExampleTableBuildCuda",
-            "execute": "ExampleTableCuda",
-        },
+        "example_table": xlabind_handler(
+            instantiate = "ExampleTableBuildCuda",
+            execute = "ExampleTableCuda",
+        ),
         # One kernel, the same every call, no scratch: a CUDA graph may capture it.
-        "example_table_jvp": {
-            "instantiate": "ExampleTableBuildCuda",
-            "execute": "ExampleTableJvpCuda",
-            "command_buffer": True,
-        },
+        "example_table_jvp": xlabind_handler(
+            instantiate = "ExampleTableBuildCuda",
+            execute = "ExampleTableJvpCuda",
+            command_buffer = True,
+        ),
         # [table_cuda]
     },
 }

@@ -11,9 +11,9 @@
 //   XLA_FFI_DEFINE_HANDLER_SYMBOL(MyOpCpu, Run,
 //       ffi::Ffi::Bind().Ctx<ffi::State<Table>>().Arg<ffi::AnyBuffer>()...);
 //
-// and in BUILD, xlabind_extension(handlers = {"cpu": {"my_op": {"instantiate":
-// "MyOpInstantiateCpu", "execute": "MyOpCpu"}}}, state_types = {"cpu":
-// ["MyTableCpu"]}). xlabind.register_ffi_targets registers the type before
+// and in BUILD, xlabind_extension(handlers = {"cpu": {"my_op": xlabind_handler(
+// instantiate = "MyOpInstantiateCpu", execute = "MyOpCpu")}}, state_types =
+// {"cpu": ["MyTableCpu"]}). xlabind.register_ffi_targets registers the type before
 // the targets that use it (XLA reads a handler's state type when the handler
 // is registered).
 //

@@ -95,12 +95,16 @@ def extension_source(
 
 def _load(spec: str, option: str) -> Any:
     """A dict from FILE.json, or from the variable VAR of FILE:VAR (a .bzl or
-    .py file of plain literals, such as a Bazel workspace's handler table)."""
+    .py file of plain literals and xlabind_handler calls, such as a Bazel
+    workspace's handler table; its load() statements do nothing here)."""
     path, _, variable = spec.partition(":")
     text = pathlib.Path(path).read_text()
     if not variable:
         return json.loads(text)
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = {
+        "load": lambda *_: None,
+        "xlabind_handler": _generator()["handler"],
+    }
     exec(compile(text, path, "exec"), namespace)
     if variable not in namespace:
         raise SystemExit(

@@ -1,13 +1,16 @@
 """The handlers of tests/native/native_api_handlers.cc and
 cuda_bodies_handlers.cc, by platform, for xlabind_extension
-(tests/native/BUILD.bazel). A plain dict literal."""
+(tests/native/BUILD.bazel). Plain literals and xlabind_handler calls only
+(tools/gpu_check.py reads it without Bazel)."""
+
+load("//ffi:defs.bzl", "xlabind_handler")
 
 NATIVE_API_HANDLERS = {
     "cpu": {
-        "native_api_counter": {
-            "instantiate": "NativeApiCounterInstantiate",
-            "execute": "NativeApiCounterExecute",
-        },
+        "native_api_counter": xlabind_handler(
+            instantiate = "NativeApiCounterInstantiate",
+            execute = "NativeApiCounterExecute",
+        ),
         "native_api_pool": "NativeApiPool",
         "native_api_scratch": "NativeApiScratch",
         "native_api_scale": "NativeApiScale",
@@ -18,7 +21,10 @@ NATIVE_API_HANDLERS = {
     },
     "cuda": {
         "native_api_nothing": "NativeApiNothingCuda",
-        "native_api_nothing_cb": {"execute": "NativeApiNothingCuda", "command_buffer": True},
+        "native_api_nothing_cb": xlabind_handler(
+            execute = "NativeApiNothingCuda",
+            command_buffer = True,
+        ),
     },
 }
 

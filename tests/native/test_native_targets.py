@@ -11,6 +11,7 @@ import pytest
 
 import xlabind
 import xlabind.ops  # registers the ops' targets, which these tests bind directly
+from xlabind import native_build
 from xlabind._runtime import extension as _extension
 
 jax.config.update("jax_enable_x64", True)
@@ -235,3 +236,66 @@ def test_platforms_in_any_case_and_a_clear_error_for_others():
     xlabind.register_ffi_targets({"CPU": _xlabind_ops.registrations()["cpu"]})
     with pytest.raises(ValueError, match=r"register_ffi_targets: unknown platform 'METAL'"):
         xlabind.register_ffi_targets({"METAL": {}})
+
+
+def _generated(tmp_path, table: str) -> str:
+    """The module source `python -m xlabind._generate_extension` makes of a
+    handler table written as a Bazel workspace writes it."""
+    (tmp_path / "handlers.bzl").write_text(
+        'load("@xlabind//ffi:defs.bzl", "xlabind_handler")\n\nHANDLERS = ' + table + "\n"
+    )
+    out = tmp_path / "module.cc"
+    native_build.main(
+        ["--module", "m", "--handlers", f"{tmp_path}/handlers.bzl:HANDLERS", "--out", str(out)]
+    )
+    return out.read_text()
+
+
+def test_xlabind_handler_names_every_stage_and_the_graph_trait(tmp_path):
+    source = _generated(
+        tmp_path,
+        '{"cuda": {"t": xlabind_handler(instantiate = "Build", execute = "Run", '
+        'command_buffer = True)}, "cpu": {"u": xlabind_handler(execute = "RunCpu")}}',
+    )
+    assert 'Add(platforms, "CUDA", "t", {&Build, nullptr, nullptr, &Run_command_buffer})' in source
+    assert 'Add(platforms, "cpu", "u", {nullptr, nullptr, nullptr, &RunCpu})' in source
+
+
+@pytest.mark.parametrize(
+    "table,error,message",
+    [
+        # A misspelt stage fails where the table is written.
+        (
+            '{"cpu": {"t": xlabind_handler(instanciate = "B", execute = "R")}}',
+            TypeError,
+            "instanciate",
+        ),
+        ('{"cpu": {"t": xlabind_handler(instantiate = "B")}}', TypeError, "execute"),
+        (
+            '{"cpu": {"t": xlabind_handler(execute = 3)}}',
+            ValueError,
+            "execute must be the C symbol",
+        ),
+        (
+            '{"cpu": {"t": xlabind_handler(execute = "R", command_buffer = "yes")}}',
+            ValueError,
+            "command_buffer must be True or False",
+        ),
+        # A table of stages written by hand names what to write instead.
+        ('{"cpu": {"t": {"instanciate": "B", "execute": "R"}}}', ValueError, "xlabind_handler"),
+        # The stage and trait checks of xlabind_extension hold for xlabind_handler.
+        (
+            '{"cpu": {"t": xlabind_handler(execute = "R", command_buffer = True)}}',
+            ValueError,
+            "only CUDA handlers",
+        ),
+        (
+            '{"cpu": {"t": xlabind_handler(prepare = "P", execute = "R")}}',
+            ValueError,
+            "never runs",
+        ),
+    ],
+)
+def test_a_wrong_handler_fails_naming_what_is_wrong(tmp_path, table, error, message):
+    with pytest.raises(error, match=message):
+        _generated(tmp_path, table)

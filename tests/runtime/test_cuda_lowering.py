@@ -280,7 +280,7 @@ def test_a_native_target_declares_its_trait_itself():
     with pytest.raises(
         ValueError,
         match=r"a native handler declares it in its stages "
-        r'\("command_buffer": True\)',
+        r"\(xlabind_handler\(\.\.\., command_buffer = True\) in its Bazel table\)",
     ):
         xlabind.callback(
             xlabind.ffi_target(_extension.NOOP_TARGET), lambda x: x, command_buffer_compatible=True

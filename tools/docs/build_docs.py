@@ -93,7 +93,7 @@ PAGES = {
 TYPE_ALIASES = {"Function", "ResultSpec", "Rule"}
 # Macros other workspaces call, by file.
 BAZEL_MACROS = {
-    "ffi/defs.bzl": ["xlabind_ffi_library", "xlabind_extension"],
+    "ffi/defs.bzl": ["xlabind_ffi_library", "xlabind_handler", "xlabind_extension"],
     "repositories.bzl": ["xlabind_dependencies", "xlabind_register_zig_toolchain"],
 }
 

@@ -62,7 +62,7 @@ def make_definition(
             raise ValueError(
                 f"xlabind: {name}: command_buffer_compatible is for Python "
                 f"functions; a native handler declares it in its stages "
-                f'("command_buffer": True)'
+                f"(xlabind_handler(..., command_buffer = True) in its Bazel table)"
             )
         targets = targets_by_platform(fn)
         check_targets(name, targets, vmap_method, effect)
