@@ -84,14 +84,25 @@ SEARCH_HEIGHT = 800
 # Each frame of the page below reports to it (MEASURE); the searches' result
 # lists are read from their frames once the index has answered. Everything is
 # written into the DOM for --dump-dom, keyed by frame.
-ALL = """<!doctype html><html><body style="margin: 0">{frames}
+# The listener comes before the frames, so that no report arrives before it
+# does; and a page frame whose message was lost anyway (a busy machine) is read
+# from its own DOM, where MEASURE writes the same report.
+ALL = """<!doctype html><html><body style="margin: 0">
 <script>
 const reports = {{}};
 window.addEventListener("message", event => {{
   for (const frame of document.querySelectorAll("iframe"))
     if (frame.contentWindow === event.source) reports[frame.id] = event.data;
 }});
+</script>
+{frames}
+<script>
 window.addEventListener("load", () => setTimeout(() => {{
+  for (const frame of document.querySelectorAll("iframe.page")) {{
+    const written = frame.contentDocument &&
+      frame.contentDocument.getElementById("xlabind-measurements");
+    if (!(frame.id in reports) && written) reports[frame.id] = JSON.parse(written.textContent);
+  }}
   for (const frame of document.querySelectorAll("iframe.search")) {{
     const list = frame.contentDocument.querySelector("ul.search");
     reports[frame.id] = list ? list.outerHTML : "";
