@@ -16,7 +16,7 @@ is written twice:
   (Bazel's @xlabind_example) as /_examples/native_op, examples/native_op_cmake
   as /_examples/native_op_cmake, examples/python_ops as /_examples/python_ops.
 
-    build_docs.py --out html.zip [--workdir DIR]
+    build_docs.py --out html.zip [--workdir DIR] [--stand-ins]
 """
 
 from __future__ import annotations
@@ -131,6 +131,10 @@ def indent(text: str, by: str = "   ") -> list[str]:
 
 def short_repr(obj) -> str:
     text = repr(obj)
+    if isinstance(obj, (set, frozenset)):
+        # Sorted: a set's order follows its members' hashes, which for some
+        # (ml_dtypes' dtypes) change from process to process.
+        text = f"{type(obj).__name__}({{{', '.join(sorted(map(repr, obj)))}}})"
     return text if len(text) < 200 else text[:197] + "..."
 
 
@@ -408,8 +412,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the zip of the HTML site to write")
     parser.add_argument("--workdir", help="where to build (default: a temporary folder)")
+    parser.add_argument(
+        "--stand-ins",
+        action="store_true",
+        help="the compiled modules stood in for by a snapshot of what the site "
+        "reads of them (stand_ins.py): no C++ or CUDA compiled",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if args.stand_ins:
+        import stand_ins
+
+        stand_ins.install()
     work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="xlabind-docs-"))
     source, html = work / "source", work / "html"
     shutil.rmtree(work, ignore_errors=True)

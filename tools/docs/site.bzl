@@ -8,7 +8,7 @@ def _docs_site_impl(ctx):
     ctx.actions.run(
         # The binary with its runfiles (the package, its compiled modules).
         executable = ctx.attr.builder[DefaultInfo].files_to_run,
-        arguments = ["--out", out.path],
+        arguments = ["--out", out.path] + ctx.attr.builder_arguments,
         outputs = [out],
         mnemonic = "DocsSite",
         progress_message = "Building the documentation site %s" % out.short_path,
@@ -23,5 +23,6 @@ docs_site = rule(
             cfg = "target",
             doc = "a py_binary that writes the site's zip to --out",
         ),
+        "builder_arguments": attr.string_list(doc = "more arguments of the builder"),
     },
 )

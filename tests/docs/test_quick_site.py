@@ -1,0 +1,35 @@
+"""The documentation's quick build (`//tools/docs:html_quick`), which stands in
+for the compiled modules with a snapshot of what the site reads of them
+(tools/docs/stand_ins.py): the snapshot is what the modules this build
+compiled hold, and the quick site is the full site, file for file."""
+
+import json
+import pathlib
+import zipfile
+
+import pytest
+import stand_ins
+
+FULL = pathlib.Path("tools/docs/html.zip")  # in the runfiles
+QUICK = pathlib.Path("tools/docs/html_quick.zip")
+
+
+def test_the_snapshot_is_what_the_compiled_modules_hold():
+    assert stand_ins.snapshot() == json.loads(stand_ins.SNAPSHOT.read_text()), (
+        "a compiled module changed what the site reads of it: run "
+        "`tools/bazel run //tools/docs:snapshot_compiled_modules -- --write`"
+    )
+
+
+def test_the_quick_site_is_the_full_site():
+    with zipfile.ZipFile(FULL) as full, zipfile.ZipFile(QUICK) as quick:
+        assert sorted(quick.namelist()) == sorted(full.namelist())
+        differ = [n for n in full.namelist() if full.read(n) != quick.read(n)]
+    assert not differ, f"the quick build's pages differ from the full build's: {differ}"
+
+
+def test_a_stand_in_refuses_to_run_what_only_the_compiled_module_can():
+    copy = stand_ins._function("_xlabind", "cuda_copy", {})
+    with pytest.raises(RuntimeError, match=r"xlabind\._xlabind\.cuda_copy: .*stand-in"):
+        copy(0, 0, 8)
+    assert stand_ins._function("_xlabind_ops", "registrations", {})() == {}
