@@ -149,7 +149,7 @@ def xlabind_handler(
     Args:
       execute: the handler XLA calls on every run (required).
       instantiate: the handler XLA calls once per executable, before its first
-        run: where a per-executable state is built (ffi/native/state.h).
+        run: where a per-executable state is built (xlabind/native/state.h).
       prepare: CUDA only: XLA's prepare stage, before each run's initialize.
       initialize: CUDA only: XLA's initialize stage, before each run's
         execute.
@@ -178,7 +178,7 @@ def xlabind_extension(
       deps: the libraries that define the symbols (xlabind_ffi_library).
       state_types: {platform: [symbol, ...]}: the per-executable state types
         the handlers' instantiate stages build, each exported with
-        XLABIND_DEFINE_STATE_TYPE(symbol, Type) (ffi/native/state.h). The
+        XLABIND_DEFINE_STATE_TYPE(symbol, Type) (xlabind/native/state.h). The
         module's state_types() hands them out; xlabind.register_ffi_targets
         registers them before the targets.
       load_from: the package-relative folder Python will load the module from,

@@ -169,14 +169,13 @@ def build(out: pathlib.Path, jobs: int, fast: bool = False) -> pathlib.Path:
 
     cxx = os.environ.get("CXX", "g++")
     nanobind_src = pathlib.Path(nanobind.source_dir())
-    # The helpers' public include path, xlabind/native/*.h, as Bazel's
-    # include_prefix gives it (ffi/native/BUILD.bazel).
-    public = out / "include"
-    (public / "xlabind").mkdir(parents=True, exist_ok=True)
-    if not (public / "xlabind" / "native").exists():
-        (public / "xlabind" / "native").symlink_to(REPO / "ffi" / "native")
+    # The helpers' public include path, xlabind/native/*.h.
+    public = REPO / "ffi" / "native" / "include"
     includes = [
         REPO,
+        # The callback handlers' public headers, xlabind/{cpu,cuda}/*.h.
+        REPO / "ffi" / "cpu" / "include",
+        REPO / "ffi" / "cuda" / "include",
         sysconfig.get_paths()["include"],
         numpy.get_include(),
         jax.ffi.include_dir(),

@@ -25,7 +25,7 @@
 
 namespace xlabind {
 
-// A state type like any handler author's (ffi/native/state.h): its id is
+// A state type like any handler author's (xlabind/native/state.h): its id is
 // assigned when jax.ffi.register_ffi_type registers it.
 template <typename Platform>
 struct CallbackState : native::State<CallbackState<Platform>> {

@@ -1,4 +1,4 @@
-#include "ffi/cpu/python_callback_handler.h"
+#include "xlabind/cpu/python_callback_handler.h"
 
 #include <Python.h>
 

@@ -1,4 +1,4 @@
-#include "ffi/cuda/python_callback_handler.h"
+#include "xlabind/cuda/python_callback_handler.h"
 
 #include <Python.h>
 

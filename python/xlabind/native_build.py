@@ -75,7 +75,7 @@ def extension_source(
     """The C++ source of the Python extension module `module`, as Bazel's
     ``xlabind_extension`` makes it: ``handlers`` is ``{platform: {FFI target:
     C symbol or {stage: C symbol}}}``, ``state_types`` ``{platform: [symbol,
-    ...]}`` (ffi/native/state.h). With ``platforms``, only those platforms'
+    ...]}`` (xlabind/native/state.h). With ``platforms``, only those platforms'
     entries (a CPU-only build leaves "cuda" out)."""
     generator = _generator()
     if platforms is not None:

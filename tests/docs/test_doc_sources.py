@@ -84,13 +84,13 @@ def test_no_code_is_pasted_from_a_source_file():
 
 
 def test_the_native_reference_lists_every_helper_and_no_other():
-    """docs/native/reference.md's table of helpers against ffi/native/*.h."""
+    """docs/native/reference.md's table of helpers against the headers."""
     text = (DOCS / "native" / "reference.md").read_text()
     rows = re.findall(r"^\| `(\w+\.h)` \| (.*?) \|", text, flags=re.M)
     listed = {header: set(re.findall(r"\{native:helper\}`(\w+)`", names)) for header, names in rows}
     actual = {
         h.name: {helper.name for helper in h.helpers}
-        for h in native_headers.headers(pathlib.Path("ffi/native"))
+        for h in native_headers.headers(pathlib.Path(native_headers.FOLDER))
     }
     assert actual and all(actual.values()), actual
     assert listed == actual
@@ -102,7 +102,7 @@ def test_every_native_helper_is_a_reference_entry():
     Returns: exactly where a function returns something, and an Example: for
     every function and function-like macro."""
     problems = []
-    for header in native_headers.headers(pathlib.Path("ffi/native")):
+    for header in native_headers.headers(pathlib.Path(native_headers.FOLDER)):
         for helper in header.helpers:
             where = f"{header.name}: {helper.name}"
             try:
@@ -147,7 +147,7 @@ def test_every_public_name_a_page_mentions_is_linked_on_it():
     }
     names |= {
         helper.name
-        for header in native_headers.headers(pathlib.Path("ffi/native"))
+        for header in native_headers.headers(pathlib.Path(native_headers.FOLDER))
         for helper in header.helpers
     }
     names |= {

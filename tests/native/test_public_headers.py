@@ -1,6 +1,6 @@
-"""The public helper headers (ffi/native, shipped in the wheel under
-xlabind/include/xlabind/native) as a handler author outside Bazel meets
-them: each compiles on its own, warnings as errors, with g++ and with zig's
+"""The public helper headers (ffi/native/include/xlabind/native, shipped in the
+wheel under xlabind/include/xlabind/native) as a handler author outside Bazel
+meets them: each compiles on its own, warnings as errors, with g++ and with zig's
 clang (and host_device.h, meant for device code, with the pinned nvcc); none
 includes anything but another public header or XLA's header-only FFI API
 (never ffi_api.h: a handler library that links XLA's registry gets a second
@@ -19,7 +19,9 @@ import runfiles_repos
 import xlabind
 
 RUNFILES = pathlib.Path(__file__).parents[2]
-SOURCE = RUNFILES / "ffi" / "native"
+PACKAGE = RUNFILES / "ffi" / "native"
+INCLUDE = PACKAGE / "include"  # what -I a handler's build gives, in the checkout
+SOURCE = INCLUDE / "xlabind" / "native"
 SHIPPED = pathlib.Path(xlabind.include_dir())
 XLA_API = {"xla/ffi/api/ffi.h", "xla/ffi/api/api.h", "xla/ffi/api/c_api.h"}
 WARNINGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror"]
@@ -28,7 +30,7 @@ WARNINGS = ["-std=c++17", "-Wall", "-Wextra", "-Werror"]
 def public_headers() -> list[str]:
     """ffi/native/headers.bzl's PUBLIC_HEADERS."""
     namespace: dict = {}
-    exec((SOURCE / "headers.bzl").read_text(), namespace)
+    exec((PACKAGE / "headers.bzl").read_text(), namespace)
     return namespace["PUBLIC_HEADERS"]
 
 
@@ -87,31 +89,57 @@ def test_headers_include_only_public_headers_and_the_header_only_ffi_api():
         assert "ffi_api.h" not in re.sub(r"//.*", "", text), header
 
 
+@pytest.mark.parametrize("include", ["the wheel's", "the checkout's"])
 @pytest.mark.parametrize("name", ["g++", "zig"])
-def test_every_header_compiles_on_its_own(name, tmp_path):
+def test_every_header_compiles_on_its_own(name, include, tmp_path):
     compiler = compilers().get(name)
     if compiler is None:
         pytest.skip(f"no {name} here (the host's g++, or @xlabind_zig)")
+    folder = SHIPPED if include == "the wheel's" else INCLUDE
     headers = public_headers()
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
-        done = list(pool.map(lambda h: compile_alone(compiler, SHIPPED, h, tmp_path), headers))
+        done = list(pool.map(lambda h: compile_alone(compiler, folder, h, tmp_path), headers))
     failed = {h: d.stderr[-2000:] for h, d in zip(headers, done) if d.returncode != 0}
     assert not failed, f"{name}: headers that do not compile alone: {failed}"
 
 
-def test_a_header_that_stops_compiling_alone_is_caught(tmp_path):
-    """The check above can fail: dtype_names.h without its own include of
-    XLA's ffi.h (which it uses) does not compile alone."""
+def moved_headers() -> dict[str, str]:
+    """{old repository path: the include that replaced it} of every public
+    header: the helpers, and the callback handlers' headers."""
+    moved = {f"ffi/native/{h}": f"xlabind/native/{h}" for h in public_headers()}
+    for platform in ("cpu", "cuda"):
+        moved[f"ffi/{platform}/python_callback_handler.h"] = (
+            f"xlabind/{platform}/python_callback_handler.h"
+        )
+    return moved
+
+
+def test_an_old_path_fails_naming_the_new_one(tmp_path):
+    """The repository paths of before 0.5.0 stop the build with the include to
+    write instead; the new ones compile (a callback handler's header with only
+    XLA's FFI API beside it, as the helpers)."""
     (name, compiler), *_ = compilers().items()
-    include = tmp_path / "include"
-    shutil.copytree(SHIPPED, include)
-    header = include / "xlabind" / "native" / "dtype_names.h"
-    text = header.read_text()
-    assert '#include "xla/ffi/api/ffi.h"' in text
-    header.write_text(text.replace('#include "xla/ffi/api/ffi.h"', ""))
-    done = compile_alone(compiler, include, "dtype_names.h", tmp_path)
-    assert done.returncode != 0, f"{name} compiled a header missing an include"
-    assert compile_alone(compiler, SHIPPED, "dtype_names.h", tmp_path).returncode == 0
+    for old, new in moved_headers().items():
+        source = tmp_path / "old.cc"
+        source.write_text(f'#include "{old}"\n')
+        done = subprocess.run(
+            [*compiler, "-c", "-o", str(tmp_path / "old.o"), f"-I{RUNFILES}", str(source)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode != 0, (name, old)
+        assert f'include \\"{new}\\"' in done.stderr, done.stderr[-1000:]
+        include = RUNFILES / old.rsplit("/", 1)[0] / "include"
+        source.write_text(f'#include "{new}"\n')
+        done = subprocess.run(
+            [*compiler, "-c", "-o", str(tmp_path / "new.o"), *WARNINGS, f"-I{include}"]
+            + ["-isystem", jax.ffi.include_dir(), str(source)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (name, new, done.stderr[-2000:])
 
 
 def host_compiler_for_nvcc() -> str | None:

@@ -8,7 +8,7 @@ is written twice:
   one page per module (api/<module>.md), from each public name's docstring
   and signature (constants and type aliases from their ``#:`` comments),
   opening with a summary table;
-* the native helpers (api/native-helpers.md), from ffi/native/*.h: each
+* the native helpers (api/native-helpers.md), from their headers: each
   header's opening comment, each public name's declaration and comment;
 * the Bazel macros (api/bazel-macros.md), from their docstrings in
   ffi/defs.bzl and repositories.bzl;
@@ -257,13 +257,14 @@ def native_page() -> str:
     out = [
         "# Native helpers",
         "",
-        "The helper headers for handler authors, `ffi/native/*.h`: header-only, in "
+        "The helper headers for handler authors, `ffi/native/include/xlabind/native/*.h`: "
+        "header-only, in "
         '`namespace xlabind::native`, included as `#include "xlabind/native/<header>"` '
         "from `@xlabind//ffi/native:helpers` (the macros add it). Generated from the "
         "headers; the [native reference](../native/reference.md) lists them by task.",
         "",
     ]
-    for header in native_headers.headers(REPO / "ffi" / "native"):
+    for header in native_headers.headers(REPO / native_headers.FOLDER):
         out += [
             f"## `{header.name}`",
             "",

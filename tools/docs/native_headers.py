@@ -1,8 +1,8 @@
-"""What a handler author may use from xlabind's helper headers (ffi/native/*.h),
-read from the headers themselves: each header's opening comment, and its
-public names with their declarations and the comments above them. The docs'
-native reference is generated from this, and tests/docs checks the
-hand-written helper table against it.
+"""What a handler author may use from xlabind's helper headers
+(ffi/native/include/xlabind/native/*.h), read from the headers themselves: each
+header's opening comment, and its public names with their declarations and the
+comments above them. The docs' native reference is generated from this, and
+tests/docs checks the hand-written helper table against it.
 
 Public: a declaration at the top level of namespace xlabind::native (not in
 a namespace ending in "internal"), or an XLABIND_* macro other than the
@@ -13,6 +13,10 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
+
+#: The headers' folder, from the repository's root: the path they are
+#: included by, under ffi/native/include.
+FOLDER = pathlib.PurePosixPath("ffi/native/include/xlabind/native")
 
 _DECLARATION = (
     re.compile(r"#define (XLABIND_\w*[A-Z0-9])[( ]"),

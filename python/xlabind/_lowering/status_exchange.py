@@ -7,7 +7,7 @@ In a program over several devices, each device runs its own copy of the
 program, and a call that fails ends only its own device's run. So the
 per-device calls xlabind makes (once per program on the first device, once
 per device with a sharding rule, once per device inside ``jax.shard_map``)
-do not fail: they report their status (ffi/native/call_status.h) as one more
+do not fail: they report their status (xlabind/native/call_status.h) as one more
 result, which travels with the program's data, through a collective, to
 every device; then a check on every device (the ``xlabind_check_status``
 target) fails them all with the failed call's message, before anything uses

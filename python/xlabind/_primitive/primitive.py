@@ -34,7 +34,7 @@ from jax.extend.core import Primitive
 from xlabind import _jax_internals as internals
 from xlabind._primitive.static_kwargs import StaticKwargs
 
-#: The size in bytes of a call's status (ffi/native/call_status.h's
+#: The size in bytes of a call's status (xlabind/native/call_status.h's
 #: kStatusBytes; _runtime/extension.py checks the compiled module agrees).
 STATUS_BYTES = 4096
 
@@ -148,7 +148,7 @@ def bind(call: Call, operands: Sequence[Any]) -> list:
 
 
 def status_aval() -> jax.core.ShapedArray:
-    """The aval of a call's status result (ffi/native/call_status.h)."""
+    """The aval of a call's status result (xlabind/native/call_status.h)."""
     return jax.core.ShapedArray((STATUS_BYTES,), np.uint8)
 
 

@@ -57,7 +57,7 @@ CHECK_STATUS_TARGET = "xlabind_check_status"
 STATUS_TARGET_SUFFIX = ".xlabind_status"
 #: FFI target of a native handler that does nothing (a baseline for timings).
 NOOP_TARGET = "xlabind_noop"
-#: The size in bytes of a call's status (ffi/native/call_status.h), which the
+#: The size in bytes of a call's status (xlabind/native/call_status.h), which the
 #: primitive declares without loading this module.
 STATUS_BYTES: int = _primitive.STATUS_BYTES
 if _xlabind.status_bytes() != STATUS_BYTES:  # pragma: no cover - a build mismatch
@@ -134,7 +134,7 @@ def register_ffi_targets(
     ``{stage: capsule}`` for a target with an instantiate stage).
     ``state_types``, ``{platform: {type name: {"type_id": ...,
     "type_info": ...}}}``, are the per-executable state types of the
-    handlers' instantiate stages (ffi/native/state.h): XLA must know a type
+    handlers' instantiate stages (xlabind/native/state.h): XLA must know a type
     before a handler that builds it is registered, which jax cannot promise
     before its backends start (it then registers handlers first). So targets
     with an instantiate stage, and their types, wait until then: until

@@ -255,7 +255,7 @@ class NativeImplementation:
         name = target.name
         if call.reports_status and (platform, name) in _extension.STATUS_VARIANTS:
             # Built with xlabind_extension: a variant that reports its error as the
-            # status instead of failing (ffi/native/call_status.h).
+            # status instead of failing (xlabind/native/call_status.h).
             name += _extension.STATUS_TARGET_SUFFIX
         elif call.reports_status:
             # Registered some other way: its errors stop only the device it fails on
