@@ -19,15 +19,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
-from xlabind._primitive.derivatives import LinearityRules
+from xlabind._primitive.derivatives import LinearityRules, TransposeFn
 from xlabind._primitive.derived_layouts import bind_derived
 from xlabind._primitive.factors import Rule
+from xlabind._primitive.primitive import Call
 from xlabind._primitive.trees import flat_results_tree
 from xlabind._runtime.make_definition import Function, derived_function, make_definition
 
 
 class _Multilinear:
-    def __init__(self, fn, transposes, result_shape_dtypes, transpose_shape_dtypes, options):
+    def __init__(
+        self,
+        fn: Function,
+        transposes: Sequence[Function | BoundFunction | None],
+        result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+        transpose_shape_dtypes: Sequence[Callable[..., ResultSpec] | None],
+        options: dict[str, Any],
+    ) -> None:
         self.forward = make_definition(
             fn,
             result_shape_dtypes,
@@ -39,10 +47,10 @@ class _Multilinear:
         self.platforms = options["platforms"]
         self._derived: dict[Any, Definition] = {}
 
-    def _diff(self, n):
+    def _diff(self, n: int) -> list[int]:
         return [i for i in range(n) if i not in self.forward.nondiff_argnums]
 
-    def _groups(self, n):
+    def _groups(self, n: int) -> list[list[int]]:
         if len(self.user_transposes) != n:
             raise TypeError(
                 f"{self.forward.name}: transposes must have one entry per argument "
@@ -51,7 +59,7 @@ class _Multilinear:
             )
         return [[i] for i in self._diff(n)]
 
-    def _transpose_for_group(self, g, n):
+    def _transpose_for_group(self, g: int, n: int) -> TransposeFn | None:
         i = self._diff(n)[g]
         if self.user_transposes[i] is None:
             return None
@@ -59,11 +67,13 @@ class _Multilinear:
             i, outside, cts, group_avals, call
         )
 
-    def transposed(self, i: int, n: int, forward_out_tree) -> Definition:
+    def transposed(self, i: int, n: int, forward_out_tree: Any) -> Definition:
         """T_i: (args without i..., cotangents...) -> cotangent of arg i."""
         user = self.user_transposes[i]
         if isinstance(user, BoundFunction):
             return user.definition
+        # Asked only for an argument with a transpose (_transpose_for_group).
+        assert user is not None
         key = (i, n, forward_out_tree)
         op = self._derived.get(key)
         if op is None:
@@ -77,10 +87,10 @@ class _Multilinear:
             # the cotangents.
             singles = [k for k in range(n - 1) if k not in nondiff]
 
-            def groups(n_t):
+            def groups(n_t: int) -> list[list[int]]:
                 return [[k] for k in singles] + [list(range(n - 1, n_t))]
 
-            def transposes(g, n_t):
+            def transposes(g: int, n_t: int) -> TransposeFn | None:
                 if g < len(singles):
                     # T_i transposed in x_j is T_j with c (T_i's cotangent) as x_i.
                     j = outside_positions[singles[g]]
@@ -111,7 +121,14 @@ class _Multilinear:
             self._derived[key] = op
         return op
 
-    def _call_transpose(self, i, outside, cts, group_avals, call):
+    def _call_transpose(
+        self,
+        i: int,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # T_i on (f's args without i, f's cotangents) gives the cotangent of arg i.
         n = len(outside) + 1
         outside_positions = [j for j in range(n) if j != i]
@@ -125,7 +142,17 @@ class _Multilinear:
             [("arg", i)],
         )
 
-    def _call_cross(self, i, j, n, forward_out_tree, outside, cts, group_avals, call):
+    def _call_cross(
+        self,
+        i: int,
+        j: int,
+        n: int,
+        forward_out_tree: Any,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # T_i transposed in x_j is T_j with c (T_i's cotangent) as x_i. T_i's operands
         # are (f's args without i, f's cotangents); `outside` drops x_j from them.
         (c,) = cts
@@ -149,7 +176,16 @@ class _Multilinear:
             [slot_of[j]],
         )
 
-    def _call_forward(self, i, n, forward_out_tree, outside, cts, group_avals, call):
+    def _call_forward(
+        self,
+        i: int,
+        n: int,
+        forward_out_tree: Any,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # T_i transposed in its cotangents: f with the new cotangent as argument i.
         # outside = T_i's args other than the cotangents = f's args without i.
         (ct,) = cts
@@ -173,7 +209,7 @@ def multilinear(
     transposes: Sequence[Function | BoundFunction | None],
     result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
     *,
-    transpose_shape_dtypes: Sequence[Callable | None] = (),
+    transpose_shape_dtypes: Sequence[Callable[..., ResultSpec] | None] = (),
     nondiff_argnums: Sequence[int] = (),
     in_place: bool = False,
     vmap_method: str = "sequential",

@@ -18,16 +18,30 @@ from typing import Any, cast
 import jax
 
 from xlabind._primitive.definition import BoundFunction, Definition, ResultSpec
-from xlabind._primitive.derivatives import LinearityRules, instantiate, output_tangents
+from xlabind._primitive.derivatives import (
+    LinearityRules,
+    TangentFn,
+    instantiate,
+    output_tangents,
+)
 from xlabind._primitive.derived_layouts import bind_derived
 from xlabind._primitive.factors import Rule
+from xlabind._primitive.primitive import Call
 from xlabind._primitive.traced_rules import Traceable, traced_tangent
 from xlabind._primitive.trees import flat_results_tree
 from xlabind._runtime.make_definition import Function, derived_function, make_definition
 
 
 class _Nonlinear:
-    def __init__(self, fn, jvp, vjp, result_shape_dtypes, vjp_shape_dtypes, options):
+    def __init__(
+        self,
+        fn: Function,
+        jvp: Function | BoundFunction | Traceable,
+        vjp: Function | BoundFunction | None,
+        result_shape_dtypes: ResultSpec | Callable[..., ResultSpec],
+        vjp_shape_dtypes: Callable[..., ResultSpec] | None,
+        options: dict[str, Any],
+    ) -> None:
         tangent = self._traced_tangent if isinstance(jvp, Traceable) else self._tangent
         self.forward = make_definition(
             fn,
@@ -36,17 +50,20 @@ class _Nonlinear:
             rules=LinearityRules(groups=lambda n: [], params_tangent=tangent),
         )
         # A user's bound jvp / vjp stands for its definition (its rules, its functions).
-        self.jvp, self.vjp = (
-            f.definition if isinstance(f, BoundFunction) else f for f in (jvp, vjp)
+        self.jvp: Definition | Function | Traceable = (
+            jvp.definition if isinstance(jvp, BoundFunction) else jvp
+        )
+        self.vjp: Definition | Function | None = (
+            vjp.definition if isinstance(vjp, BoundFunction) else vjp
         )
         self.vjp_shape_dtypes = vjp_shape_dtypes
         self.platforms = options["platforms"]
         self._derived: dict[Any, tuple[Definition, Definition | None]] = {}
 
-    def _diff(self, n):
+    def _diff(self, n: int) -> list[int]:
         return [i for i in range(n) if i not in self.forward.nondiff_argnums]
 
-    def derived(self, n: int, out_tree) -> tuple[Definition, Definition | None]:
+    def derived(self, n: int, out_tree: Any) -> tuple[Definition, Definition | None]:
         """(jvp op, vjp op) for calls of f with n arguments and this result tree.
 
         jvp op: (*args, *tangents of diff args) -> tangents of f's results.
@@ -59,7 +76,7 @@ class _Nonlinear:
         fwd = self.forward
         diff = self._diff(n)
 
-        def user_rules(user):
+        def user_rules(user: Any) -> TangentFn | None:
             if isinstance(user, Definition) and user.rules is not None:
                 # Derivatives in the primals come from the user's own xlabind function.
                 return lambda op, primals, tangents, call: output_tangents(
@@ -67,7 +84,12 @@ class _Nonlinear:
                 )
             return None
 
-        def derived_op(user, shapes, suffix, **rules):
+        def derived_op(
+            user: Any,
+            shapes: ResultSpec | Callable[..., ResultSpec] | None,
+            suffix: str,
+            **rules: Any,
+        ) -> Definition:
             # A derived function runs the user's Python functions (a Definition's, by platform).
             function = (
                 cast(Any, user.implementation).functions if isinstance(user, Definition) else user
@@ -90,7 +112,9 @@ class _Nonlinear:
                 aligned_pairs=[(i, n + k) for k, i in enumerate(diff)] if suffix == "jvp" else (),
             )
 
-        def jvp_shapes(*structs, batch_axes=None, **kw):
+        def jvp_shapes(
+            *structs: Any, batch_axes: Sequence[int | None] | None = None, **kw: Any
+        ) -> Any:
             # f's result shapes, from f's own arguments (the first n).
             extra = (
                 {"batch_axes": batch_axes[:n] if batch_axes else batch_axes}
@@ -120,7 +144,9 @@ class _Nonlinear:
         self._derived[key] = (jvp_op, vjp_op)
         return jvp_op, vjp_op
 
-    def _tangent(self, op, primals, tangents, call):
+    def _tangent(
+        self, op: Definition, primals: Sequence[Any], tangents: Sequence[Any], call: Call
+    ) -> list[Any]:
         """f's output tangents: one call of the jvp op."""
         n = len(primals)
         diff = self._diff(n)
@@ -136,12 +162,22 @@ class _Nonlinear:
             [("out", j) for j in range(len(call.result_avals))],
         )
 
-    def _traced_tangent(self, op, primals, tangents, call):
+    def _traced_tangent(
+        self, op: Definition, primals: Sequence[Any], tangents: Sequence[Any], call: Call
+    ) -> list[Any]:
         """f's output tangents from a JAX-traceable rule (on every vmap level's
         elements, when the call is batched natively)."""
-        return traced_tangent(self.jvp.fn, self._diff(len(primals)), primals, tangents, call)
+        rule = cast(Traceable, self.jvp)  # this tangent is chosen for Traceable ones only
+        return traced_tangent(rule.fn, self._diff(len(primals)), primals, tangents, call)
 
-    def _call_vjp(self, op, outside, cts, group_avals, call):
+    def _call_vjp(
+        self,
+        op: Definition,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # The jvp op transposed in its tangents: outside = f's args, cts = per f result.
         # `call` is the jvp op's call: its operands are (f's args, tangents of diff args).
         n = len(outside)
@@ -156,7 +192,15 @@ class _Nonlinear:
             [("arg", n + k) for k in range(len(group_avals))],
         )
 
-    def _call_jvp_from_vjp(self, out_tree, op, outside, cts, group_avals, call):
+    def _call_jvp_from_vjp(
+        self,
+        out_tree: Any,
+        op: Definition,
+        outside: Sequence[Any],
+        cts: Sequence[Any],
+        group_avals: Sequence[Any],
+        call: Call,
+    ) -> list[Any]:
         # The vjp op transposed in its cotangents: the jvp op on (args, cts).
         n = len(outside)
         jvp_op, _ = self.derived(n, out_tree)

@@ -67,7 +67,7 @@ def zero_tangent(aval) -> ad.Zero:
     return ad.Zero(aval.to_tangent_aval())
 
 
-def instantiate(t, aval):
+def instantiate(t: Any, aval: Any) -> Any:
     """A dense tangent: zeros of `aval`'s shape and dtype where `t` is zero."""
     if is_zero(t):
         return jax.numpy.zeros(aval.shape, aval.dtype)
