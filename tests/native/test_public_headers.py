@@ -103,6 +103,21 @@ def test_every_header_compiles_on_its_own(name, include, tmp_path):
     assert not failed, f"{name}: headers that do not compile alone: {failed}"
 
 
+def test_a_header_that_stops_compiling_alone_is_caught(tmp_path):
+    """The check above can fail: dtype_names.h without its own include of
+    XLA's ffi.h (which it uses) does not compile alone."""
+    (name, compiler), *_ = compilers().items()
+    include = tmp_path / "include"
+    shutil.copytree(SHIPPED, include)
+    header = include / "xlabind" / "native" / "dtype_names.h"
+    text = header.read_text()
+    assert '#include "xla/ffi/api/ffi.h"' in text
+    header.write_text(text.replace('#include "xla/ffi/api/ffi.h"', ""))
+    done = compile_alone(compiler, include, "dtype_names.h", tmp_path)
+    assert done.returncode != 0, f"{name} compiled a header missing an include"
+    assert compile_alone(compiler, SHIPPED, "dtype_names.h", tmp_path).returncode == 0
+
+
 def moved_headers() -> dict[str, str]:
     """{old repository path: the include that replaced it} of every public
     header: the helpers, and the callback handlers' headers."""
