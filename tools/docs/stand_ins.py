@@ -10,8 +10,8 @@ is taken from the real modules,
 
     tools/bazel run //tools/docs:snapshot_compiled_modules -- --write
 
-and tests/docs/test_doc_sources.py holds it equal to the modules the build
-compiles, and the quick site's API pages equal to the full site's.
+and tests/docs/test_quick_site.py holds it equal to the modules the build
+compiles, and the quick site equal to the full site, file for file.
 """
 
 from __future__ import annotations
