@@ -45,6 +45,9 @@ PAGES = {
     "gpu": "guides/gpu.html",
     "api": "api/xlabind.html",
     "parameters": "api/parameters.html",
+    # The other pages with figures.
+    "interpolation": "guides/interpolation.html",
+    "semantics": "semantics.html",
 }
 WIDTHS = (1280, 390)
 # Measured in the page once it has rendered, and written into the DOM for
@@ -62,6 +65,14 @@ window.addEventListener("load", () => setTimeout(() => {
     // would be broken inside.
     broken: [...document.querySelectorAll("article table code")]
       .filter(c => c.getClientRects().length > 1).map(c => c.textContent),
+    // The figures (tools/docs/figures.py): drawn, described, and as wide as
+    // the text column, not wider.
+    figures: [...document.querySelectorAll("article img")].map(img => ({
+      src: img.getAttribute("src"), alt: img.alt,
+      drawn: img.complete && img.naturalWidth > 0,
+      width: img.getBoundingClientRect().width,
+      column: (img.closest("section") || img.closest("article")).getBoundingClientRect().width,
+      right: img.getBoundingClientRect().right})),
     // The page's table of contents, where it has one: on screen?
     toc: (() => {
       const links = document.querySelectorAll(".toc-tree a");
@@ -409,6 +420,27 @@ def test_pages_fit_the_window(rendered, name, width):
     assert not seen["broken"], f"{PAGES[name]} at {width} px breaks {seen['broken']}"
     if width >= 1280 and name in ("tutorial", "native_first_op"):  # pages with sections
         assert seen["toc"] is True, f"{PAGES[name]}: no table of contents in view: {seen}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_figure_is_drawn_and_fits_at_both_widths(site, rendered, width):
+    """Each figure the build drew (the site's _images/*.svg) shows on a page
+    at this width: loaded, with alt text, as wide as the text column (a
+    phone's too) and no wider than the window."""
+    _, folder = site
+    drawn = {path.name for path in (folder / "_images").glob("*.svg")}
+    assert len(drawn) >= 6, sorted(drawn)
+    seen = set()
+    for name in PAGES:
+        for figure in rendered[f"{name}_{width}"]["figures"]:
+            where = f"{PAGES[name]} at {width} px: {figure['src']}"
+            assert figure["drawn"], f"{where} did not load"
+            assert len(figure["alt"]) >= 60, f"{where}: alt text {figure['alt']!r}"
+            assert figure["right"] <= width + 1, f"{where} runs off the window: {figure}"
+            assert figure["width"] >= 0.95 * figure["column"] - 1, f"{where} is narrow: {figure}"
+            assert figure["width"] <= figure["column"] + 1, f"{where} is too wide: {figure}"
+            seen.add(pathlib.PurePosixPath(figure["src"]).name)
+    assert seen == drawn, f"figures on no page checked here: {sorted(drawn - seen)}"
 
 
 class _Results(html.parser.HTMLParser):

@@ -200,9 +200,21 @@ def run_worker(args: list[str], env: dict | None = None) -> dict:
 
     out = subprocess.run(
         [sys.executable, MAIN, *args],
-        check=True,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
     )
+    if out.returncode != 0:
+        raise WorkerFailed(
+            f"benchmark worker {' '.join(args)} exited with {out.returncode}:\n"
+            + (
+                out.stderr
+                if len(out.stderr) <= 6000
+                else f"{out.stderr[:3000]}\n...\n{out.stderr[-3000:]}"
+            )
+        )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process failed; the message ends with its stderr."""

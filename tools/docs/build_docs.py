@@ -12,6 +12,8 @@ is written twice:
   header's opening comment, each public name's declaration and comment;
 * the Bazel macros (api/bazel-macros.md), from their docstrings in
   ffi/defs.bzl and repositories.bzl;
+* the figures (figures.py: charts from docs/figure_data/, two diagrams) as
+  /_figures/<name>.svg, and the numbers the pages quote from the same data;
 * the files the pages include: the example workspace examples/native_op
   (Bazel's @xlabind_example) as /_examples/native_op, examples/native_op_cmake
   as /_examples/native_op_cmake, examples/python_ops as /_examples/python_ops.
@@ -38,6 +40,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = next(p for p in [HERE.parent.parent, *HERE.parents] if (p / "docs" / "index.md").exists())
 sys.path.insert(0, str(HERE))
 
+import figures  # noqa: E402
 import native_headers  # noqa: E402
 
 # Each module's public names in the order a reader meets them, by section.
@@ -399,7 +402,10 @@ def copy_examples(source: pathlib.Path) -> None:
 
 
 def write_sources(source: pathlib.Path) -> None:
-    shutil.copytree(REPO / "docs", source, ignore=shutil.ignore_patterns("BUILD.bazel"))
+    shutil.copytree(
+        REPO / "docs", source, ignore=shutil.ignore_patterns("BUILD.bazel", "figure_data")
+    )
+    figures.write(source / "_figures", figures.load(REPO / "docs" / "figure_data"))
     for module_name, sections in API.items():
         (source / "api" / f"{PAGES[module_name]}.md").write_text(api_page(module_name, sections))
     (source / "api" / "native-helpers.md").write_text(native_page())

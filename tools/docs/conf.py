@@ -3,6 +3,8 @@ copies docs/ next to a copy of this file, adds the generated reference pages,
 and builds; this folder (the domains, offline MathJax, the stylesheet) is on
 the path."""
 
+import json
+import pathlib
 import re
 import sys
 
@@ -34,7 +36,12 @@ nitpicky = True
 # Private names in signatures (xlabind._primitive...) are not documented.
 nitpick_ignore_regex = [(r"py:.*", r"(?!xlabind\b).*"), (r"py:.*", r"xlabind(\.\w+)*\._.*")]
 
-myst_enable_extensions = ["dollarmath", "deflist", "colon_fence"]
+myst_enable_extensions = ["dollarmath", "deflist", "colon_fence", "substitution"]
+# The numbers the pages quote ({{ name }}), from the data the figures are drawn
+# from (figures.py writes the file beside the pages).
+myst_substitutions = json.loads(
+    (pathlib.Path(__file__).parent / "_figures" / "numbers.json").read_text()
+)
 myst_heading_anchors = 3
 myst_dmath_double_inline = True
 
