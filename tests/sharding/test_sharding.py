@@ -477,6 +477,25 @@ def test_map_coordinates_splits_points_and_sums_the_grid_gradient(mesh, partitio
     assert any("all-reduce" in line and "f64[6,7,5]" in line for line in hlo.splitlines())
 
 
+def test_native_calls_that_differ_only_in_their_results_partition_apart(mesh):
+    """The grid gradient's scatter-add has the same operands (the points'
+    cotangents and coordinates) for any grid: its partitioning, named by what
+    it depends on so that programs stay cacheable, must still differ with the
+    grid's shape and dtype. It once reused the first grid's, and XLA refused
+    the second ("Mismatch in result shapes")."""
+    from xlabind.ops import map_coordinates
+
+    rng = np.random.default_rng(1)
+    coords = [rng.uniform(0.0, 4.0, size=64) for _ in range(3)]
+    sharded = [rows(mesh, c) for c in coords]
+    for shape, dtype in [((5, 5, 5), np.float64), ((7, 6, 5), np.float64), ((7, 6, 5), np.float32)]:
+        grid = rng.normal(size=shape).astype(dtype)
+        grad = jax.jit(jax.grad(lambda g, *c: jnp.sum(map_coordinates(g, list(c), 1, "mirror"))))
+        ours, theirs = grad(grid, *sharded), grad(grid, *coords)
+        assert ours.shape == shape and ours.dtype == dtype
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
 def test_check_sharding_finds_a_rule_the_function_does_not_keep(mesh):
     # cumsum is not independent in n: a rule that says so splits it wrongly.
     wrong = xlabind.callback(

@@ -336,6 +336,9 @@ def _partitioning_key(ctx, call, plan) -> str:
             op.vmap_method,
             targets,
             [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
+            # A result's shape need not follow from the operands' (a
+            # transpose's grid, a shape from the attributes).
+            [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_out],
             plan.factors,
             plan.out_factors,
             call.summed,
