@@ -84,12 +84,11 @@ def _compute() -> dict:
 
 
 def snapshot_path() -> pathlib.Path:
-    """docs/figure_data/spline_orders.json: in the checkout `bazel run` was
-    started from (to write it), or this file's repository (to read it)."""
-    root = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
-    if root is None:
-        here = pathlib.Path(__file__).resolve().parent
-        root = str(next(p for p in here.parents if (p / "docs" / "index.md").exists()))
+    """docs/figure_data/spline_orders.json in the checkout: the one `bazel run`
+    was started from, else this file's (run as a plain script)."""
+    root = (
+        os.environ.get("BUILD_WORKSPACE_DIRECTORY") or pathlib.Path(__file__).resolve().parents[2]
+    )
     return pathlib.Path(root) / "docs" / "figure_data" / "spline_orders.json"
 
 

@@ -122,15 +122,13 @@ def numbers(data: dict) -> dict[str, str]:
     for order, row in values.items():
         out[f"order{order}_ms"] = _ms(row["ms"]["xlabind"])
         out[f"order{order}_bound"] = f"{100 * row['fraction_of_bound']:.0f}%"
-        for name, theirs in row["ms"].items():
-            if name != "xlabind":
-                key = name.lower().replace(" ", "_")
-                out[f"order{order}_{key}_ratio"] = _times(theirs / row["ms"]["xlabind"])
-    for order, row in grid.items():
-        for name, theirs in row["ms"].items():
-            if name != "xlabind":
-                key = name.lower().replace(" ", "_")
-                out[f"order{order}_grid_{key}_ratio"] = _times(theirs / row["ms"]["xlabind"])
+    # Each baseline's time over xlabind's: order3_scipy_ratio, order1_grid_jax_ratio, ...
+    for prefix, rows in (("", values), ("grid_", grid)):
+        for order, row in rows.items():
+            for name, theirs in row["ms"].items():
+                if name != "xlabind":
+                    key = f"order{order}_{prefix}{name.lower().replace(' ', '_')}_ratio"
+                    out[key] = _times(theirs / row["ms"]["xlabind"])
     errors = data["spline_orders"]["accuracy"]["max_error_over_max_value"]
     out["accuracy_float64_worst"] = f"{max(errors['float64'].values()):.0e}"
     out["accuracy_float32_worst"] = f"{max(errors['float32'].values()):.0e}"
