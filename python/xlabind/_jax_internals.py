@@ -139,24 +139,29 @@ def agree_on_varying_axes(operands):
     ]
 
 
-def varying_like(results, operand_avals) -> list:
-    """`results` (plain avals) varying over the manual axes the operands vary over."""
+def varying_like(results, operand_avals, shardings=None) -> list:
+    """`results` (plain avals) varying over the manual axes the operands vary
+    over, and split as `shardings` say (NamedShardings under Explicit mesh
+    axes: explicit_sharding.py), else whole."""
     template = max(operand_avals, key=lambda a: len(varying_axes(a)), default=None)
-    if template is None or not varying_axes(template):
-        return list(results)
+    varying = varying_axes(template) if template is not None else frozenset()
+    if not varying:
+        if shardings is None:
+            return list(results)
+        return [aval.update(sharding=s) for aval, s in zip(results, shardings)]
     mesh = template.sharding.mesh
     out = []
-    for aval in results:
-        sharding = NamedSharding(mesh, PartitionSpec(*([None] * len(aval.shape))))
+    for j, aval in enumerate(results):
+        if shardings is not None:
+            sharding = shardings[j]
+        else:
+            sharding = NamedSharding(mesh, PartitionSpec(*([None] * len(aval.shape))))
         if hasattr(template, "manual_axis_type"):
             out.append(
-                aval.update(
-                    sharding=sharding,
-                    manual_axis_type=_ManualAxisType(varying=varying_axes(template)),
-                )
+                aval.update(sharding=sharding, manual_axis_type=_ManualAxisType(varying=varying))
             )
         else:
-            out.append(aval.update(sharding=sharding, vma=varying_axes(template)))
+            out.append(aval.update(sharding=sharding, vma=varying))
     return out
 
 

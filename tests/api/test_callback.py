@@ -123,6 +123,10 @@ def test_bad_arguments_name_the_function():
     op = xlabind.callback(lambda x: x, lambda x: x, name="named")
     with pytest.raises(TypeError, match=r"named: argument 0 must be an array, got object"):
         op(object())
+    # jnp.asarray raises ValueError for these, naming neither function nor argument.
+    for value, kind in (({"a": jnp.ones(2)}, "dict"), (None, "NoneType"), ([[1], [1, 2]], "list")):
+        with pytest.raises(TypeError, match=rf"named: argument 0 must be an array, got {kind}"):
+            op(value)
     bad_spec = xlabind.callback(lambda x: x, lambda x: [1], name="spec")
     with pytest.raises(
         TypeError, match=r"spec: result_shape_dtypes must be a pytree.*leaf 0 is int"

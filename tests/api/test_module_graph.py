@@ -124,7 +124,14 @@ def test_nothing_but_the_package_imports_the_ops():
 
 def test_the_primitive_is_a_leaf_of_its_layer():
     imported = imports()["xlabind._primitive.primitive"]
-    assert imported <= {"xlabind._jax_internals", "xlabind._primitive.static_kwargs"}, imported
+    allowed = {
+        "xlabind._jax_internals",
+        "xlabind._primitive.static_kwargs",
+        "xlabind._primitive.explicit_sharding",
+    }
+    assert imported <= allowed, imported
+    # Which it types its results by: factor algebra only.
+    assert imports()["xlabind._primitive.explicit_sharding"] == {"xlabind._primitive.factors"}
 
 
 def test_the_factor_algebra_is_a_leaf():

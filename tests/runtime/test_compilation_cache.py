@@ -80,19 +80,37 @@ SHARDED = textwrap.dedent("""
     mesh = Mesh(np.array(jax.devices()), ("d",))
     grid = jnp.sin(jnp.arange(20.0))
     x = jax.device_put(jnp.linspace(0.0, 18.0, 64), NamedSharding(mesh, P("d")))
-    ours = sys.argv[2] == "xlabind"
-    interpolate = map_coordinates if ours else jax.scipy.ndimage.map_coordinates
-    sharded_lambda = jax.jit(lambda x: interpolate(grid, [x], 1, "mirror") * 2)
+    if sys.argv[2] == "python":
+        import xlabind
+
+        def doubled(x):
+            x = np.asarray(x)
+            if (x < 0).any():
+                raise ValueError(f"a negative point, {x.min()}")
+            return 2 * x
+
+        op = xlabind.callback(doubled, lambda x: x, sharding_rule="n -> n")
+        sharded_lambda = jax.jit(lambda x: op(x) + 1)
+        try:  # a failure on one device, from a program another process compiled
+            sharded_lambda(x.at[40].set(-1.0)).block_until_ready()
+        except Exception as e:
+            print(str(e).splitlines()[0].split("ValueError: ")[-1])
+    else:
+        ours = sys.argv[2] == "xlabind"
+        interpolate = map_coordinates if ours else jax.scipy.ndimage.map_coordinates
+        sharded_lambda = jax.jit(lambda x: interpolate(grid, [x], 1, "mirror") * 2)
     print(sharded_lambda(x)[:4].tolist())
     """)
 
 
-def test_sharded_native_programs_hit_from_other_processes(tmp_path):
+def test_sharded_programs_hit_from_other_processes(tmp_path):
     # Over 8 devices the points are split by a custom partitioning, named
     # alike in every process: the second and third processes find the first's
-    # entries, as for jax's own map_coordinates in the same program.
+    # entries, as for jax's own map_coordinates in the same program; a Python
+    # function's too (it was named by an object id, new in every process: a
+    # new entry each run), its failure on one device still reported.
     counts = {}
-    for kind in ("jax", "xlabind"):
+    for kind in ("jax", "xlabind", "python"):
         cache = tmp_path / kind
         cache.mkdir()
         outputs, sizes = [], []
@@ -111,3 +129,5 @@ def test_sharded_native_programs_hit_from_other_processes(tmp_path):
         counts[kind] = sizes
     assert counts["jax"][0] == counts["jax"][2], counts  # the anchor: jax's own hits
     assert counts["xlabind"] == [counts["xlabind"][0]] * 3, counts
+    assert counts["python"] == [counts["python"][0]] * 3, counts
+    assert "a negative point, -1.0" in outputs[2], outputs[2]

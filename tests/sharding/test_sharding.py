@@ -139,25 +139,89 @@ def test_a_rule_that_does_not_fit_the_call_is_a_clear_error():
         op(jnp.ones(2), jnp.ones(3))
 
 
-@pytest.mark.parametrize("rule, expected", [(None, [((8, 4),)]), ("b n -> b n", [((1, 4),)] * 8)])
-def test_meshes_with_explicit_axes(rule, expected):
+def explicit_mesh(*names):
+    return jax.make_mesh(
+        (8 // 2 ** (len(names) - 1), *[2] * (len(names) - 1)),
+        names,
+        axis_types=(jax.sharding.AxisType.Explicit,) * len(names),
+    )
+
+
+def test_meshes_with_explicit_axes():
     calls = Calls()
-    op = xlabind.callback(lambda x: (calls.record(x), x + 1)[1], lambda x: x, sharding_rule=rule)
-    mesh = jax.make_mesh((8,), ("d",), axis_types=(jax.sharding.AxisType.Explicit,))
+    op = xlabind.callback(
+        lambda x: (calls.record(x), x + 1)[1], lambda x: x, sharding_rule="b n -> b n"
+    )
+    mesh = explicit_mesh("d")
     x = jax.device_put(jnp.zeros((8, 4)), NamedSharding(mesh, P("d")))
     with jax.set_mesh(mesh):
-        f = jax.jit(op)
+        f = jax.jit(lambda x: op(x) * 2)
         y = f(x)
         compiled = f.lower(x).compile().as_text()
-    np.testing.assert_array_equal(y, np.ones((8, 4)))
-    assert calls.take() == expected
-    if rule is not None:
-        # Partitioned by the rule: no hidden all-gather, and the result keeps
-        # the argument's sharding, in its type too (jax's ffi_call gathers
-        # here: jax #38551).
-        assert "all-gather" not in compiled and "all_gather" not in compiled
-        assert y.sharding.is_equivalent_to(x.sharding, y.ndim)
-        assert tuple(jax.typeof(y).sharding.spec) in (("d",), ("d", None))
+        traced = jax.make_jaxpr(op)(x).out_avals[0]
+    np.testing.assert_array_equal(y, 2 * np.ones((8, 4)))
+    assert calls.take() == [((1, 4),)] * 8
+    # Partitioned by the rule, and typed so: nothing after the call gathers
+    # what the rule split (jax's ffi_call gathers here: jax #38551).
+    assert "all-gather" not in compiled and "all_gather" not in compiled
+    assert y.sharding.is_equivalent_to(x.sharding, y.ndim)
+    assert tuple(traced.sharding.spec) in (("d",), ("d", None)), traced
+
+
+def test_explicit_axes_type_results_by_the_rule_through_transforms():
+    rule = "b n -> b n"
+    lin = xlabind.linear(
+        lambda x: 3 * np.asarray(x), lambda c: 3 * np.asarray(c), lambda x: x, sharding_rule=rule
+    )
+    mesh = explicit_mesh("d")
+    x = jax.device_put(jnp.ones((16, 4)), NamedSharding(mesh, P("d")))
+    with jax.set_mesh(mesh):
+        grad = jax.jit(jax.grad(lambda x: jnp.sum(lin(x) ** 2)))
+        g = grad(x)
+        compiled = grad.lower(x).compile().as_text()
+        (ct,) = jax.vjp(lin, x)[1](x)
+        t = jax.linear_transpose(lin, x)(x)[0]
+    np.testing.assert_allclose(g, 18 * np.ones((16, 4)))
+    np.testing.assert_allclose(ct, 3 * np.ones((16, 4)))
+    np.testing.assert_allclose(t, 3 * np.ones((16, 4)))
+    assert "all-gather" not in compiled and "all_gather" not in compiled
+    for y in (g, ct, t):
+        assert tuple(jax.typeof(y).sharding.spec)[:1] == ("d",), jax.typeof(y)
+
+
+def test_explicit_axes_a_call_would_gather_is_a_clear_error():
+    mesh = explicit_mesh("d")
+    x = jax.device_put(jnp.zeros((8, 8)), NamedSharding(mesh, P("d")))
+    columns = jax.device_put(jnp.zeros((8, 8)), NamedSharding(mesh, P(None, "d")))
+    free = xlabind.callback(lambda x: x, lambda x: x, name="free")
+    rows_only = xlabind.callback(
+        lambda x: x, lambda x: x, sharding_rule="b n -> b n", name="rows_only"
+    )
+    pair = xlabind.callback(
+        lambda x, y: x, lambda x, y: x, sharding_rule="b n, b n -> b n", name="pair"
+    )
+    with jax.set_mesh(mesh):
+        with pytest.raises(
+            ValueError,
+            match=r"free: argument 0 is split over Explicit mesh axes .*no sharding_rule.*"
+            r"jax.sharding.reshard",
+        ):
+            jax.jit(free)(x)
+        # Gathered by the program itself, it runs once, on whole arrays.
+        gathered = jax.jit(lambda x: free(jax.sharding.reshard(x, P())))(x)
+        np.testing.assert_array_equal(gathered, np.zeros((8, 8)))
+        with pytest.raises(ValueError, match=r"pair: .*one mesh axis \('d'\) for two factors"):
+            jax.jit(pair)(x, columns)
+        with pytest.raises(
+            ValueError, match=r"rows_only: vmap_method='sequential'.*split over Explicit"
+        ):
+            jax.vmap(rows_only)(x.reshape(8, 2, 4))
+    grid = explicit_mesh("a", "b")
+    with jax.set_mesh(grid):
+        by_a = jax.device_put(jnp.zeros((8, 8)), NamedSharding(grid, P("a")))
+        by_b = jax.device_put(jnp.zeros((8, 8)), NamedSharding(grid, P("b")))
+        with pytest.raises(ValueError, match=r"pair: .*different Explicit mesh axes"):
+            jax.jit(pair)(by_a, by_b)
 
 
 def test_a_rule_can_describe_arrays_with_no_dimensions(mesh):

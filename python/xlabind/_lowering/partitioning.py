@@ -29,6 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from xlabind import _jax_internals as internals
 from xlabind._lowering import status_exchange
+from xlabind._primitive import explicit_sharding
 from xlabind._primitive import factors as factors_module
 from xlabind._primitive.factors import split
 from xlabind._primitive.primitive import bind
@@ -294,9 +295,10 @@ def _lower_partitioned(ctx, call, operands):
     # jax's custom partitioning call is pure to XLA, which would remove it (and
     # the per-device calls it becomes) when its results are unused; and it is
     # named by an object id, new in every process, which would make every
-    # process's program a new persistent cache entry. A native call is named
-    # by what it does instead (Python functions' programs are never cached).
-    key = _partitioning_key(ctx, call, plan) if call.fn.implementation.exportable else None
+    # process's program a new persistent cache entry. A call is named by what
+    # it does instead (a Python function's per-device calls then find the
+    # function by its registry key, as unsharded programs do).
+    key = _partitioning_key(ctx, call, plan)
     internals.adjust_last_partitioning(ctx, side_effect=call.fn.effect is not None, key=key)
     return results
 
@@ -406,12 +408,9 @@ def _lower_for_export(ctx, call, operands, plan):
 
 
 def _explicit_spec(aval):
-    """The PartitionSpec of an aval sharded over Explicit mesh axes, else None."""
-    sharding = getattr(aval, "sharding", None)
-    spec = getattr(sharding, "spec", None)
-    if not spec or all(s is None for s in spec):
-        return None
-    return PartitionSpec(*spec, *([None] * (len(aval.shape) - len(spec))))
+    """The PartitionSpec of an aval split over Explicit mesh axes, else None."""
+    axes = explicit_sharding.explicit_axes(aval)
+    return None if axes is None else PartitionSpec(*(_spec(a) for a in axes))
 
 
 def _per_device(mesh, body):

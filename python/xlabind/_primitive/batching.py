@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax.interpreters import batching
 
+from xlabind._primitive.explicit_sharding import explicit_axes
 from xlabind._primitive.factors import insert_factor, new_factor
 from xlabind._primitive.primitive import Call, bind, xlabind_call_p
 
@@ -51,6 +52,18 @@ def batch_rule(args, dims, *, call: Call):
 
 def _sequential(size, args, dims, op, call):
     mapped = [i for i, d in enumerate(dims) if d is not None]
+    for i in mapped:
+        axes = explicit_axes(jax.typeof(args[i]))
+        if axes is not None and axes[dims[i]] is not None:
+            # jax.lax.map would refuse it, naming neither the function nor a way out.
+            raise ValueError(
+                f"{op.name}: vmap_method='sequential' calls the function once per "
+                f"batch element, on whole elements, but argument {i}'s batch axis is "
+                f"split over Explicit mesh axes {axes[dims[i]]}. Use "
+                f"vmap_method='expand_dims' or 'broadcast_all' (with a sharding_rule, "
+                f"the batch is then split as the argument is), or gather the batch "
+                f"first with jax.sharding.reshard."
+            )
     moved = [jnp.moveaxis(args[i], dims[i], 0) for i in mapped]
 
     def one(xs):

@@ -346,9 +346,16 @@ class Definition(_SameWhenCopied):
         self._arities.add(key)
 
     def _as_operand(self, index: int, x: Any) -> jax.Array:
+        if x is None or isinstance(x, dict):
+            # jnp.asarray's own errors for these name neither the function nor
+            # the argument ("entry not a 2- or 3- tuple").
+            raise TypeError(
+                f"{self.name}: argument {index} must be an array, got {type(x).__name__} "
+                f"(positional arguments are arrays; static values are keyword arguments)"
+            )
         try:
             array = jnp.asarray(x)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise TypeError(
                 f"{self.name}: argument {index} must be an array, got {type(x).__name__} ({e})"
             ) from None

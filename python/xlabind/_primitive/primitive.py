@@ -30,8 +30,10 @@ from typing import Any
 import jax
 import numpy as np
 from jax.extend.core import Primitive
+from jax.sharding import PartitionSpec
 
 from xlabind import _jax_internals as internals
+from xlabind._primitive import explicit_sharding
 from xlabind._primitive.static_kwargs import StaticKwargs
 
 #: The size in bytes of a call's status (xlabind/native/call_status.h's
@@ -154,10 +156,22 @@ def status_aval() -> jax.core.ShapedArray:
 
 @xlabind_call_p.def_effectful_abstract_eval
 def _abstract_eval(*operand_avals, call: Call):
-    results = list(call.result_avals) + ([status_aval()] if call.reports_status else [])
+    # Shapes and dtypes from the call; how the results are split, from the
+    # operands now (a transpose's result avals are its primal's arguments').
+    results = [
+        jax.core.ShapedArray(a.shape, a.dtype, weak_type=a.weak_type) for a in call.result_avals
+    ]
+    shardings = explicit_sharding.result_shardings(call, operand_avals)
+    if call.reports_status:
+        results.append(status_aval())
+        if shardings is not None:
+            shardings.append(jax.sharding.NamedSharding(shardings[0].mesh, PartitionSpec(None)))
     # An effect keeps jax from removing the call when its results are unused
     # (and, ordered, makes jax thread a token through it: _lowering/rule.py).
-    return internals.varying_like(results, operand_avals), internals.effects_of(call.fn.effect)
+    return (
+        internals.varying_like(results, operand_avals, shardings),
+        internals.effects_of(call.fn.effect),
+    )
 
 
 @xlabind_call_p.def_impl

@@ -1,0 +1,123 @@
+"""How a call's results are sharded in jax's types under Explicit mesh axes
+(``jax.sharding.AxisType.Explicit``), where every array's type says how it is
+split and jax moves data only where the program asks.
+
+A call with a sharding rule splits the factors its operands are sharded
+along, as its lowering does (_lowering/partitioning.py): its results are
+typed sharded along those factors, so nothing after the call gathers them.
+A call that would have to gather an operand first — it has no sharding rule,
+or its rule keeps the sharded dimension whole, or two operands split one
+factor differently — is an error that says what to write instead (a rule, or
+``jax.sharding.reshard``), rather than an all-gather the program never asked
+for (jax's own ``ffi_call`` inserts one: jax #38551).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from jax.sharding import NamedSharding, PartitionSpec
+
+from xlabind._primitive.factors import split
+
+Axes = tuple[str, ...]
+
+
+def explicit_axes(aval) -> tuple[Axes | None, ...] | None:
+    """Per dimension of `aval`, the Explicit mesh axes it is split over (None
+    where it is whole); None when no dimension is split, or `aval` has no
+    sharding in its type (jax 0.9, Auto and Manual axes)."""
+    spec = getattr(getattr(aval, "sharding", None), "spec", None)
+    if not spec or all(s is None for s in spec):
+        return None
+    axes = [None if s is None else (s,) if isinstance(s, str) else tuple(s) for s in spec]
+    return tuple(axes) + (None,) * (len(aval.shape) - len(axes))
+
+
+def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedSharding] | None:
+    """The shardings of `call`'s results (a primitive.Call) in jax's types, when
+    an operand is split over Explicit mesh axes; None when none is."""
+    split_axes = [explicit_axes(a) for a in operand_avals]
+    sharded = [i for i, axes in enumerate(split_axes) if axes is not None]
+    if not sharded:
+        return None
+    name = call.fn.name
+    first = sharded[0]
+    mesh = operand_avals[first].sharding.mesh
+    if call.factors is None:
+        raise ValueError(
+            f"{name}: argument {first} is split over Explicit mesh axes "
+            f"({_described(split_axes[first])}), and {name} has no sharding_rule, so it "
+            f"would run on whole arrays after an all-gather the program does not ask "
+            f"for. Give it a sharding_rule naming the dimensions it computes "
+            f"independently (e.g. sharding_rule='b n -> b n'), or gather the argument "
+            f"first: jax.sharding.reshard(x, jax.sharding.PartitionSpec())."
+        )
+    free = split(call)
+    chosen: dict[str, Axes] = {}
+    where: dict[str, tuple[int, int]] = {}
+    for i in sharded:
+        for k, (factor, axes) in enumerate(zip(call.factors[i], split_axes[i])):
+            if axes is None:
+                continue
+            size = operand_avals[i].shape[k]
+            if factor not in free:
+                raise ValueError(
+                    f"{name}: dimension {k} of argument {i} is split over Explicit mesh "
+                    f"axes {axes}, but its sharding rule ({_rule(call)}) keeps that "
+                    f"dimension ('{factor}') whole. Gather it first: "
+                    f"jax.sharding.reshard(x, {_spec_without(split_axes[i], k)})."
+                )
+            if not isinstance(size, int) or size % math.prod(mesh.shape[a] for a in axes):
+                raise ValueError(
+                    f"{name}: dimension {k} of argument {i} (size {size}) is split over "
+                    f"Explicit mesh axes {axes}, which it does not divide evenly."
+                )
+            if chosen.setdefault(factor, axes) != axes:
+                j, m = where[factor]
+                raise ValueError(
+                    f"{name}: its sharding rule ({_rule(call)}) gives dimension {m} of "
+                    f"argument {j} and dimension {k} of argument {i} one factor "
+                    f"('{factor}'), split over different Explicit mesh axes "
+                    f"({chosen[factor]} and {axes}). Reshard one of them "
+                    f"(jax.sharding.reshard) so that both are split alike."
+                )
+            where.setdefault(factor, (i, k))
+    used: dict[str, str] = {}
+    for factor, axes in chosen.items():
+        for axis in axes:
+            if used.setdefault(axis, factor) != factor:
+                raise ValueError(
+                    f"{name}: its arguments split one mesh axis ('{axis}') for two factors "
+                    f"of its sharding rule ({_rule(call)}): '{used[axis]}' and "
+                    f"'{factor}'. Reshard one of them (jax.sharding.reshard)."
+                )
+    return [
+        NamedSharding(mesh, PartitionSpec(*(_entry(chosen.get(f)) for f in factors)))
+        for factors in call.out_factors
+    ]
+
+
+def _entry(axes: Axes | None) -> str | Axes | None:
+    if not axes:
+        return None
+    return axes[0] if len(axes) == 1 else axes
+
+
+def _described(axes: tuple[Axes | None, ...]) -> str:
+    return "PartitionSpec(" + ", ".join(repr(_entry(a)) for a in axes) + ")"
+
+
+def _spec_without(axes: tuple[Axes | None, ...], k: int) -> str:
+    kept = tuple(None if d == k else a for d, a in enumerate(axes))
+    return "jax.sharding." + _described(kept)
+
+
+def _rule(call: Any) -> str:
+    return (
+        ", ".join(" ".join(f) or "()" for f in call.factors)
+        + " -> "
+        + ", ".join(" ".join(f) or "()" for f in call.out_factors or ())
+    )
