@@ -105,6 +105,31 @@ def test_infinite_coordinates_have_zero_gradients_where_they_have_values(mode):
     np.testing.assert_array_equal(g_grid, want)
 
 
+@pytest.mark.parametrize("mode", ["wrap", "mirror", "reflect"])
+@pytest.mark.parametrize("order", range(6))
+def test_huge_coordinates_in_periodic_modes_read_their_node(order, mode):
+    # An integral coordinate reads its node at every order; past 2^53 the
+    # spline's nodes (start + j) rounded onto each other before the fix.
+    grid = jnp.asarray([1.0, 4.0, 2.0, 8.0, 5.0, 3.0])
+    period = {"wrap": 6, "mirror": 10, "reflect": 12}[mode]
+    coords = [2.0**52, 2.0**53, 2.0**54 + 4, 1e30, -(2.0**60), 3.0]
+    folded = [int(c) % period for c in coords]
+    nodes = [f if f < 6 else (period - f if mode == "mirror" else period - 1 - f) for f in folded]
+    got = map_coordinates(grid, [jnp.asarray(coords)], order, mode, prefilter=False)
+    # prefilter=False: the spline's coefficients are the samples, so a node's
+    # value is the weights' sum at that node: exact for order <= 1, near otherwise.
+    spline_at_node = map_coordinates(
+        grid, [jnp.asarray([float(n) for n in nodes])], order, mode, prefilter=False
+    )
+    np.testing.assert_allclose(got, spline_at_node, rtol=1e-12, atol=1e-12)
+    # The grid gradient scatters to the same nodes.
+    weights = jax.grad(lambda g: map_coordinates(g, [jnp.asarray(coords[:1])], order, mode).sum())
+    near = jax.grad(
+        lambda g: map_coordinates(g, [jnp.asarray([float(nodes[0])])], order, mode).sum()
+    )
+    np.testing.assert_allclose(weights(grid), near(grid), rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("order", [1, 1.0, True, np.int64(1), np.float32(1.0)])
 def test_integer_valued_orders_are_accepted_as_jax_accepts_them(order):
     grid = jnp.asarray(GRID)

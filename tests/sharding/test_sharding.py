@@ -9,6 +9,7 @@ os.environ["XLA_FLAGS"] = (
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 from call_log import Calls, recorded_matmul
@@ -333,6 +334,8 @@ def test_every_result_dtype_travels_from_the_first_device(mesh):
         np.array([2**40, -1], np.int64),
         np.array([0.5, -0.0]),
         np.zeros((0, 3), np.float32),
+        # No zero: its jnp.zeros are 0xff bytes, which the sum once added in.
+        np.array([1, 2, 4, 0.5], ml_dtypes.float8_e8m0fnu),
     ]
     op = xlabind.callback(
         lambda x: tuple(values), tuple(jax.ShapeDtypeStruct(v.shape, v.dtype) for v in values)
@@ -713,3 +716,19 @@ def test_check_sharding_with_nothing_split_says_it_checked_nothing(mesh):
             r"across devices, so .* nothing to compare",
         ):
             xlabind.check_sharding(total, *args)
+
+
+def test_native_targets_whose_array_attributes_differ_partition_apart(mesh):
+    # NumPy's repr rounds these alike; the partitioning's name once did too, so
+    # the second program was compiled with the first one's attribute values.
+    points = rows(mesh, jnp.zeros(64))
+
+    def compiled_text(scale):
+        target = xlabind.ffi_target("xlabind_map_coordinates", scale=scale)
+        op = xlabind.callback(target, lambda g, i, j: i, sharding_rule="g0 g1, p, p -> p")
+        return jax.jit(op).lower(jnp.zeros((4, 4)), points, points).compile().as_text()
+
+    first = compiled_text(np.array([1.0, 1.0000000001]))
+    second = compiled_text(np.array([1.0, 1.0000000002]))
+    assert "1.0000000001" in first and "1.0000000002" not in first
+    assert "1.0000000002" in second and "1.0000000001" not in second

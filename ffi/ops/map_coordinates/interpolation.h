@@ -128,6 +128,16 @@ XLABIND_HOST_DEVICE int64_t IndexModulo(double index, int64_t period) {
   return r < 0 ? r + period : r;
 }
 
+// Below this magnitude an integral double plus a spline's node count is exact.
+constexpr double kSplineExact = 4503599627370496.0;  // 2^52
+
+// The period of a periodic mode's index map (wrap, mirror, reflect).
+XLABIND_HOST_DEVICE int64_t PeriodOf(int32_t mode, int64_t size) {
+  if (mode == kWrap) return size;
+  if (mode == kMirror) return size <= 1 ? 1 : 2 * (size - 1);
+  return 2 * size;
+}
+
 // Maps node `index` (an integral double, finite) into [0, size) by `mode`;
 // false when constant mode leaves it outside the grid.
 XLABIND_HOST_DEVICE bool FixIndex(double index, int64_t size, int32_t mode, int64_t* fixed) {
@@ -218,9 +228,18 @@ XLABIND_HOST_DEVICE bool AxisNodes(T c, int64_t size, int64_t stride, int32_t mo
   // floor(c) - k/2 for odd k, from round-half-up(c) - k/2 for even k; node j
   // is x + k/2 - j away from c, x being c's offset from floor(c) (odd) or
   // from the nearest node (even). Each node index goes through the mode.
-  const double base = FloorOf(static_cast<double>(c) + ((kOrder & 1) ? 0.0 : 0.5));
+  // Past 2^52 every double is an integer (its own base), and base - k/2 or
+  // base + j would round onto a neighbour: a periodic mode takes base's
+  // residue (exact) instead, which it maps to the same nodes. Constant and
+  // nearest put every node that far out alike, rounded or not.
+  const double value = static_cast<double>(c);
+  const bool huge = !(value > -kSplineExact && value < kSplineExact);
+  const double base = huge ? value : FloorOf(value + ((kOrder & 1) ? 0.0 : 0.5));
   const T x = c - static_cast<T>(base);
-  const double start = base - static_cast<double>(kOrder / 2);
+  const bool periodic = mode != kConstant && mode != kNearest;
+  const double anchor =
+      huge && periodic ? static_cast<double>(IndexModulo(base, PeriodOf(mode, size))) : base;
+  const double start = anchor - static_cast<double>(kOrder / 2);
   for (int j = 0; j < kNodes; ++j) {
     int64_t index;
     valid[j] = FixIndex(start + static_cast<double>(j), size, mode, &index);

@@ -324,7 +324,7 @@ def _partitioning_key(ctx, call, plan) -> str:
     the partitioner jax uses, xlabind's partitioning code)."""
     op = call.fn
     targets = sorted(
-        (platform, t.name, repr(t.attributes), t.takes_token)
+        (platform, t.name, _attributes_digest(t.attributes), t.takes_token)
         for platform, t in getattr(op.implementation, "targets", {}).items()
     )
     axis_context = ctx.module_context.axis_context
@@ -353,6 +353,21 @@ def _partitioning_key(ctx, call, plan) -> str:
         )
     )
     return "xlabind-" + hashlib.sha256(description.encode()).hexdigest()
+
+
+def _attributes_digest(attributes) -> str:
+    """A native target's static attributes, every byte of their arrays included
+    (NumPy's repr elides long arrays and rounds floats: two targets whose
+    arrays differed past it once shared one partitioning, the first's)."""
+    digest = hashlib.sha256()
+    for name, value in sorted(dict(attributes).items()):
+        digest.update(repr(name).encode())
+        if isinstance(value, np.ndarray):
+            digest.update(repr((value.dtype.str, value.shape)).encode())
+            digest.update(np.ascontiguousarray(value).tobytes())
+        else:
+            digest.update(repr((type(value).__name__, value)).encode())
+    return digest.hexdigest()
 
 
 def _lower_for_export(ctx, call, operands, plan):

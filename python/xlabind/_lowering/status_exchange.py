@@ -143,15 +143,16 @@ def call_on_first_device(
         lambda: tuple(bind(made, operands))[: len(avals)],
         lambda: tuple(jnp.zeros(a.shape, a.dtype) for a in avals),
     )
-    outs = _from_first(outs, axes)
+    outs = _from_first(outs, axes, first)
     return checked(outs[-1], outs[:-1], processes[:1]) if exchange else outs
 
 
-def _from_first(xs: Sequence, axes) -> list:
-    """`xs` of the first device on every device, given zeros on the others: the
-    bytes of all of them summed in one collective (exact: one term is not
-    zero), which works for every dtype."""
-    pieces = [_as_bytes(x) for x in xs]
+def _from_first(xs: Sequence, axes, first) -> list:
+    """`xs` of the first device (where `first`) on every device: the bytes of
+    all of them summed in one collective, the others' bytes zeroed first
+    (exact: one term is not zero), which works for every dtype — even one
+    whose zeros are not zero bytes (float8_e8m0fnu has no zero)."""
+    pieces = [jnp.where(first, _as_bytes(x), np.uint8(0)) for x in xs]
     if not pieces:
         return []
     summed = jax.lax.psum(jnp.concatenate(pieces) if len(pieces) > 1 else pieces[0], axes)
