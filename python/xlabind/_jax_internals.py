@@ -149,6 +149,7 @@ def varying_like(results, operand_avals, shardings=None) -> list:
         if shardings is None:
             return list(results)
         return [aval.update(sharding=s) for aval, s in zip(results, shardings)]
+    assert template is not None  # it varies
     mesh = template.sharding.mesh
     out = []
     for j, aval in enumerate(results):

@@ -732,3 +732,16 @@ def test_native_targets_whose_array_attributes_differ_partition_apart(mesh):
     second = compiled_text(np.array([1.0, 1.0000000002]))
     assert "1.0000000001" in first and "1.0000000002" not in first
     assert "1.0000000002" in second and "1.0000000001" not in second
+
+
+def test_python_functions_alike_but_for_what_they_close_over_partition_apart(mesh):
+    # Named by what they are (so that other processes find the program in the
+    # persistent cache), they still name one function each in a process.
+    def scaled(k):
+        return xlabind.callback(
+            lambda x: np.asarray(x) * k, lambda x: x, sharding_rule="n -> n", name="scaled"
+        )
+
+    x = rows(mesh, jnp.ones(8))
+    for k in (2.0, 3.0, 2.0):
+        np.testing.assert_array_equal(jax.jit(scaled(k))(x), np.full(8, k))

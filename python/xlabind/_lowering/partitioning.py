@@ -327,11 +327,21 @@ def _partitioning_key(ctx, call, plan) -> str:
         (platform, t.name, _attributes_digest(t.attributes), t.takes_token)
         for platform, t in getattr(op.implementation, "targets", {}).items()
     )
+    # A Python function by its registry key in this process: functions alike
+    # in name, code and call (closures over different values) get different
+    # keys here, and each process that defines them in one order the same.
+    registry_entry = getattr(op.implementation, "registry_entry", None)
+    functions = [
+        (platform, registry_entry(platform, op.name, call).key)
+        for platform in ctx.module_context.platforms
+        if registry_entry is not None and platform in op.implementation.platforms
+    ]
     axis_context = ctx.module_context.axis_context
     mesh = _program_mesh(axis_context)
     description = repr(
         (
             _SOURCE_DIGEST,
+            functions,
             internals.config_flag("jax_use_shardy_partitioner"),
             repr(call),
             op.effect,

@@ -39,17 +39,18 @@ def explicit_axes(aval) -> tuple[Axes | None, ...] | None:
 def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedSharding] | None:
     """The shardings of `call`'s results (a primitive.Call) in jax's types, when
     an operand is split over Explicit mesh axes; None when none is."""
-    split_axes = [explicit_axes(a) for a in operand_avals]
-    sharded = [i for i, axes in enumerate(split_axes) if axes is not None]
-    if not sharded:
+    sharded = [(i, dims) for i, a in enumerate(operand_avals) if (dims := explicit_axes(a))]
+    if not sharded or call.fn.effect == "ordered":
+        # An ordered function runs once per program on whole arrays, as
+        # io_callback(ordered=True) does: it takes no rule.
         return None
     name = call.fn.name
-    first = sharded[0]
+    first, first_axes = sharded[0]
     mesh = operand_avals[first].sharding.mesh
     if call.factors is None:
         raise ValueError(
             f"{name}: argument {first} is split over Explicit mesh axes "
-            f"({_described(split_axes[first])}), and {name} has no sharding_rule, so it "
+            f"({_described(first_axes)}), and {name} has no sharding_rule, so it "
             f"would run on whole arrays after an all-gather the program does not ask "
             f"for. Give it a sharding_rule naming the dimensions it computes "
             f"independently (e.g. sharding_rule='b n -> b n'), or gather the argument "
@@ -58,8 +59,8 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
     free = split(call)
     chosen: dict[str, Axes] = {}
     where: dict[str, tuple[int, int]] = {}
-    for i in sharded:
-        for k, (factor, axes) in enumerate(zip(call.factors[i], split_axes[i])):
+    for i, dims in sharded:
+        for k, (factor, axes) in enumerate(zip(call.factors[i], dims)):
             if axes is None:
                 continue
             size = operand_avals[i].shape[k]
@@ -68,9 +69,10 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
                     f"{name}: dimension {k} of argument {i} is split over Explicit mesh "
                     f"axes {axes}, but its sharding rule ({_rule(call)}) keeps that "
                     f"dimension ('{factor}') whole. Gather it first: "
-                    f"jax.sharding.reshard(x, {_spec_without(split_axes[i], k)})."
+                    f"jax.sharding.reshard(x, {_spec_without(dims, k)})."
                 )
-            if not isinstance(size, int) or size % math.prod(mesh.shape[a] for a in axes):
+            # (A symbolic size, under jax.export, is checked when the program runs.)
+            if isinstance(size, int) and size % math.prod(mesh.shape[a] for a in axes):
                 raise ValueError(
                     f"{name}: dimension {k} of argument {i} (size {size}) is split over "
                     f"Explicit mesh axes {axes}, which it does not divide evenly."
@@ -86,8 +88,8 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
                 )
             where.setdefault(factor, (i, k))
     used: dict[str, str] = {}
-    for factor, axes in chosen.items():
-        for axis in axes:
+    for factor, factor_axes in chosen.items():
+        for axis in factor_axes:
             if used.setdefault(axis, factor) != factor:
                 raise ValueError(
                     f"{name}: its arguments split one mesh axis ('{axis}') for two factors "
