@@ -74,6 +74,23 @@ def test_elements_under_four_bytes_are_not_checked(dtype):
     np.testing.assert_array_equal(np.asarray(jax.jit(fill)(x)), x)
 
 
+@pytest.mark.parametrize("dtype, mark", [(np.int32, 2141562277), (np.uint64, 9220457942978241957)])
+def test_an_integer_fill_with_the_mark_itself_reads_as_unwritten(dtype, mark):
+    # The documented limit (docs/semantics.md): for 4- and 8-byte integers the
+    # mark is a value; a result holding it at every marked element is refused,
+    # one holding any other value is not.
+    def fill(x, out, *, value):
+        out[...] = value
+
+    op = xlabind.callback(
+        fill, lambda x, **_: jax.ShapeDtypeStruct((9,), dtype), in_place=True, name="fill"
+    )
+    x = jnp.ones(2)
+    with pytest.raises(Exception, match=r"fill wrote nothing into `out`"):
+        jax.block_until_ready(jax.jit(lambda x: op(x, value=mark))(x))
+    np.testing.assert_array_equal(jax.jit(lambda x: op(x, value=mark - 1))(x), np.full(9, mark - 1))
+
+
 def test_which_result_of_several():
     def half(x, out):
         out[0][...] = x

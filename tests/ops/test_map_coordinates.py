@@ -504,3 +504,27 @@ def test_a_non_finite_cval_under_jit_vmap_and_grad(order):
         assert np.isfinite(np.asarray(g)).all(), (cval, g)
         gg = jax.grad(lambda g, cval=cval: jnp.sum(f(g, jnp.asarray([1.25, 3.5, 6.0]), cval)))(grid)
         assert np.isfinite(np.asarray(gg)).all(), (cval, gg)
+
+
+@pytest.mark.parametrize("ndim, order", [(4, 3), (6, 3), (8, 5)])
+def test_float32_keeps_float32_accuracy_past_three_dimensions(ndim, order):
+    # Past 3-D one general kernel sums all (k + 1)^ndim nodes; in float32 that
+    # sum once drifted by thousands of roundings (1e-4 at 8-D, order 5).
+    import scipy.ndimage
+
+    rng = np.random.default_rng(ndim)
+    grid = rng.normal(size=(order + 2,) * ndim).astype(np.float32)
+    points = [rng.uniform(0.5, order + 0.5, size=16).astype(np.float32) for _ in range(ndim)]
+    # SciPy in float64 on the same float32 values: the exact answer, nearly.
+    want = scipy.ndimage.map_coordinates(
+        grid.astype(np.float64),
+        [p.astype(np.float64) for p in points],
+        order=order,
+        mode="mirror",
+        prefilter=False,
+    )
+    got = map_coordinates(
+        jnp.asarray(grid), [jnp.asarray(p) for p in points], order, "mirror", prefilter=False
+    )
+    # float32's weights, a few roundings each: well under 1e-6 of the values.
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(grid).max())

@@ -144,6 +144,36 @@ def test_other_orders_are_a_value_error(order):
         map_coordinates(jnp.asarray(GRID), [jnp.asarray([1.5])], order)
 
 
+@pytest.mark.parametrize(
+    "cval, says",
+    [("a", "got str"), (None, "got NoneType"), (jnp.array([2.0, 3.0]), r"got shape \(2,\)")],
+)
+def test_a_cval_that_is_not_a_numeric_scalar_is_a_type_error(cval, says):
+    # jax's own messages named neither the op nor cval (or broadcast it per point).
+    with pytest.raises(TypeError, match=rf"map_coordinates: cval must be a number .*{says}"):
+        map_coordinates(jnp.asarray(GRID), [jnp.asarray([1.5])], 1, "constant", cval)
+
+
+@pytest.mark.parametrize("order", range(6))
+def test_the_gradient_with_respect_to_a_traced_cval(order):
+    # Orders 2-5 pad the grid with cval; jnp.pad's constant_values had no
+    # gradient in jax. d/dcval is linear: the finite difference is exact.
+    grid = jnp.arange(12.0).reshape(3, 4)
+    coords = [jnp.array([-0.7, 1.2, 3.5]), jnp.array([1.0, 4.2, 0.3])]
+
+    def total(cval):
+        return map_coordinates(grid, coords, order, "constant", cval).sum()
+
+    want = (total(jnp.asarray(1.5)) - total(jnp.asarray(0.5))) / 1.0
+    np.testing.assert_allclose(jax.grad(total)(jnp.asarray(0.5)), want, rtol=1e-9, atol=1e-12)
+
+
+def test_coordinates_that_do_not_broadcast_name_their_shapes():
+    grid = jnp.ones((3, 4))
+    with pytest.raises(ValueError, match=r"must broadcast together, got shapes \(3,\), \(4,\)"):
+        map_coordinates(grid, [jnp.ones(3), jnp.ones(4)], 1)
+
+
 def test_orders_past_five_are_not_implemented():
     with pytest.raises(NotImplementedError, match=r"order must be 0 to 5, got 6"):
         map_coordinates(jnp.asarray(GRID), [jnp.asarray([1.5])], 6)

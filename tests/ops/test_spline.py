@@ -367,3 +367,11 @@ def test_spline_filter_dtypes_axes_and_errors():
         spline_filter(jnp.asarray(x), 3, axes=(0, -2))
     with pytest.raises(NotImplementedError, match=r"order 3 needs a float32 or float64 grid"):
         map_coordinates(jnp.asarray(ints), [jnp.ones(2)] * 2, 3)
+
+
+def test_axes_given_as_an_array_or_not_as_ints():
+    x = jnp.arange(12.0).reshape(3, 4)
+    np.testing.assert_allclose(spline_filter(x, axes=np.array([0, 1])), spline_filter(x))
+    for axes in (1.0, "x"):
+        with pytest.raises(TypeError, match=r"spline_filter: axes must be an int or a sequence"):
+            spline_filter(x, axes=axes)

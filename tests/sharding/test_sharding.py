@@ -280,10 +280,19 @@ def test_a_failure_on_one_device_of_a_sharded_call_stops_every_device(mesh):
     with pytest.raises(
         Exception,
         match=r"(?s)ValueError: bad row 12.0.*on device 3 of the 8 "
-        r"that ran the call; every device",
+        r"that ran the call, counted in the mesh's device order; every device",
     ):
         # The sum after the call is a collective every device would wait in.
         jax.jit(lambda x: jnp.sum(op(x)) + x)(x).block_until_ready()
+    # Counted in the mesh's order, which need not be jax's: reversed, row 12
+    # is on jax's device 4, still the mesh's device 3.
+    placed = rows(Mesh(np.array(jax.devices()[::-1]), ("d",)), x)
+    holder = [s.device for s in placed.addressable_shards if 12.0 in np.asarray(s.data)[:, 0]]
+    assert holder == [jax.devices()[4]]
+    with pytest.raises(
+        Exception, match=r"(?s)bad row 12.0.*on device 3 of the 8 that ran the call, counted in"
+    ):
+        jax.jit(op)(placed).block_until_ready()
 
 
 def test_a_failure_inside_shard_map_stops_every_device(mesh):
@@ -297,8 +306,8 @@ def test_a_failure_inside_shard_map_stops_every_device(mesh):
     every = xlabind.callback(_fails_on_row_always, lambda x: x, sharding_rule="r c -> r c")
     with pytest.raises(
         Exception,
-        match=r"(?s)always.*on device 0 of the 8 that ran the call "
-        r"\(8 of them failed; this is the first\)",
+        match=r"(?s)always.*on device 0 of the 8 that ran the call, counted in the mesh's "
+        r"device order \(8 of them failed; this is the first\)",
     ):
         jax.jit(every)(rows(mesh, jnp.ones((8, 4)))).block_until_ready()
 

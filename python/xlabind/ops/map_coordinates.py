@@ -196,6 +196,16 @@ def map_coordinates(
     # A number is static, as jax's map_coordinates takes it (its zero then
     # needs no outside term); an array is traced.
     number = isinstance(cval, (int, float, np.number)) and not isinstance(cval, np.ndarray)
+    if not number:
+        _check_cval(where, cval)
+    coordinates = list(coordinates)
+    try:
+        jnp.broadcast_shapes(*(np.shape(c) for c in coordinates))
+    except ValueError:
+        shapes = ", ".join(str(np.shape(c)) for c in coordinates)
+        raise ValueError(
+            f"{where}: coordinates must broadcast together, got shapes {shapes}"
+        ) from None
     return _map_coordinates(
         as_array(input),
         [as_array(c) for c in coordinates],
@@ -206,6 +216,22 @@ def map_coordinates(
         static_cval=cval if number else None,
         sharded=_SHARDED,
     )
+
+
+def _check_cval(where: str, cval) -> None:
+    """A cval that is not a Python or NumPy number: a numeric scalar array."""
+    if isinstance(cval, complex):
+        return
+    dtype = getattr(cval, "dtype", None)
+    if dtype is None or not (jnp.issubdtype(dtype, jnp.number) or dtype == np.bool_):
+        raise TypeError(
+            f"{where}: cval must be a number or a 0-d numeric array, got "
+            f"{type(cval).__name__}{'' if dtype is None else f' of dtype {dtype}'}"
+        )
+    if np.shape(cval) != ():
+        raise TypeError(
+            f"{where}: cval must be a number or a 0-d numeric array, got shape {np.shape(cval)}"
+        )
 
 
 def as_array(x):
@@ -334,6 +360,9 @@ def _spline_coefficients(grid, coords, order, mode, cval):
         if _MODES[mode] == _MODES["nearest"]:
             grid = jnp.pad(grid, pad, mode="edge")
         else:
-            grid = jnp.pad(grid, pad, constant_values=jnp.asarray(cval, grid.dtype))
+            # cval times a border of ones, not jnp.pad(constant_values=cval),
+            # which jax cannot differentiate with respect to a traced cval.
+            border = jnp.pad(jnp.zeros(grid.shape, grid.dtype), pad, constant_values=1)
+            grid = jnp.pad(grid, pad) + jnp.asarray(cval, grid.dtype) * border
         coords = [c + _SPLINE_PAD for c in coords]
     return spline_filter(grid, order, mode), coords

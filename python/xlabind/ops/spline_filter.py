@@ -113,11 +113,17 @@ def spline_filter(
             f"{where}: mode must be one of {sorted(BOUNDARIES)}, got {mode!r}"
         )
     if axes is not None:
-        axes = (
-            (operator.index(axes),)
-            if not isinstance(axes, Sequence)
-            else tuple(operator.index(a) for a in axes)
-        )
+        try:
+            listed = np.asarray(axes).ravel().tolist() if hasattr(axes, "shape") else axes
+            axes = (
+                (operator.index(listed),)
+                if not isinstance(listed, Sequence)
+                else tuple(operator.index(a) for a in listed)
+            )
+        except TypeError:
+            raise TypeError(
+                f"{where}: axes must be an int or a sequence of ints, got {axes!r}"
+            ) from None
     x = jnp.asarray(input) if isinstance(input, (list, tuple)) else input
     filtered: jax.Array = _spline_filter(x, order=order, mode=mode, axes=axes)
     return filtered

@@ -97,8 +97,10 @@ inline std::string FirstFailure(const uint8_t* statuses, size_t rows,
   if (rows == 1) {
     where = "the call ran once, on the program's first device" + process;
   } else {
+    // The row's index, not a jax device id: rows follow the mesh's devices
+    // (along the call's axes), which need not be jax's order.
     where = "on device " + std::to_string(first) + process + " of the " + std::to_string(rows) +
-            " that ran the call";
+            " that ran the call, counted in the mesh's device order";
     if (failed > 1) where += " (" + std::to_string(failed) + " of them failed; this is the first)";
   }
   return DecodeStatus(statuses + first * kStatusBytes) + "\n(xlabind: " + where +
