@@ -164,8 +164,11 @@ def _abstract_eval(*operand_avals, call: Call):
     shardings = explicit_sharding.result_shardings(call, operand_avals)
     if call.reports_status:
         results.append(status_aval())
-        if shardings is not None:
-            shardings.append(jax.sharding.NamedSharding(shardings[0].mesh, PartitionSpec(None)))
+        if shardings is not None:  # whole, on the mesh the operands are split over
+            mesh = next(
+                a.sharding.mesh for a in operand_avals if explicit_sharding.explicit_axes(a)
+            )
+            shardings.append(jax.sharding.NamedSharding(mesh, PartitionSpec(None)))
     # An effect keeps jax from removing the call when its results are unused
     # (and, ordered, makes jax thread a token through it: _lowering/rule.py).
     return (
