@@ -185,7 +185,8 @@ class _Plan:
 
     def specs(self, chosen, factor_lists) -> tuple[PartitionSpec, ...]:
         return tuple(
-            PartitionSpec(*[_spec(chosen.get(f)) for f in array]) for array in factor_lists
+            PartitionSpec(*[explicit_sharding.spec_entry(chosen.get(f)) for f in array])
+            for array in factor_lists
         )
 
     def per_device_body(self, call, mesh, chosen, exchange: bool = True) -> Callable:
@@ -435,7 +436,7 @@ def _lower_for_export(ctx, call, operands, plan):
 def _explicit_spec(aval):
     """The PartitionSpec of an aval split over Explicit mesh axes, else None."""
     axes = explicit_sharding.explicit_axes(aval)
-    return None if axes is None else PartitionSpec(*(_spec(a) for a in axes))
+    return None if axes is None else PartitionSpec(*(explicit_sharding.spec_entry(a) for a in axes))
 
 
 def _per_device(mesh, body):
@@ -453,9 +454,3 @@ def _per_device(mesh, body):
             return tuple(body(xs))
 
     return lower_fn
-
-
-def _spec(axes):
-    if not axes:
-        return None
-    return axes[0] if len(axes) == 1 else axes

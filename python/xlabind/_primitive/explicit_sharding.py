@@ -37,8 +37,9 @@ def explicit_axes(aval) -> tuple[Axes | None, ...] | None:
 
 
 def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedSharding] | None:
-    """The shardings of `call`'s results (a primitive.Call) in jax's types, when
-    an operand is split over Explicit mesh axes; None when none is."""
+    """The shardings of `call`'s results (a primitive.Call; its status too, when
+    it reports one) in jax's types, when an operand is split over Explicit mesh
+    axes; None when none is."""
     sharded = [(i, dims) for i, a in enumerate(operand_avals) if (dims := explicit_axes(a))]
     if not sharded or call.fn.effect == "ordered":
         # An ordered function runs once per program on whole arrays, as
@@ -96,20 +97,24 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
                     f"of its sharding rule ({_rule(call)}): '{used[axis]}' and "
                     f"'{factor}'. Reshard one of them (jax.sharding.reshard)."
                 )
-    return [
-        NamedSharding(mesh, PartitionSpec(*(_entry(chosen.get(f)) for f in factors)))
+    shardings = [
+        NamedSharding(mesh, PartitionSpec(*(spec_entry(chosen.get(f)) for f in factors)))
         for factors in call.out_factors
     ]
+    if call.reports_status:  # one more result, whole: primitive.status_aval()
+        shardings.append(NamedSharding(mesh, PartitionSpec(None)))
+    return shardings
 
 
-def _entry(axes: Axes | None) -> str | Axes | None:
+def spec_entry(axes: Axes | None) -> str | Axes | None:
+    """A PartitionSpec's entry for a dimension split over `axes` (None: whole)."""
     if not axes:
         return None
     return axes[0] if len(axes) == 1 else axes
 
 
 def _described(axes: tuple[Axes | None, ...]) -> str:
-    return "PartitionSpec(" + ", ".join(repr(_entry(a)) for a in axes) + ")"
+    return "PartitionSpec(" + ", ".join(repr(spec_entry(a)) for a in axes) + ")"
 
 
 def _spec_without(axes: tuple[Axes | None, ...], k: int) -> str:

@@ -30,7 +30,6 @@ from typing import Any
 import jax
 import numpy as np
 from jax.extend.core import Primitive
-from jax.sharding import PartitionSpec
 
 from xlabind import _jax_internals as internals
 from xlabind._primitive import explicit_sharding
@@ -164,11 +163,6 @@ def _abstract_eval(*operand_avals, call: Call):
     shardings = explicit_sharding.result_shardings(call, operand_avals)
     if call.reports_status:
         results.append(status_aval())
-        if shardings is not None:  # whole, on the mesh the operands are split over
-            mesh = next(
-                a.sharding.mesh for a in operand_avals if explicit_sharding.explicit_axes(a)
-            )
-            shardings.append(jax.sharding.NamedSharding(mesh, PartitionSpec(None)))
     # An effect keeps jax from removing the call when its results are unused
     # (and, ordered, makes jax thread a token through it: _lowering/rule.py).
     return (
