@@ -4,7 +4,7 @@
     python3 tools/gpu_check.py --plan --quick [--wheel W]   # the steps and their times
     python3 tools/gpu_check.py --quick --wheel dist/xlabind-...-cp312-...whl
                                              # build, GPU files on the wheel, benchmark:
-                                             # about 5.5 minutes there
+                                             # about 4 minutes there (2026-12-04)
     python3 tools/gpu_check.py --quick       # build, GPU files on the build, benchmark
     python3 tools/gpu_check.py               # and the CPU files, GPU files on both
     python3 tools/gpu_check.py --build-only  # build the extension and import it (any machine)
@@ -531,19 +531,20 @@ PARALLEL_GPU_MEMORY_FRACTION = "0.15"
 SUMMARY_RESERVE = 10
 
 # What each step takes on the GPU machine (one H200, 16 cores): the plan's
-# durations, and --dry-run's. Estimates: the build from this repository's CPU
-# machine (252 s on 2 cores, nvcc's map_coordinates kernels 70 s of it: the
-# longest file, which bounds the build on 16); the GPU files from the last
-# runs there (~150-200 s one after the other). gpu_check.json records every
-# run's own; --timings FILE plans with one run's instead.
+# durations, and --dry-run's. Measured there on 2026-12-04 (jax 0.11.2; three
+# runs' gpu_check.json, rounded up): the build 66-83 s; the GPU files side by
+# side, on a release wheel (SASS for sm_90) or the build. A wheel built without
+# --config=release carries PTX only, and the driver compiles it at the first
+# CUDA op: test_gpu_map_coordinates.py then took 77-98 s. The CPU files are
+# unmeasured there. --timings FILE plans with one run's own times instead.
 STEP_SECONDS = {
-    "build": 90.0,
-    "wheel": 15.0,
+    "build": 85.0,
+    "wheel": 5.0,
     "cpu_tests": 240.0,
-    "test_gpu.py": 60.0,
-    "test_gpu_graphs.py": 25.0,
-    "test_gpu_map_coordinates.py": 70.0,
-    "test_gpu_native_api.py": 30.0,
+    "test_gpu.py": 35.0,
+    "test_gpu_graphs.py": 12.0,
+    "test_gpu_map_coordinates.py": 50.0,
+    "test_gpu_native_api.py": 6.0,
 }
 #: --quick must fit this, leaving room in the GPU machine's 15 minutes for a
 #: second run.
@@ -644,16 +645,22 @@ def _benchmark_module():
 
 
 def plan(
-    quick: bool, wheel: bool, benchmark: bool, timings: dict, gpu_jobs: int
+    quick: bool,
+    wheel: bool,
+    benchmark: bool,
+    timings: dict,
+    gpu_jobs: int,
+    build_tests: bool = False,
 ) -> list[tuple[str, float]]:
     """The steps in the order they run, each with what it takes on the GPU
     machine. With --quick and --wheel the GPU files run on the wheel only
-    (the artifact users install; the build's modules are the same sources)."""
+    (the artifact users install; the build's modules are the same sources),
+    unless `build_tests` (--build-tests) asks for both."""
     files = sorted(GPU_TESTS)
     per_file = [timings[f] for f in files]
     gpu = max(per_file) if gpu_jobs >= len(files) else sum(per_file)
     steps = [("build", timings["build"])]
-    if not (quick and wheel):
+    if not (quick and wheel) or build_tests:
         steps.append(("gpu_tests", gpu))
     if wheel:
         steps += [("wheel", timings["wheel"]), ("gpu_tests_wheel", gpu)]
@@ -787,6 +794,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also install this wheel in a venv and run the GPU test files "
         "against it (the artifact users install)",
     )
+    parser.add_argument(
+        "--build-tests",
+        action="store_true",
+        help="with --quick --wheel: the GPU files on the build too (a change's "
+        "first device run; plans past the quick limit, so give --deadline)",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
         "--gpu-jobs",
@@ -804,10 +817,18 @@ def main(argv: list[str] | None = None) -> int:
     timings = dict(STEP_SECONDS)
     if args.timings:
         timings.update(json.loads(args.timings.read_text()).get("step_seconds", {}))
-    steps = plan(args.quick, args.wheel is not None, not args.no_benchmark, timings, args.gpu_jobs)
-    planned = print_plan(steps, QUICK_LIMIT if args.quick else None)
+    steps = plan(
+        args.quick,
+        args.wheel is not None,
+        not args.no_benchmark,
+        timings,
+        args.gpu_jobs,
+        args.build_tests,
+    )
+    limit = args.deadline or QUICK_LIMIT
+    planned = print_plan(steps, limit if args.quick else None)
     if args.plan:
-        return 0 if not args.quick or planned <= QUICK_LIMIT else 1
+        return 0 if not args.quick or planned <= limit else 1
     scale = args.time_scale if args.dry_run else 1.0
     deadline = Deadline(
         (args.deadline or (QUICK_LIMIT if args.quick else 570.0)) * scale

@@ -188,6 +188,28 @@ def test_a_plan_over_six_minutes_is_refused(tmp_path):
     assert done.returncode == 1 and "OVER 360 s" in done.stdout, done.stdout
 
 
+def test_build_tests_run_the_gpu_files_on_both_within_the_deadline_given():
+    """--build-tests (a change's first device run): the GPU files on the build,
+    then on the wheel; planned against --deadline, refused past it."""
+
+    def plan(deadline):
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), "--plan", "--quick", "--wheel", "x.whl"]
+            + ["--build-tests", "--deadline", str(deadline)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    done = plan(450)
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = [line.split()[0] for line in done.stdout.splitlines()[1:-1]]
+    assert steps.index("gpu_tests") < steps.index("wheel") < steps.index("gpu_tests_wheel")
+    assert "fits 450 s" in done.stdout
+    refused = plan(300)
+    assert refused.returncode == 1 and "OVER 300 s" in refused.stdout, refused.stdout
+
+
 def _probe_wheel(folder: pathlib.Path) -> pathlib.Path:
     """A pure-Python wheel of one module that says where it was imported from."""
     wheel = folder / "gpu_check_probe-1.0-py3-none-any.whl"

@@ -38,20 +38,30 @@ SCRIPT = textwrap.dedent("""
     x1 = jax.device_put(jnp.arange(4, dtype=jnp.float32), gpu)
     x2 = jax.device_put(jnp.arange(4, dtype=jnp.float32) + 10, gpu)
     steps = []
-    def step(label, x):
+    def step(label, x, holds):
         before = len(calls)
-        y = np.asarray(f(x))
+        result = f(x)
+        out = result.unsafe_buffer_pointer()
         steps.append({"label": label, "address": x.unsafe_buffer_pointer(),
-                      "python_calls": len(calls) - before, "values": y.tolist(),
-                      "expected": (2 * np.asarray(x) + 1).tolist()})
-    step("first", x1)
+                      "out_address": out, "python_calls": len(calls) - before,
+                      "values": np.asarray(result).tolist(),
+                      "expected": (2 * holds + 1).tolist()})
+    step("first", x1, np.arange(4))
     for k in range(3):
-        step(f"again {k}", x1)
-    step("new buffer", x2)
-    step("new buffer again", x2)
-    x3 = overwrite(x2)  # new contents at x2's address (donated)
-    step("new contents, same address", x3)
-    step("first buffer again", x1)
+        step(f"again {k}", x1, np.arange(4))
+    step("new buffer", x2, np.arange(4) + 10)
+    step("new buffer again", x2, np.arange(4) + 10)
+    # New contents written into x2's memory behind XLA's back: no XLA
+    # allocation moves, so the graph must replay and read them.
+    contents = np.full(4, 7, np.float32)
+    cp.cuda.runtime.memcpy(x2.unsafe_buffer_pointer(), contents.ctypes.data,
+                           contents.nbytes, cp.cuda.runtime.memcpyHostToDevice)
+    step("new contents, same address", x2, contents)
+    # As a program writes them: a donated buffer's new contents at x2's
+    # address (running `overwrite` may move XLA's other memory).
+    x3 = overwrite(x2)
+    step("donated, same address", x3, np.full(4, 5))
+    step("first buffer again", x1, np.arange(4))
     print(json.dumps({"steps": steps, "captured": [c for _, c in calls]}))
 """)
 
@@ -79,11 +89,16 @@ def test_a_captured_callback_replays_without_python_until_addresses_change():
     assert steps["new buffer again"]["python_calls"] == 0
     same = steps["new contents, same address"]
     assert same["address"] == steps["new buffer"]["address"]
-    assert same["python_calls"] == 0  # replayed, and the values above are the new contents'
-    # Back to an address recorded before: XLA records again (a custom call is
-    # traced at every re-record) unless it kept that trace; either way the
-    # values are right. Only the bound is XLA's promise.
-    assert steps["first buffer again"]["python_calls"] <= 1
+    assert same["python_calls"] == 0, steps  # replayed; run() checked the new contents' values
+    # After another program ran, XLA's memory for this one (its result, its
+    # temporaries) may sit elsewhere: a new recording is allowed, Python then
+    # runs once, and the values are right either way (run() checks them). The
+    # H200 (jax 0.11.2) recorded again here. Likewise back at an address seen
+    # before (a custom call is traced at every re-record).
+    donated = steps["donated, same address"]
+    assert donated["address"] == same["address"]
+    assert donated["python_calls"] <= 1, steps
+    assert steps["first buffer again"]["python_calls"] <= 1, steps
 
 
 @pytest.mark.parametrize(
