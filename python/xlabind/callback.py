@@ -22,6 +22,7 @@ def callback(
     synchronize: bool = False,
     input_output_aliases: Mapping[int, int] | None = None,
     effect: str | None = None,
+    stop_all_devices: bool = True,
     name: str | None = None,
     command_buffer_compatible: bool = False,
 ) -> BoundFunction:
@@ -62,6 +63,9 @@ def callback(
         into arguments' buffers (:param:`input_output_aliases`).
       effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
         (:param:`effect`).
+      stop_all_devices: Whether a failure in one device's call stops every
+        device of a sharded program, as it does by default; ``False`` spares
+        each call the small collective that takes (:param:`stop_all_devices`).
       name: The name error messages use; ``fn.__qualname__`` by default
         (:param:`name`).
       command_buffer_compatible: CUDA, in place: XLA may capture the call
@@ -106,5 +110,6 @@ def callback(
             input_output_aliases=input_output_aliases,
             effect=effect,
             command_buffer_compatible=command_buffer_compatible,
+            stop_all_devices=stop_all_devices,
         )
     )

@@ -171,6 +171,7 @@ def linear(
     synchronize: bool = False,
     input_output_aliases: Mapping[int, int] | None = None,
     effect: str | None = None,
+    stop_all_devices: bool = True,
     name: str | None = None,
 ) -> BoundFunction:
     """Binds a linear function and its transpose as one differentiable JAX operation.
@@ -216,13 +217,16 @@ def linear(
         into arguments' buffers (:param:`input_output_aliases`).
       effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
         (:param:`effect`).
+      stop_all_devices: Whether a failure in one device's call stops every
+        device of a sharded program, as it does by default; ``False`` spares
+        each call the small collective that takes (:param:`stop_all_devices`).
       name: The name error messages use; ``fn.__qualname__`` by default
         (:param:`name`).
 
     ``in_place``, ``vmap_method``, ``platforms``, ``sharding_rule``,
-    ``synchronize`` and ``name`` apply to ``transpose`` as well;
-    ``input_output_aliases`` and ``effect`` to ``fn`` only (a transpose is
-    not aliased, and an effectful ``fn`` is not differentiable).
+    ``synchronize``, ``stop_all_devices`` and ``name`` apply to ``transpose``
+    as well; ``input_output_aliases`` and ``effect`` to ``fn`` only (a
+    transpose is not aliased, and an effectful ``fn`` is not differentiable).
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
@@ -240,6 +244,7 @@ def linear(
         synchronize=synchronize,
         input_output_aliases=input_output_aliases,
         effect=effect,
+        stop_all_devices=stop_all_devices,
         name=name,
     )
     return BoundFunction(

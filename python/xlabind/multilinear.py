@@ -218,6 +218,7 @@ def multilinear(
     synchronize: bool = False,
     input_output_aliases: Mapping[int, int] | None = None,
     effect: str | None = None,
+    stop_all_devices: bool = True,
     name: str | None = None,
 ) -> BoundFunction:
     """Binds a function that is linear in each argument separately (multilinear).
@@ -250,6 +251,9 @@ def multilinear(
         into arguments' buffers (:param:`input_output_aliases`).
       effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
         (:param:`effect`).
+      stop_all_devices: Whether a failure in one device's call stops every
+        device of a sharded program, as it does by default; ``False`` spares
+        each call the small collective that takes (:param:`stop_all_devices`).
       name: The name error messages use; ``fn.__qualname__`` by default
         (:param:`name`).
 
@@ -279,6 +283,7 @@ def multilinear(
                 synchronize=synchronize,
                 input_output_aliases=input_output_aliases,
                 effect=effect,
+                stop_all_devices=stop_all_devices,
                 name=name,
             ),
         ).forward

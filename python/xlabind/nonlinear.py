@@ -230,6 +230,7 @@ def nonlinear(
     synchronize: bool = False,
     input_output_aliases: Mapping[int, int] | None = None,
     effect: str | None = None,
+    stop_all_devices: bool = True,
     name: str | None = None,
 ) -> BoundFunction:
     """Binds a nonlinear function with its Jacobian-vector and vector-Jacobian products.
@@ -270,6 +271,9 @@ def nonlinear(
         into arguments' buffers (:param:`input_output_aliases`).
       effect: ``None`` (pure), ``"unordered"`` or ``"ordered"``
         (:param:`effect`).
+      stop_all_devices: Whether a failure in one device's call stops every
+        device of a sharded program, as it does by default; ``False`` spares
+        each call the small collective that takes (:param:`stop_all_devices`).
       name: The name error messages use; ``fn.__qualname__`` by default
         (:param:`name`).
 
@@ -303,6 +307,7 @@ def nonlinear(
                 synchronize=synchronize,
                 input_output_aliases=input_output_aliases,
                 effect=effect,
+                stop_all_devices=stop_all_devices,
                 name=name,
             ),
         ).forward

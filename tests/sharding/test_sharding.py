@@ -333,6 +333,80 @@ def test_a_native_target_error_stops_every_device(mesh):
         ).block_until_ready()
 
 
+def _collectives(f, *args) -> int:
+    """How many all-reduces the compiled program runs (start ops counted once)."""
+    hlo = f.lower(*args).compile().as_text()
+    return sum(
+        1
+        for line in hlo.splitlines()
+        if "= " in line and (" all-reduce(" in line or " all-reduce-start(" in line)
+    )
+
+
+def test_stop_all_devices_false_leaves_out_the_per_call_collective(mesh):
+    """Each per-device call's status all-reduce (status_exchange.py) is what
+    stop_all_devices=False leaves out, for callbacks and for the transposes
+    of linear functions alike; the results stay the same."""
+    x = rows(mesh, jnp.arange(32.0).reshape(8, 4))
+    expected = 4 * np.arange(32.0).reshape(8, 4)
+    counts = {}
+    for stops in (True, False):
+        op = xlabind.callback(
+            _fails_on_row(-1.0), lambda x: x, sharding_rule="r c -> r c", stop_all_devices=stops
+        )
+        twice = jax.jit(lambda x, op=op: op(op(x)))
+        np.testing.assert_allclose(twice(x), expected)
+        scale = xlabind.linear(
+            lambda x: 3 * np.asarray(x),
+            lambda ct: 3 * np.asarray(ct),
+            lambda x: x,
+            sharding_rule="r c -> r c",
+            stop_all_devices=stops,
+        )
+        transpose = jax.jit(jax.linear_transpose(scale, x))
+        np.testing.assert_allclose(transpose(x)[0], 3 * np.arange(32.0).reshape(8, 4))
+        counts[stops] = (_collectives(twice, x), _collectives(transpose, x))
+    assert counts[True][0] >= 2 and counts[True][1] >= 1, counts
+    assert counts[False] == (0, 0), counts
+
+
+def test_stop_all_devices_false_runs_where_only_some_devices_go(mesh):
+    """In a jax.shard_map branch or loop that only some devices take, the
+    default's exchange would wait for the others (an abort after 40 s on the
+    CPU); without it each device runs its own calls."""
+    calls = Calls()
+
+    def double(x):
+        calls.record(x)
+        return 2 * np.asarray(x)
+
+    op = xlabind.callback(double, lambda x: x, stop_all_devices=False)
+    x = rows(mesh, jnp.ones((8, 4)))
+
+    def first_only(x):
+        return jax.lax.cond(jax.lax.axis_index("d") == 0, op, lambda x: x, x)
+
+    def index_times(x):  # device d calls op d times
+        return jax.lax.fori_loop(0, jax.lax.axis_index("d"), lambda _, x: op(x), x)
+
+    for body, factors in ((first_only, [2] + [1] * 7), (index_times, [2**d for d in range(8)])):
+        f = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=P("d"), out_specs=P("d")))
+        np.testing.assert_allclose(f(x), np.repeat(factors, 4).reshape(8, 4).astype(float))
+    assert calls.take() == [((1, 4),)] * (1 + sum(range(8)))
+
+
+def test_stop_all_devices_false_fails_only_the_failing_device(mesh):
+    op = xlabind.callback(
+        _fails_on_row(12.0), lambda x: x, sharding_rule="r c -> r c", stop_all_devices=False
+    )
+    x = rows(mesh, jnp.arange(32.0).reshape(8, 4))
+    with pytest.raises(Exception, match=r"bad row 12.0") as raised:
+        jax.jit(op)(x).block_until_ready()  # no collective after it: nothing waits
+    assert "every device" not in str(raised.value)
+    with pytest.raises(TypeError, match=r"picky: stop_all_devices must be True or False, got 0"):
+        xlabind.callback(np.sin, lambda x: x, stop_all_devices=0, name="picky")
+
+
 def test_every_result_dtype_travels_from_the_first_device(mesh):
     # Once per program, results and status go to the other devices as bytes.
     values = [

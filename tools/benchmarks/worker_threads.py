@@ -38,9 +38,10 @@ ROWS = ((1, False), (1, True), (2, False), (8, False))
 #: Elements per device: 8 leave a one-device program inline, BUSY_ELEMENTS
 #: multiplied send it to XLA's threads (the calls are in place: no copies).
 ELEMENTS, BUSY_ELEMENTS = 8, 1 << 20
-# xlabind_unchecked: without the status exchange, the small all-reduce with
-# which each call over several devices tells the others whether it failed
-# (xlabind/_lowering/status_exchange.py); buffer_callback has none.
+# xlabind_unchecked: bound with stop_all_devices=False, so without the small
+# all-reduce with which each call over several devices tells the others
+# whether it failed (xlabind/_lowering/status_exchange.py); buffer_callback
+# has none.
 KINDS = ("xlabind", "xlabind_unchecked", "buffer_callback")
 
 
@@ -57,7 +58,11 @@ def _call(kind: str, record=None):
             record()
 
         return xlabind.callback(
-            noop if record else noop_into, lambda x: x, in_place=True, input_output_aliases={0: 0}
+            noop if record else noop_into,
+            lambda x: x,
+            in_place=True,
+            input_output_aliases={0: 0},
+            stop_all_devices=kind != "xlabind_unchecked",
         )
     if kind == "buffer_callback":
 
@@ -81,7 +86,6 @@ def worker_threads_worker(kind: str, rounds: int, busy: bool = False) -> dict:
 
     if kind == "buffer_callback" and buffer_callback is None:
         return {"kind": kind, "missing": f"jax {jax.__version__} has no buffer_callback"}
-    xlabind_testing.set_status_exchange(kind != "xlabind_unchecked")  # read when lowering
     mesh = Mesh(np.array(jax.devices()), ("d",))
     on_main = set()
 

@@ -54,8 +54,9 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
             f"{jax.__version__}: XLA's partitioner aborts the process on its custom call. Use "
             f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis."
         )
-    if axes and exporting:
-        # Per device in an exported program: a plain call (_lower_for_export).
+    if axes and (exporting or not call.fn.stop_all_devices):
+        # Per device in an exported program (_lower_for_export), or for a
+        # function whose failure need not stop the others: a plain call.
         return emit(ctx, *operands)
     if axes:
         # Inside shard_map (per-device semantics): once per device.

@@ -94,8 +94,9 @@ def call_on_every_device(
     device fails at this point with its message (naming the device's process
     from `processes`, see row_processes). What travels when all went well is
     one byte per device; the messages only when one failed. Without
-    `exchange` (an exported program) a plain call, failing its own device."""
-    if not exchange:
+    `exchange` (an exported program, or a function bound with
+    stop_all_devices=False) a plain call, failing its own device."""
+    if not exchange or not call.fn.stop_all_devices:
         return list(bind(call, operands))
     *results, status = bind(call.replace(reports_status=True), operands)
     if not _EXCHANGE_STATUS:
@@ -131,7 +132,9 @@ def call_on_first_device(
     """The call on the first device only (inside a computation that is manual
     over `axes`), its results and status broadcast to every device in one
     collective; if it fails, every device fails at this point with its message.
-    Without `exchange` (an exported program) a plain call, results only."""
+    Without `exchange` (an exported program, or a function bound with
+    stop_all_devices=False) a plain call, results only."""
+    exchange = exchange and call.fn.stop_all_devices
     made = call.replace(reports_status=True) if exchange else call
     exchange = exchange and _EXCHANGE_STATUS
     first = jax.lax.axis_index(axes) == 0

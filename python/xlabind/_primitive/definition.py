@@ -168,6 +168,7 @@ class Definition(_SameWhenCopied):
         sharding_rule: Rule | None = None,
         input_output_aliases: Mapping[int, int] | None = None,
         effect: str | None = None,
+        stop_all_devices: bool = True,
     ):
         if vmap_method not in VMAP_METHODS:
             raise ValueError(
@@ -175,6 +176,10 @@ class Definition(_SameWhenCopied):
             )
         if effect not in EFFECTS:
             raise ValueError(f"{name}: effect must be one of {EFFECTS}, got {effect!r}")
+        if not isinstance(stop_all_devices, bool):
+            raise TypeError(
+                f"{name}: stop_all_devices must be True or False, got {stop_all_devices!r}"
+            )
         if effect == "ordered" and sharding_rule is not None:
             raise ValueError(
                 f"{name}: effect='ordered' cannot have a sharding_rule: its calls "
@@ -198,6 +203,10 @@ class Definition(_SameWhenCopied):
         self.input_output_aliases = _checked_aliases(name, input_output_aliases)
         #: One of EFFECTS.
         self.effect = effect
+        #: Whether a failure in one device's call stops every device of a
+        #: sharded program (_lowering/status_exchange.py): one small collective
+        #: per call. Without it a failure ends its own device's run only.
+        self.stop_all_devices = stop_all_devices
         #: What the programs compiled for eager calls name it by (weakly).
         self.weak = WeakDefinition(self)
         self._eager: dict[Call, Callable] = {}

@@ -52,6 +52,7 @@ def make_definition(
     input_output_aliases: Mapping[int, int] | None = None,
     effect: str | None = None,
     command_buffer_compatible: bool = False,
+    stop_all_devices: bool = True,
 ) -> Definition:
     """The Definition of a bound function that runs `fn`: Python functions (one,
     or one per platform), or native FFI targets."""
@@ -94,6 +95,7 @@ def make_definition(
         sharding_rule=sharding_rule,
         input_output_aliases=input_output_aliases,
         effect=effect,
+        stop_all_devices=stop_all_devices,
     )
 
 
@@ -119,5 +121,6 @@ def derived_function(
         name=f"{parent.name} ({suffix})",
         unwrap_one_tuple=True,
         synchronize=parent.implementation.synchronize,
+        stop_all_devices=parent.stop_all_devices,
         **options,
     )
