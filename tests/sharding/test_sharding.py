@@ -396,6 +396,9 @@ def test_stop_all_devices_false_runs_where_only_some_devices_go(mesh):
 
 
 def test_stop_all_devices_false_fails_only_the_failing_device(mesh):
+    """Without the exchange a failure ends its own device's run (with no
+    collective after it, the others finish); a call once per program keeps
+    its check."""
     op = xlabind.callback(
         _fails_on_row(12.0), lambda x: x, sharding_rule="r c -> r c", stop_all_devices=False
     )
@@ -403,6 +406,12 @@ def test_stop_all_devices_false_fails_only_the_failing_device(mesh):
     with pytest.raises(Exception, match=r"bad row 12.0") as raised:
         jax.jit(op)(x).block_until_ready()  # no collective after it: nothing waits
     assert "every device" not in str(raised.value)
+    # A call once per program keeps its check: its status travels in the
+    # collective that brings its results to the other devices, which a
+    # failure would otherwise leave waiting.
+    once = xlabind.callback(_fails_on_row(8.0), lambda x: x, stop_all_devices=False)
+    with pytest.raises(Exception, match=r"(?s)bad row 8.0.*every device of the sharded program"):
+        jax.jit(lambda x: jnp.sin(once(x)) + x)(x).block_until_ready()
     with pytest.raises(TypeError, match=r"picky: stop_all_devices must be True or False, got 0"):
         xlabind.callback(np.sin, lambda x: x, stop_all_devices=0, name="picky")
 

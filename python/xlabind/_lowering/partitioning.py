@@ -54,9 +54,14 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
             f"{jax.__version__}: XLA's partitioner aborts the process on its custom call. Use "
             f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis."
         )
-    if axes and (exporting or not call.fn.stop_all_devices):
-        # Per device in an exported program (_lower_for_export), or for a
-        # function whose failure need not stop the others: a plain call.
+    if axes and exporting:
+        # Per device in an exported program: a plain call (_lower_for_export).
+        return emit(ctx, *operands)
+    if axes and not call.fn.stop_all_devices:
+        # Per device, for a function whose failure need not stop the others:
+        # a plain call (status_exchange.call_on_every_device). A call once per
+        # program (status_exchange.call_on_first_device) always reports its
+        # status, and so does not come here.
         return emit(ctx, *operands)
     if axes:
         # Inside shard_map (per-device semantics): once per device.

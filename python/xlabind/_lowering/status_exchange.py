@@ -132,9 +132,10 @@ def call_on_first_device(
     """The call on the first device only (inside a computation that is manual
     over `axes`), its results and status broadcast to every device in one
     collective; if it fails, every device fails at this point with its message.
-    Without `exchange` (an exported program, or a function bound with
-    stop_all_devices=False) a plain call, results only."""
-    exchange = exchange and call.fn.stop_all_devices
+    Without `exchange` (an exported program) a plain call, results only. A
+    function bound with stop_all_devices=False keeps the exchange here: its
+    status rides in the collective the results need anyway, and without it a
+    failure on the first device would strand the others in that collective."""
     made = call.replace(reports_status=True) if exchange else call
     exchange = exchange and _EXCHANGE_STATUS
     first = jax.lax.axis_index(axes) == 0
