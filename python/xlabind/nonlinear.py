@@ -273,7 +273,8 @@ def nonlinear(
         (:param:`effect`).
       stop_all_devices: Whether a failure in one device's call stops every
         device of a sharded program, as it does by default; ``False`` spares
-        each call the small collective that takes (:param:`stop_all_devices`).
+        the calls made once per device the small collective that takes
+        (:param:`stop_all_devices`).
       name: The name error messages use; ``fn.__qualname__`` by default
         (:param:`name`).
 
