@@ -370,6 +370,30 @@ def test_stop_all_devices_false_leaves_out_the_per_call_collective(mesh):
     assert counts[False] == (0, 0), counts
 
 
+def test_functions_alike_but_for_stop_all_devices_partition_apart(mesh):
+    """Two bindings of one native target that differ only in stop_all_devices
+    get partitionings of their own, in either order (the first one alive):
+    the partitioning's name covers the setting, and so does the persistent
+    cache's key, which holds that name."""
+    x = rows(mesh, jnp.arange(8.0), P())
+    points = rows(mesh, jnp.linspace(0.5, 6.5, 16))
+    for order in ((True, False), (False, True)):
+        kept, counts = [], {}
+        for stops in order:
+            gather = xlabind.callback(
+                xlabind.ffi_target("xlabind_map_coordinates"),
+                lambda g, c, **_: jax.ShapeDtypeStruct(c.shape, g.dtype),
+                sharding_rule="g, p -> p",
+                stop_all_devices=stops,
+                name="gather",
+            )
+            kept.append(gather)
+            f = jax.jit(lambda g, c, gather=gather: gather(g, c, order=1, mode=0, derivative=(0,)))
+            counts[stops] = _collectives(f, x, points)
+            np.testing.assert_allclose(f(x, points), np.linspace(0.5, 6.5, 16))
+        assert counts[True] >= 1 and counts[False] == 0, (order, counts)
+
+
 def test_stop_all_devices_false_runs_where_only_some_devices_go(mesh):
     """In a jax.shard_map branch or loop that only some devices take, the
     default's exchange would wait for the others (an abort after 40 s on the

@@ -352,6 +352,7 @@ def _partitioning_key(ctx, call, plan) -> str:
             internals.config_flag("jax_use_shardy_partitioner"),
             repr(call),
             op.effect,
+            op.stop_all_devices,
             op.vmap_method,
             targets,
             [(tuple(a.shape), str(a.dtype)) for a in ctx.avals_in],
