@@ -438,6 +438,11 @@ def test_stop_all_devices_false_fails_only_the_failing_device(mesh):
         jax.jit(lambda x: jnp.sin(once(x)) + x)(x).block_until_ready()
     with pytest.raises(TypeError, match=r"picky: stop_all_devices must be True or False, got 0"):
         xlabind.callback(np.sin, lambda x: x, stop_all_devices=0, name="picky")
+    # A NumPy bool (from a config array, say) is a bool.
+    plain = xlabind.callback(
+        _fails_on_row(-1.0), lambda x: x, sharding_rule="r c -> r c", stop_all_devices=np.False_
+    )
+    assert _collectives(jax.jit(plain), x) == 0
 
 
 def test_every_result_dtype_travels_from_the_first_device(mesh):

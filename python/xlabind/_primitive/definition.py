@@ -176,7 +176,7 @@ class Definition(_SameWhenCopied):
             )
         if effect not in EFFECTS:
             raise ValueError(f"{name}: effect must be one of {EFFECTS}, got {effect!r}")
-        if not isinstance(stop_all_devices, bool):
+        if not isinstance(stop_all_devices, (bool, np.bool_)):
             raise TypeError(
                 f"{name}: stop_all_devices must be True or False, got {stop_all_devices!r}"
             )
@@ -206,7 +206,7 @@ class Definition(_SameWhenCopied):
         #: Whether a failure in one device's call stops every device of a
         #: sharded program (_lowering/status_exchange.py): one small collective
         #: per call. Without it a failure ends its own device's run only.
-        self.stop_all_devices = stop_all_devices
+        self.stop_all_devices = bool(stop_all_devices)
         #: What the programs compiled for eager calls name it by (weakly).
         self.weak = WeakDefinition(self)
         self._eager: dict[Call, Callable] = {}
