@@ -798,7 +798,7 @@ def main(argv: list[str] | None = None) -> int:
         "--build-tests",
         action="store_true",
         help="with --quick --wheel: the GPU files on the build too (a change's "
-        "first device run; plans past the quick limit, so give --deadline)",
+        "first device run; plans close to the quick limit, so give --deadline)",
     )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
@@ -825,14 +825,13 @@ def main(argv: list[str] | None = None) -> int:
         args.gpu_jobs,
         args.build_tests,
     )
-    limit = args.deadline or QUICK_LIMIT
+    limit = args.deadline or (QUICK_LIMIT if args.quick else 570.0)
     planned = print_plan(steps, limit if args.quick else None)
     if args.plan:
         return 0 if not args.quick or planned <= limit else 1
     scale = args.time_scale if args.dry_run else 1.0
     deadline = Deadline(
-        (args.deadline or (QUICK_LIMIT if args.quick else 570.0)) * scale
-        + (SUMMARY_RESERVE if args.dry_run else 0),
+        limit * scale + (SUMMARY_RESERVE if args.dry_run else 0),
         args.step_seconds,
     )
     # What a later step keeps at the least: the benchmark its first two

@@ -333,7 +333,7 @@ def test_a_native_target_error_stops_every_device(mesh):
         ).block_until_ready()
 
 
-def _collectives(f, *args) -> int:
+def _all_reduces(f, *args) -> int:
     """How many all-reduces the compiled program runs (start ops counted once)."""
     hlo = f.lower(*args).compile().as_text()
     return sum(
@@ -365,7 +365,7 @@ def test_stop_all_devices_false_leaves_out_the_per_call_collective(mesh):
         )
         transpose = jax.jit(jax.linear_transpose(scale, x))
         np.testing.assert_allclose(transpose(x)[0], 3 * np.arange(32.0).reshape(8, 4))
-        counts[stops] = (_collectives(twice, x), _collectives(transpose, x))
+        counts[stops] = (_all_reduces(twice, x), _all_reduces(transpose, x))
     assert counts[True][0] >= 2 and counts[True][1] >= 1, counts
     assert counts[False] == (0, 0), counts
 
@@ -389,7 +389,7 @@ def test_functions_alike_but_for_stop_all_devices_partition_apart(mesh):
             )
             kept.append(gather)
             f = jax.jit(lambda g, c, gather=gather: gather(g, c, order=1, mode=0, derivative=(0,)))
-            counts[stops] = _collectives(f, x, points)
+            counts[stops] = _all_reduces(f, x, points)
             np.testing.assert_allclose(f(x, points), np.linspace(0.5, 6.5, 16))
         assert counts[True] >= 1 and counts[False] == 0, (order, counts)
 
@@ -442,7 +442,7 @@ def test_stop_all_devices_false_fails_only_the_failing_device(mesh):
     plain = xlabind.callback(
         _fails_on_row(-1.0), lambda x: x, sharding_rule="r c -> r c", stop_all_devices=np.False_
     )
-    assert _collectives(jax.jit(plain), x) == 0
+    assert _all_reduces(jax.jit(plain), x) == 0
 
 
 def test_every_result_dtype_travels_from_the_first_device(mesh):
