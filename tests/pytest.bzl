@@ -4,14 +4,15 @@ process."""
 
 load("@rules_python//python:defs.bzl", "py_test")
 
-def pytest_test(name, src, deps = [], data = [], pytest_args = [], **kwargs):
+def pytest_test(name, src, deps = [], data = [], pytest_args = [], package = "//python:xlabind", **kwargs):
+    """`package`: the xlabind target the test runs against."""
     py_test(
         name = name,
         srcs = [src, "//tests:run_pytest.py"],
         main = "//tests:run_pytest.py",
         args = ["$(location %s)" % src] + pytest_args,
         python_version = "PY3",
-        deps = ["//python:xlabind"] + deps,
+        deps = [package] + deps,
         data = data,
         **kwargs
     )

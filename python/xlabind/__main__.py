@@ -56,7 +56,10 @@ def report() -> tuple[list[str], bool]:
         "Python callbacks: CPU and CUDA handlers registered "
         f"({', '.join(sorted(_extension.REGISTRATIONS))})"
     )
-    if _extension.UNAVAILABLE:
+    cpu_missing = [r for (p, _), r in _extension.UNAVAILABLE.items() if p == "cpu"]
+    if cpu_missing:
+        lines.append(f"native ops (xlabind.ops): unavailable — {cpu_missing[0]}")
+    elif _extension.UNAVAILABLE:
         reason = next(iter(_extension.UNAVAILABLE.values()))
         lines.append(f"native CUDA kernels (xlabind.ops on GPUs): unavailable — {reason}")
     else:

@@ -111,6 +111,8 @@ def test_register_ffi_targets_takes_an_extension_modules_table():
         "xlabind_spline_filter",
         "xlabind_spline_filter_transpose",
     }
+    # What xlabind.ops marks unavailable where this module is not installed.
+    assert set(xlabind.ops._native.TARGET_NAMES) == set(table["cpu"])
     assert set(_xlabind_ops.status_registrations()["cpu"]) == {
         name + ".xlabind_status" for name in table["cpu"]
     }

@@ -6,12 +6,29 @@ does the same): `_xlabind_ops` (the CPU handlers) and `_xlabind_cuda_ops`
 The CUDA module links the CUDA runtime (libcudart.so.13, from the wheel's
 cuda13 extra). Without it the module does not load, and the ops' CUDA
 targets say why when a program needs them (the one hook into xlabind's
-runtime: mark_unavailable).
+runtime: mark_unavailable). Where the CPU module is not installed at all (a
+Bazel target on @xlabind//python:xlabind_core), every op says that instead.
 """
 
 import xlabind
-import xlabind._xlabind_ops as _xlabind_ops
 from xlabind._runtime.extension import mark_unavailable
+
+#: The FFI targets xlabind.ops calls: what the CPU module registers
+#: (tests/native/test_native_targets.py holds the two equal).
+TARGET_NAMES = (
+    "xlabind_map_coordinates",
+    "xlabind_map_coordinates_transpose",
+    "xlabind_spline_filter",
+    "xlabind_spline_filter_transpose",
+)
+
+#: Why the ops cannot run where their CPU module is not installed.
+OPS_MODULE_MISSING = (
+    "this installation of xlabind has no compiled module for xlabind.ops "
+    "(xlabind/_xlabind_ops.so). A Bazel target that depends on "
+    "@xlabind//python:xlabind_core leaves it out: depend on @xlabind//python:xlabind "
+    "for xlabind.ops. Elsewhere, reinstall xlabind."
+)
 
 #: What the wheel's cuda13 extra installs: the CUDA runtime the CUDA module
 #: loads (tools/build_wheel.py derives the extra's requirement from the CUDA
@@ -28,11 +45,20 @@ def cuda_runtime_missing(error: Exception) -> str:
     )
 
 
-xlabind.register_ffi_targets(_xlabind_ops)
 try:
-    import xlabind._xlabind_cuda_ops as _xlabind_cuda_ops
-except ImportError as error:
-    # The CUDA module holds the CUDA versions of the CPU module's ops.
-    mark_unavailable("cuda", _xlabind_ops.registrations()["cpu"], cuda_runtime_missing(error))
+    import xlabind._xlabind_ops as _xlabind_ops
+except ModuleNotFoundError as error:
+    if error.name != "xlabind._xlabind_ops":
+        raise
+    # The rest of xlabind works without it; the ops say why they cannot run.
+    for platform in ("cpu", "cuda"):
+        mark_unavailable(platform, TARGET_NAMES, OPS_MODULE_MISSING)
 else:
-    xlabind.register_ffi_targets(_xlabind_cuda_ops)
+    xlabind.register_ffi_targets(_xlabind_ops)
+    try:
+        import xlabind._xlabind_cuda_ops as _xlabind_cuda_ops
+    except ImportError as error:
+        # The CUDA module holds the CUDA versions of the CPU module's ops.
+        mark_unavailable("cuda", TARGET_NAMES, cuda_runtime_missing(error))
+    else:
+        xlabind.register_ffi_targets(_xlabind_cuda_ops)
