@@ -4,14 +4,18 @@
 # and checked by tools/check_wheel.py (the demo, the suite's core, a type
 # check), as tools/check_interpreters.sh does for 3.12 and 3.13. This
 # machine has no 3.14: Debian sid's, in tools/bazel7's chroot, builds and
-# runs it. CI runs it after tools/check_newest.sh.
+# runs it. CI runs it after tools/check_newest.sh, in the same mode (its
+# options go to Bazel): the two builds then share, through the disk cache,
+# every compile that does not depend on the interpreter.
+#
+#   tools/check_python314.sh [bazel build options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base="$HOME/.cache/xlabind-bazel7/python3.14-$(pwd -P | sha256sum | cut -c1-12)"
 dist="$(mktemp -d)"
 echo "check_python314: CPython 3.14 (Debian sid's), third_party/python/newest.lock"
 export XLABIND_LOCK=newest XLABIND_PYTHON=/usr/bin/python3.14
-tools/bazel7 --output_base="$base" run //tools:build_wheel -- --out "$dist"
+tools/bazel7 --output_base="$base" run "$@" //tools:build_wheel -- --out "$dist"
 tools/bazel7 --output_base="$base" shutdown  # its server would idle on in CI
 wheel="$(ls "$dist"/xlabind-*-cp314-cp314-*.whl)"
 site="$(ls -d "$base"/external/*xlabind_pypi/site)"
