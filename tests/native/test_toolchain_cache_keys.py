@@ -16,17 +16,22 @@ def wrapper(repository: str, name: str) -> pathlib.Path:
     return (runfiles_repos.repository(repository) or RUNFILES.parent / repository) / name
 
 
-def test_the_wrappers_name_no_output_base():
-    for repository, name in [
-        ("xlabind_zig", "zig-cc"),
-        ("xlabind_zig", "zig-ar"),
-        ("xlabind_cuda", "nvcc"),
+def test_the_wrappers_name_no_output_base_and_their_tools_pins():
+    """No output base; but the pinned tool's version and sha256, so that the
+    wrapper, and every action that runs it, changes when the pin does (zig
+    and nvcc are not the actions' inputs: they would be staged into every
+    sandbox)."""
+    for repository, name, pin in [
+        ("xlabind_zig", "zig-cc", "ziglang=="),
+        ("xlabind_zig", "zig-ar", "ziglang=="),
+        ("xlabind_cuda", "nvcc", "nvidia-cuda-nvcc=="),
     ]:
         real = wrapper(repository, name).resolve()
         text = real.read_text()
         # The repository's own folder, where the output base's path would show.
         assert str(real.parent) not in text, (name, text)
         assert "/external/" not in text, (name, text)
+        assert f"# {pin}" in text and "# --hash=sha256:" in text, (name, text)
 
 
 def test_a_dependency_file_names_only_the_sources_own_headers(tmp_path):

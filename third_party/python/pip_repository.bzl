@@ -49,6 +49,17 @@ def pip_install(rctx, lock, target):
             result.stderr,
         ))
 
+def lock_pins(rctx, lock):
+    """`lock`'s pins (its `name==version` and sha256 lines) as shell comment
+    lines: in a tool's wrapper script they make the wrapper, and so the key of
+    every action that runs it, change whenever the pinned tool does."""
+    pins = []
+    for line in rctx.read(lock).splitlines():
+        line = line.strip().rstrip("\\").strip()
+        if "==" in line or line.startswith("--hash="):
+            pins.append("# " + line + "\n")
+    return "".join(pins)
+
 def _chosen_lock(rctx):
     """The lock XLABIND_LOCK picks: "pinned" (the default) or "newest" (where
     the repository has one; the others keep their one lock)."""
