@@ -11,7 +11,9 @@
 #   tools/check_python314.sh [bazel build options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-base="$HOME/.cache/xlabind-bazel7/python3.14-$(pwd -P | sha256sum | cut -c1-12)"
+# One output base per checkout and per options: bzlmod and WORKSPACE name
+# @xlabind_pypi's folder differently, and one base would keep both.
+base="$HOME/.cache/xlabind-bazel7/python3.14-$(printf '%s\n' "$(pwd -P)" "$@" | sha256sum | cut -c1-12)"
 dist="$(mktemp -d)"
 echo "check_python314: CPython 3.14 (Debian sid's), third_party/python/newest.lock"
 export XLABIND_LOCK=newest XLABIND_PYTHON=/usr/bin/python3.14

@@ -7,6 +7,7 @@ remote cache) is then reused by the others instead of rebuilt
 import pathlib
 import subprocess
 
+import pytest
 import runfiles_repos
 
 RUNFILES = pathlib.Path(__file__).parents[2]
@@ -34,14 +35,17 @@ def test_the_wrappers_name_no_output_base_and_their_tools_pins():
         assert f"# {pin}" in text and "# --hash=sha256:" in text, (name, text)
 
 
-def test_a_dependency_file_names_only_the_sources_own_headers(tmp_path):
+@pytest.mark.parametrize("joined", [False, True], ids=["-MF path", "-MFpath"])
+def test_a_dependency_file_names_only_the_sources_own_headers(tmp_path, joined):
     (tmp_path / "own.h").write_text("inline int own() { return 1; }\n")
     source = tmp_path / "unit.cc"
     source.write_text('#include <vector>\n#include "own.h"\nint f() { return own(); }\n')
     dependencies = tmp_path / "unit.d"
     done = subprocess.run(
         [str(wrapper("xlabind_zig", "zig-cc")), "-c", "-o", str(tmp_path / "unit.o")]
-        + ["-MD", "-MF", str(dependencies), str(source)],
+        + ["-MD"]
+        + ([f"-MF{dependencies}"] if joined else ["-MF", str(dependencies)])
+        + [str(source)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -38,7 +38,7 @@ _RSQRT_SPECIFIER = """
 def _accept_glibc_rsqrt(rctx):
     text = rctx.read(_RSQRT_HEADER)
     if "rsqrt(double x) __" in text:  # a CUDA that declares it with a specifier already
-        return
+        return False
     anchor = "#  define __NV_GLIBC_PROVIDES_IEC_60559_FUNCS 0\n#endif\n"
     declarations = ["rsqrt(double x);", "rsqrtf(float x);"]
     for needed in [anchor] + declarations:
@@ -49,16 +49,24 @@ def _accept_glibc_rsqrt(rctx):
     for declaration in declarations:
         text = text.replace(declaration, declaration[:-1] + " XLABIND_GLIBC_RSQRT_SPECIFIER;")
     rctx.file(_RSQRT_HEADER, text, executable = False)
+    return True
 
 def _cuda_repository_impl(rctx):
     pip_install(rctx, rctx.attr.lock, "site")
     for needed in ["bin/nvcc", "lib/libcudart.so.13", "include/cuda_runtime.h", "nvvm/bin"]:
         if not rctx.path("site/nvidia/cu13/" + needed).exists:
             fail("the pinned CUDA wheels did not provide site/nvidia/cu13/" + needed)
-    _accept_glibc_rsqrt(rctx)
-    if not rctx.path("site/nvidia/cu13/bin/nvcc").exists:
-        fail("the pinned CUDA wheels did not provide site/nvidia/cu13/bin/nvcc")
-    rctx.file("nvcc", _NVCC_WRAPPER.format(pins = lock_pins(rctx, rctx.attr.lock)), executable = True)
+    patched = _accept_glibc_rsqrt(rctx)
+
+    # What nvcc's output depends on besides its sources and the action's
+    # inputs, in the wrapper's text (see _NVCC_WRAPPER): the pins, the header
+    # patch, the host compiler found on PATH (-ccbin g++, third_party/cuda/nvcc.bzl).
+    pins = lock_pins(rctx, rctx.attr.lock)
+    if patched:
+        pins += "# crt/math_functions.h patched: %s\n" % hash(_RSQRT_SPECIFIER)
+    host = rctx.execute(["g++", "-dumpfullversion"])
+    pins += "# host compiler: g++ %s\n" % (host.stdout.strip() if host.return_code == 0 else "none")
+    rctx.file("nvcc", _NVCC_WRAPPER.format(pins = pins), executable = True)
 
     # An unversioned name to link against (zig's lld refuses -l:libcudart.so.13);
     # the soname inside stays libcudart.so.13.

@@ -25,11 +25,13 @@ dependency_file=""
 previous=""
 for argument in "$@"; do
   [ "$previous" = "-MF" ] && dependency_file="$argument"
+  case "$argument" in -MF?*) dependency_file="${{argument#-MF}}" ;; esac
   previous="$argument"
 done
 [ -n "$dependency_file" ] || exec "$zig/zig" {subcommand} "$@"
 "$zig/zig" {subcommand} "$@" || exit $?
-exec sed -i "s# $zig/lib/[^ ]*##g" "$dependency_file"
+library="$(printf '%s' "$zig/lib/" | sed 's|[]*.^$/#[]|\\\\&|g')"  # as a literal pattern
+exec sed -i "s# $library[^ ]*##g" "$dependency_file"
 """
 
 def _absolute(label):
