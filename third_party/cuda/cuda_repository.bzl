@@ -4,8 +4,9 @@ The wheels (see requirements.in) are installed by pip into <repo>/site, the
 same way as @xlabind_pypi. nvcc runs from that tree (its nvcc.profile finds
 the front end, the headers and CCCL next to it); a wrapper calls it there,
 found beside the wrapper's real path as the zig wrappers find zig, so compile
-actions need not stage the toolkit's files and name no output base. libcudart.so.13 is what CUDA extensions link against and,
-through a RUNPATH, load at run time (see ffi/defs.bzl).
+actions need not stage the toolkit's files and name no output base.
+libcudart.so.13 is what CUDA extensions link against and, through a RUNPATH,
+load at run time (see ffi/defs.bzl).
 """
 
 load("//third_party/python:pip_repository.bzl", "lock_pins", "pip_install")
