@@ -69,6 +69,7 @@ def report() -> tuple[list[str], bool]:
             "no GPU visible to jax: CUDA callbacks and kernels lower, but run only "
             "where jax sees a CUDA device (pip install 'jax[cuda13]')"
         )
+    lines.append(tpu_status(platforms))
     cache = _jax_internals.config_flag("jax_compilation_cache_dir")
     if cache:
         lines.append(
@@ -77,6 +78,19 @@ def report() -> tuple[list[str], bool]:
             "ones (a function is named by a key derived from what it is)"
         )
     return lines, message is None
+
+
+def tpu_status(platforms: dict[str, list[str]]) -> str:
+    """What runs on a TPU (docs/guides/tpu.md), for the devices jax sees."""
+    what = (
+        "Python functions run on the host through XLA's host callbacks (copies in and "
+        "out, as jax.pure_callback); native FFI targets cannot run there (XLA on TPUs "
+        "runs no user FFI handlers); xlabind.ops has no TPU kernels yet"
+    )
+    if "tpu" in platforms:
+        kinds = platforms["tpu"]
+        return f"TPU ({len(kinds)} x {kinds[0]}): {what}"
+    return f"no TPU visible to jax; on a TPU machine, {what}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,7 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
     "jax._src.callback:_IOEffect": _ALL,
     "jax._src.callback:_OrderedIOEffect": _ALL,
     "jax._src.callback:_callback_op_sharding": _ALL,
+    "jax._src.callback:emit_python_callback": _ALL,
     "jax._src.core:InconclusiveDimensionOperation": _ALL,
     "jax._src.core:ManualAxisType": ("0.10.2", "0.12.0.1"),  # 0.9: `aval.vma`
     "jax._src.core:abstract_token": _ALL,
@@ -284,6 +285,26 @@ def detached_ordered_token(ctx):
         cast(Any, mlir).set_sharding(barrier, sharding)
     tokens = ctx.tokens_in.update_tokens(mlir.TokenSet({_ORDERED_IO_EFFECT: barrier.result}))
     return ctx.replace(tokens_in=tokens)
+
+
+def emit_host_callback(ctx, host, token, operands, *, has_side_effect: bool):
+    """(results, token out): `host` called on the host with the operands, as
+    jax.pure_callback and io_callback lower (on a TPU: XLA's send/recv host
+    transfers, one channel each), placed on the program's first device, as
+    they place it. `token` is the ordered effect's token, or None."""
+    sharding = _callback._callback_op_sharding(ctx.module_context.axis_context, None, ctx.avals_out)
+    results, token_out, _ = _callback.emit_python_callback(
+        ctx,
+        host,
+        token,
+        list(operands),
+        ctx.avals_in,
+        ctx.avals_out,
+        has_side_effect=has_side_effect,
+        returns_token=token is not None,
+        sharding=sharding,
+    )
+    return list(results), token_out
 
 
 def set_ordered_token(ctx, token) -> None:

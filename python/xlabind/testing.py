@@ -20,6 +20,7 @@ import jax
 from xlabind._lowering import status_exchange as _status_exchange
 from xlabind._runtime import extension as _extension
 from xlabind._runtime import python_on_cuda as _python_on_cuda
+from xlabind._runtime import python_on_tpu as _python_on_tpu
 from xlabind._runtime.python_functions import PythonImplementation as _PythonImplementation
 
 __all__ = [
@@ -47,6 +48,7 @@ def set_unwritten_result_checks(enabled: bool) -> None:
     was given (on by default); a benchmark's no-op turns it off to time the
     call alone."""
     _extension.set_checks_unwritten_results(enabled)
+    _python_on_tpu.CHECKS_UNWRITTEN = bool(enabled)
 
 
 def set_status_exchange(enabled: bool) -> None:

@@ -62,3 +62,22 @@ def _unsupported_platform(ctx, *operands, call: Call):
 
 
 mlir.register_lowering(xlabind_call_p, _unsupported_platform, platform="rocm")
+
+
+def _tpu_rule(ctx, *operands, call: Call):
+    """On a TPU a call runs once per program, where jax's own callbacks run:
+    XLA partitions no host transfer, so no sharding rule applies (the
+    operands are gathered to the first device, as for jax.pure_callback)."""
+    op = call.fn
+    implementation = op.implementation
+    if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
+        raise implementation.export_error(op.name)
+    emit, keepalive = implementation.emitter("tpu", op, call)
+    if keepalive is not None:
+        ctx.module_context.add_keepalive(keepalive)
+    return _threading_token(op, emit)(ctx, *operands)
+
+
+# Not cacheable: each host transfer holds a channel of its own (jax registers
+# its own callbacks the same way).
+mlir.register_lowering(xlabind_call_p, _tpu_rule, platform="tpu", cacheable=False)

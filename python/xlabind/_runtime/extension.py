@@ -162,6 +162,13 @@ def register_ffi_targets(
         if state_types is None and hasattr(module, "state_types"):
             state_types = module.state_types()
     _register_pending_if_ready()
+    for given in (*registrations, *(state_types or {})):
+        if platform_name("xlabind.register_ffi_targets", given) not in REGISTRY_NAMES:
+            raise ValueError(
+                f"xlabind.register_ffi_targets: platform {given!r} runs no native FFI "
+                f"handlers (XLA has no registry of user handlers on TPUs); register "
+                f"handlers for 'cpu' or 'cuda'"
+            )
     typed = {
         REGISTRY_NAMES[platform_name("xlabind.register_ffi_targets", p)]: dict(t)
         for p, t in (state_types or {}).items()

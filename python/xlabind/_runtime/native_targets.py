@@ -8,7 +8,7 @@ linearity, its vmap method) does not change.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 import numpy as np
@@ -199,6 +199,24 @@ def check_targets(
             )
 
 
+#: XLA-level formulations of native targets, by target name, that a TPU
+#: program lowers in their place: fn(*operands, **attributes) -> a list of
+#: results, written in JAX (xlabind.ops registers its kernels').
+TPU_FORMULATIONS: dict[str, Callable[..., list]] = {}
+
+
+def tpu_refusal(op_name: str, target_name: str) -> str:
+    """Why a native target cannot run in a TPU program, and what to use."""
+    return (
+        f"xlabind: '{op_name}' calls the native FFI target '{target_name}', and TPUs run no "
+        f"native FFI handlers (XLA on a TPU has no registry of user handlers, for C++ or "
+        f"CUDA alike). On a TPU, bind a Python function instead (xlabind.nonlinear and the "
+        f"other constructors run it on the host through XLA's host callbacks), write the "
+        f"computation in JAX or Pallas, or place the inputs on a CPU device "
+        f"(jax.device_put(x, jax.devices('cpu')[0]))."
+    )
+
+
 class NativeImplementation:
     """Native FFI targets by platform."""
 
@@ -228,6 +246,8 @@ class NativeImplementation:
 
     def emitter(self, platform: str, op, call):
         """(emit(ctx, *operands) -> the call's results, keepalive or None)."""
+        if platform == "tpu":
+            return self._tpu_emitter(op, call), None
         target = self.targets.get(platform)
         if target is None:
             raise NotImplementedError(
@@ -277,6 +297,30 @@ class NativeImplementation:
                 name, target, ctx, operands, attributes, options, token
             )
         ), None
+
+    def _tpu_emitter(self, op, call):
+        """XLA on a TPU runs no user FFI handlers. A target with an XLA-level
+        formulation (TPU_FORMULATIONS: xlabind.ops's) lowers as it; any other
+        is refused, naming the target and what to use instead."""
+        target = self.targets.get("cpu") or next(iter(self.targets.values()))
+        formulation = TPU_FORMULATIONS.get(target.name)
+        if formulation is None:
+            raise NotImplementedError(tpu_refusal(op.name, target.name))
+        attributes = {**target.attributes, **call.kwargs.as_dict()}
+        if op.vmap_method == "native" and call.batch_axes is not None:
+            attributes["batch_axes"] = call.batch_axes
+
+        def emit(ctx, operands, token=None):
+            avals_out = ctx.avals_out[:-1] if call.reports_status else ctx.avals_out
+            lowered = mlir.lower_fun(
+                lambda *args: formulation(*args, **attributes), multiple_results=True
+            )
+            results = list(lowered(ctx.replace(avals_out=avals_out), *operands))
+            if call.reports_status:
+                results.append(mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8)))
+            return results, token
+
+        return emit
 
     @staticmethod
     def _emit(name, target, ctx, operands, attributes, options, token):

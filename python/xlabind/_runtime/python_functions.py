@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -22,11 +23,12 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.interpreters import mlir
 
 from xlabind import _jax_internals
 from xlabind._platforms import platform_name, platform_names
 from xlabind._runtime import extension as _extension
-from xlabind._runtime import ffi_custom_call, python_on_cuda
+from xlabind._runtime import ffi_custom_call, python_on_cuda, python_on_tpu
 
 
 def functions_by_platform(
@@ -106,6 +108,10 @@ class PythonImplementation:
 
     def function_for(self, platform: str, name: str) -> Callable:
         fn = self.functions.get(platform)
+        if fn is None and platform == "tpu":
+            # A TPU program runs Python on host copies of its operands: the
+            # CPU function is the host function unless one is given for TPUs.
+            fn = self.functions.get("cpu")
         if fn is None:
             have = " and ".join(self.functions)
             first = next(iter(self.functions))
@@ -131,6 +137,8 @@ class PythonImplementation:
     def emitter(self, platform: str, op, call):
         """(emit(ctx, operands, token) -> (the call's results, token out), what the
         lowered program must keep alive until it is compiled)."""
+        if platform == "tpu":
+            return self._tpu_emitter(op, call), None
         _extension.register_callback_handlers(platform)
         entry = self.registry_entry(platform, op.name, call)
         attributes = {"callback_key": np.uint64(entry.key)}
@@ -150,6 +158,56 @@ class PythonImplementation:
             return ffi_custom_call.emit(target, ctx, operands, attributes, options, token)
 
         return emit, entry
+
+    def _tpu_emitter(self, op, call):
+        """A TPU program calls the function on the host through XLA's
+        host-callback transfers (python_on_tpu.py): no registry entry, since
+        jax registers the host function with the program it lowers."""
+        name = op.name
+        fn = self.function_for("tpu", name)
+        kwargs = call.kwargs.as_dict()
+        if call.fn.vmap_method == "native":
+            kwargs["batch_axes"] = call.batch_axes
+        jaxbind = getattr(fn, "xlabind_convention", None) == "jaxbind"
+        if jaxbind:
+            if fn.__qualname__ not in name:
+                name = f"{fn.__qualname__} ({name})"
+            fn = fn.in_place_function()
+        in_place = self.in_place or jaxbind
+        out_tree = call.out_tree
+        builder, flatten = None, None
+        if not in_place:
+            flatten = _flattener(name, out_tree, self.unwrap_one_tuple)
+        elif jax.tree_util.treedef_is_leaf(out_tree):
+            builder = operator.itemgetter(0)
+        elif out_tree != jax.tree_util.tree_structure((0,) * out_tree.num_leaves):
+            builder = out_tree.unflatten
+
+        def emit(ctx, operands, token=None):
+            avals_out = list(ctx.avals_out[:-1] if call.reports_status else ctx.avals_out)
+            host = python_on_tpu.host_function(
+                fn,
+                name,
+                kwargs,
+                avals_out,
+                in_place=in_place,
+                out_builder=builder,
+                flatten=flatten,
+                aliases=call.aliases,
+                jaxbind=jaxbind,
+            )
+            results, token = _jax_internals.emit_host_callback(
+                ctx.replace(avals_out=avals_out),
+                host,
+                token,
+                operands,
+                has_side_effect=op.effect is not None,
+            )
+            if call.reports_status:  # one host call per program: it never fails alone
+                results.append(mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8)))
+            return results, token
+
+        return emit
 
     def registry_entry(self, platform: str, name: str, call) -> Any:
         """The registered entry for this call signature, made on first lowering."""
