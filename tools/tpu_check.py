@@ -3,12 +3,12 @@
 
     PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index \\
         --no-deps --no-compile --no-cache-dir --target /tmp/site xlabind-*-cp311-*.whl
-    PYTHONPATH=$PYTHONPATH:/tmp/site python3 tools/tpu_check.py
+    PYTHONPATH=$PYTHONPATH:/tmp/site python3 tools/tpu_check.py [TEST_FILE ...]
 
 In one process (one program at a time may hold the chip): the installation's
 report (`python -m xlabind`), the TPU test files on the chip
-(tests/tpu/test_tpu.py), then the benchmark's TPU rows
-(tools/benchmarks/tpu_calls.py). Every line goes to stdout and, as it comes,
+(tests/tpu/, or the files named), then the benchmark's TPU rows (tools/benchmarks/tpu_calls.py,
+tpu_ops.py). Every line goes to stdout and, as it comes,
 to $OUT/tpu_check.md (else ./tpu_check.md), so a time box loses nothing
 already measured. Exits 1 when a test failed. About 2 minutes on a v5e
 (2026-12-05), start-up of the chip included.
@@ -22,7 +22,7 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-TPU_TESTS = ["tests/tpu/test_tpu.py"]
+TPU_TESTS = ["tests/tpu/test_tpu.py", "tests/tpu/test_tpu_ops.py"]
 
 
 class Log:
@@ -57,14 +57,17 @@ def main() -> int:
 
     log("\n## Tests on the chip\n")
     os.chdir(REPO)
-    failed = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *TPU_TESTS])
+    failed = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *(sys.argv[1:] or TPU_TESTS)])
     log(f"pytest exit status {int(failed)} after {time.perf_counter() - start:.0f} s")
 
     sys.path.insert(0, str(REPO / "tools"))
-    from benchmarks import tpu_calls
+    from benchmarks import tpu_calls, tpu_ops
 
     log("\n## Cost of a call (medians)\n")
     for line in tpu_calls.table_lines():
+        log(line)
+    log("\n## xlabind.ops on the chip (medians)\n")
+    for line in tpu_ops.table_lines():
         log(line)
     log(f"\ndone in {time.perf_counter() - start:.0f} s")
     return 1 if failed else 0

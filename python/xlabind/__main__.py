@@ -85,7 +85,7 @@ def tpu_status(platforms: dict[str, list[str]]) -> str:
     what = (
         "Python functions run on the host through XLA's host callbacks (copies in and "
         "out, as jax.pure_callback); native FFI targets cannot run there (XLA on TPUs "
-        "runs no user FFI handlers); xlabind.ops has no TPU kernels yet"
+        "runs no user FFI handlers); xlabind.ops runs there as JAX and a Pallas kernel"
     )
     if "tpu" in platforms:
         kinds = platforms["tpu"]

@@ -200,8 +200,8 @@ def check_targets(
 
 
 #: XLA-level formulations of native targets, by target name, that a TPU
-#: program lowers in their place: fn(*operands, **attributes) -> a list of
-#: results, written in JAX (xlabind.ops registers its kernels').
+#: program lowers in their place: fn(*operands, result_avals, **attributes)
+#: -> a list of results, written in JAX (xlabind.ops registers its kernels').
 TPU_FORMULATIONS: dict[str, Callable[..., list]] = {}
 
 
@@ -306,14 +306,15 @@ class NativeImplementation:
         formulation = TPU_FORMULATIONS.get(target.name)
         if formulation is None:
             raise NotImplementedError(tpu_refusal(op.name, target.name))
-        attributes = {**target.attributes, **call.kwargs.as_dict()}
+        attributes = {**dict(target.attributes), **call.kwargs.as_dict()}
         if op.vmap_method == "native" and call.batch_axes is not None:
             attributes["batch_axes"] = call.batch_axes
 
         def emit(ctx, operands, token=None):
             avals_out = ctx.avals_out[:-1] if call.reports_status else ctx.avals_out
             lowered = mlir.lower_fun(
-                lambda *args: formulation(*args, **attributes), multiple_results=True
+                lambda *args: formulation(*args, result_avals=avals_out, **attributes),
+                multiple_results=True,
             )
             results = list(lowered(ctx.replace(avals_out=avals_out), *operands))
             if call.reports_status:

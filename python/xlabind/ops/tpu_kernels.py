@@ -1,0 +1,157 @@
+"""The Pallas TPU kernel behind xlabind.ops.map_coordinates on TPUs: each
+point's row of the tap table (tpu_formulation.py), read from the chip's
+vector memory.
+
+Measured on a v5e (docs/guides/tpu.md): an XLA gather costs about 10 ns an
+index; a gather inside a Pallas kernel works only within one vector register.
+What is fast is a loop on the scalar unit that loads one 128-lane row at a
+scalar index from vector memory (about 2 ns a row): the table is packed
+128 // taps cells to a row and held whole in vector memory, each block of
+points loads its rows, transposes them (points along lanes) and keeps each
+point's own cell of its row. Off a TPU the same kernel runs interpreted (CI
+checks its numbers there, not that the chip compiles it).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+#: Run the kernel interpreted off a TPU (tests set it; CPU programs never need it).
+INTERPRET = False
+#: The most vector memory the packed table may take (it is double-buffered).
+MAX_TABLE_BYTES = 32 << 20
+_LANES = 128
+_BLOCK = 2048
+
+
+def available() -> bool:
+    """Whether the programs being lowered run the kernel: on a TPU, or interpreted."""
+    return INTERPRET or jax.default_backend() == "tpu"
+
+
+def fits(table) -> bool:
+    """Whether `table` (taps, cells) packs into rows the kernel holds."""
+    taps = table.shape[0]
+    if taps > _LANES or _LANES % taps:
+        return False
+    return table.size * table.dtype.itemsize <= MAX_TABLE_BYTES and table.dtype == jnp.float32
+
+
+def _kernel(block: int, taps: int):
+    from jax.experimental import pallas as pl
+
+    per_row = _LANES // taps
+
+    def kernel(row_ref, sub_ref, table_ref, out_ref, rows_ref):
+        def load(i, carry):
+            rows_ref[pl.ds(i, 1), :] = table_ref[pl.ds(row_ref[i], 1), :]
+            return carry
+
+        lax.fori_loop(0, block, load, 0, unroll=8)
+        rows = rows_ref[...].T  # (lanes, points)
+        sub = sub_ref[...]
+        picked = jnp.zeros((taps, block), rows.dtype)
+        for s in range(per_row):
+            picked = picked + jnp.where(sub == s, rows[s * taps : (s + 1) * taps, :], 0)
+        out_ref[...] = picked
+
+    return kernel
+
+
+def _packed_shape(cells: int, taps: int) -> tuple[int, int]:
+    rows = -(-cells // (_LANES // taps))
+    return -(-rows // 8) * 8, _LANES
+
+
+def _blocks(points: int) -> tuple[int, int]:
+    """(points a block, points padded to whole blocks)."""
+    block = _BLOCK if points >= _BLOCK else -(-points // _LANES) * _LANES
+    return block, -(-points // block) * block
+
+
+def _scatter_kernel(block: int, taps: int):
+    from jax.experimental import pallas as pl
+
+    per_row = _LANES // taps
+
+    def kernel(row_ref, sub_ref, contribution_ref, out_ref, rows_ref):
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            out_ref[...] = jnp.zeros(out_ref.shape, out_ref.dtype)
+
+        contribution = contribution_ref[...]  # (taps, points)
+        sub = sub_ref[...]
+        spread = [jnp.where(sub == s, contribution, 0) for s in range(per_row)]
+        rows_ref[...] = jnp.concatenate(spread, axis=0).T  # (points, lanes)
+
+        def add(i, carry):
+            r = row_ref[i]
+            out_ref[pl.ds(r, 1), :] = out_ref[pl.ds(r, 1), :] + rows_ref[pl.ds(i, 1), :]
+            return carry
+
+        lax.fori_loop(0, block, add, 0, unroll=8)
+
+    return kernel
+
+
+def scatter_rows(contribution, cell, cells: int):
+    """(taps, cells): the transpose of gather_rows: contribution[:, p] added
+    into column `cell[p]`, the points one after another (a cell's points
+    add up in order; no two updates of a row race)."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    taps, points = contribution.shape
+    per_row = _LANES // taps
+    rows, _ = _packed_shape(cells, taps)
+    block, padded = _blocks(points)
+    cell = jnp.pad(cell, (0, padded - points))
+    contribution = jnp.pad(contribution, ((0, 0), (0, padded - points)))  # adds zeros
+    packed = pl.pallas_call(
+        _scatter_kernel(block, taps),
+        grid=(padded // block,),
+        in_specs=[
+            pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
+            pl.BlockSpec((1, block), lambda b: (0, b)),
+            pl.BlockSpec((taps, block), lambda b: (0, b)),
+        ],
+        out_specs=pl.BlockSpec((rows, _LANES), lambda b: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((rows, _LANES), contribution.dtype),
+        scratch_shapes=[pltpu.VMEM((block, _LANES), contribution.dtype)],
+        compiler_params=pltpu.CompilerParams(
+            vmem_limit_bytes=100 << 20, dimension_semantics=("arbitrary",)
+        ),
+        interpret=INTERPRET,
+    )(cell // per_row, (cell % per_row).reshape(1, padded), contribution)
+    return packed.reshape(-1)[: cells * taps].reshape(cells, taps).T
+
+
+def gather_rows(table, cell):
+    """(taps, points): row `cell[p]` of `table` (cells, taps) for each point."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    cells, taps = table.shape
+    per_row = _LANES // taps
+    rows, _ = _packed_shape(cells, taps)
+    packed = jnp.pad(table.reshape(-1), (0, rows * _LANES - table.size)).reshape(rows, _LANES)
+    points = cell.shape[0]
+    block, padded = _blocks(points)
+    cell = jnp.pad(cell, (0, padded - points))
+    out = pl.pallas_call(
+        _kernel(block, taps),
+        grid=(padded // block,),
+        in_specs=[
+            pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
+            pl.BlockSpec((1, block), lambda b: (0, b)),
+            pl.BlockSpec((rows, _LANES), lambda b: (0, 0)),
+        ],
+        out_specs=pl.BlockSpec((taps, block), lambda b: (0, b)),
+        out_shape=jax.ShapeDtypeStruct((taps, padded), table.dtype),
+        scratch_shapes=[pltpu.VMEM((block, _LANES), table.dtype)],
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 << 20),
+        interpret=INTERPRET,
+    )(cell // per_row, (cell % per_row).reshape(1, padded), packed)
+    return out[:, :points]

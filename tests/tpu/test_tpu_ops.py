@@ -1,0 +1,220 @@
+"""xlabind.ops in TPU programs: map_coordinates (orders 0-5, every mode,
+cval static and traced, prefilter, derivatives in the grid, the coordinates
+and cval, vmap, jit) and spline_filter against SciPy in float64 on the host.
+tools/tpu_check.py runs it on a TPU chip; off a TPU the TPU lowering rule
+stands in for the CPU one and the Pallas kernel runs interpreted, so CI
+checks the same formulation's numbers (not that the chip compiles it)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.ndimage as ndimage
+from jax.interpreters import mlir
+
+from xlabind._lowering import rule
+from xlabind._primitive.primitive import xlabind_call_p
+from xlabind.ops import map_coordinates, spline_filter, tpu_formulation, tpu_kernels
+
+ON_TPU = jax.default_backend() == "tpu"
+MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
+# SciPy's names for jax's reading of the modes.
+SCIPY_MODES = {
+    "constant": "grid-constant",
+    "nearest": "nearest",
+    "wrap": "grid-wrap",
+    "mirror": "mirror",
+    "reflect": "reflect",
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def tpu_lowering():
+    """Off a TPU, CPU programs lower xlabind's calls with the TPU rule."""
+    if ON_TPU:
+        yield
+        return
+    mlir.register_lowering(xlabind_call_p, rule._tpu_rule, platform="cpu", cacheable=False)
+    tpu_kernels.INTERPRET = True
+    jax.clear_caches()
+    try:
+        yield
+    finally:
+        tpu_kernels.INTERPRET = False
+        mlir.register_lowering(xlabind_call_p, rule._lowering_for("cpu"), platform="cpu")
+        jax.clear_caches()
+
+
+def grid_and_points(shape, points=300, seed=0, outside=3.0):
+    rng = np.random.default_rng(seed)
+    grid = rng.normal(size=shape).astype(np.float32)
+    coords = [rng.uniform(-outside, n - 1 + outside, points).astype(np.float32) for n in shape]
+    return grid, coords
+
+
+def scipy_values(grid, coords, order, mode, cval=0.0, prefilter=True):
+    if order <= 1:  # jax's meaning at orders 0 and 1 (rounding half away from zero)
+        return np.asarray(
+            jax.scipy.ndimage.map_coordinates(
+                jax.device_put(grid.astype(np.float32), jax.devices("cpu")[0]),
+                [jax.device_put(c, jax.devices("cpu")[0]) for c in coords],
+                order,
+                mode,
+                cval,
+            )
+        )
+    return ndimage.map_coordinates(
+        grid.astype(np.float64),
+        np.stack(coords).astype(np.float64),
+        order=order,
+        mode=SCIPY_MODES[mode],
+        cval=cval,
+        prefilter=prefilter,
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize("shape", [(9, 8, 7), (12, 10)])
+def test_values_agree_with_scipy(order, mode, shape):
+    grid, coords = grid_and_points(shape, seed=order)
+    got = jax.jit(lambda g, c: map_coordinates(g, c, order, mode, cval=0.5))(grid, coords)
+    expected = scipy_values(grid, coords, order, mode, cval=0.5)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.abs(grid).max())
+
+
+@pytest.mark.parametrize("order", [0, 1, 3])
+def test_eager_one_dimensional_and_without_prefilter(order):
+    grid, coords = grid_and_points((40,), seed=7)
+    np.testing.assert_allclose(
+        map_coordinates(grid, coords, order, "mirror", prefilter=False),
+        scipy_values(grid, coords, order, "mirror", prefilter=False),
+        rtol=2e-4,
+        atol=2e-4,
+    )
+
+
+def test_traced_cval_and_its_gradient():
+    grid, coords = grid_and_points((8, 9), seed=3)
+    f = jax.jit(lambda cval: map_coordinates(grid, coords, 3, "constant", cval=cval))
+    np.testing.assert_allclose(
+        f(jnp.float32(1.5)),
+        scipy_values(grid, coords, 3, "constant", cval=1.5),
+        rtol=2e-4,
+        atol=2e-4 * 3,
+    )
+    # The values are affine in cval: its derivative is the outside's weight.
+    slope = jax.grad(lambda c: f(c).sum())(jnp.float32(1.5))
+    np.testing.assert_allclose(slope, (f(jnp.float32(2.5)) - f(jnp.float32(1.5))).sum(), rtol=1e-3)
+
+
+@pytest.mark.parametrize("order", [1, 3, 5])
+@pytest.mark.parametrize("mode", ["nearest", "reflect", "constant"])
+def test_grid_gradient_is_the_transpose(order, mode):
+    """<ct, A g> == <A^T ct, g>: the scatter is the gather's transpose."""
+    grid, coords = grid_and_points((10, 9, 8), seed=order)
+    rng = np.random.default_rng(1)
+    ct = rng.normal(size=coords[0].shape).astype(np.float32)
+    g = rng.normal(size=grid.shape).astype(np.float32)
+    f = lambda g: map_coordinates(g, coords, order, mode)
+    transposed = jax.jit(jax.grad(lambda g: jnp.vdot(ct, f(g))))(jnp.asarray(grid))
+    np.testing.assert_allclose(
+        float(jnp.vdot(transposed, g)), float(jnp.vdot(ct, jax.jit(f)(g))), rtol=1e-3
+    )
+
+
+@pytest.mark.parametrize("order", [1, 3, 5])
+def test_coordinate_gradient_matches_differences(order):
+    grid = np.sin(np.linspace(0, 3, 40)).astype(np.float32)[:, None] * np.ones((1, 6), np.float32)
+    x = jnp.asarray(np.linspace(5.2, 30.7, 17, dtype=np.float32))
+    y = jnp.full_like(x, 2.3)
+    f = lambda x: map_coordinates(grid, [x, y], order, "mirror")
+    slope = jax.jit(jax.vmap(jax.grad(lambda x: f(x[None])[0])))(x)
+    h = 0.05
+    differences = (f(x + h) - f(x - h)) / (2 * h)
+    np.testing.assert_allclose(slope, differences, atol=5e-3 if order > 1 else 5e-2)
+
+
+def test_vmap_over_grids_and_points():
+    grid, coords = grid_and_points((7, 8), seed=5)
+    grids = np.stack([grid, 2 * grid])
+    batched = jax.jit(jax.vmap(lambda g: map_coordinates(g, coords, 3, "wrap")))(grids)
+    single = scipy_values(grid, coords, 3, "wrap")
+    np.testing.assert_allclose(batched[0], single, rtol=2e-4, atol=2e-4 * 4)
+    np.testing.assert_allclose(batched[1], 2 * single, rtol=2e-4, atol=4e-4 * 4)
+
+
+def test_nan_and_infinite_coordinates():
+    grid, _ = grid_and_points((6, 5), seed=2)
+    xs = jnp.array([jnp.nan, jnp.inf, -jnp.inf, 2.5], jnp.float32)
+    ys = jnp.full(4, 1.5, jnp.float32)
+    nearest = map_coordinates(grid, [xs, ys], 1, "nearest")
+    assert np.isnan(nearest[0]) and np.isfinite(nearest[1:]).all()
+    np.testing.assert_allclose(nearest[1], 0.5 * (grid[5, 1] + grid[5, 2]), rtol=1e-5)
+    assert np.isnan(map_coordinates(grid, [xs, ys], 3, "wrap")[:3]).all()
+
+
+@pytest.mark.parametrize("mode", ["mirror", "reflect", "wrap"])
+@pytest.mark.parametrize("order", [2, 3, 4, 5])
+def test_spline_filter_agrees_with_scipy(order, mode):
+    x = np.random.default_rng(order).normal(size=(11, 13)).astype(np.float32)
+    scipy_mode = {"wrap": "grid-wrap"}.get(mode, mode)
+    np.testing.assert_allclose(
+        jax.jit(lambda x: spline_filter(x, order, mode))(x),
+        ndimage.spline_filter(x.astype(np.float64), order, mode=scipy_mode),
+        rtol=1e-4,
+        atol=1e-4,
+    )
+
+
+def test_filter_matrix_inverts_the_collocation():
+    matrix = tpu_formulation.filter_matrix(9, 3, tpu_formulation.HALF)
+    samples = np.random.default_rng(0).normal(size=9)
+    np.testing.assert_allclose(
+        matrix @ samples, ndimage.spline_filter1d(samples, 3, mode="reflect"), atol=1e-12
+    )
+
+
+def test_the_kernel_reads_each_points_row():
+    table = jnp.arange(40 * 8, dtype=jnp.float32).reshape(40, 8)
+    cell = jnp.array([0, 39, 17, 3, 3, 21], jnp.int32)
+    previous = tpu_kernels.INTERPRET
+    tpu_kernels.INTERPRET = previous or not ON_TPU
+    try:
+        rows = jax.jit(tpu_kernels.gather_rows)(table, cell)
+    finally:
+        tpu_kernels.INTERPRET = previous
+    np.testing.assert_array_equal(rows, np.asarray(table)[np.asarray(cell)].T)
+
+
+def test_the_scatter_kernel_adds_each_points_column_in_order():
+    cell = jnp.array([0, 39, 17, 3, 3, 21], jnp.int32)
+    contribution = jnp.arange(8 * 6, dtype=jnp.float32).reshape(8, 6)
+    previous = tpu_kernels.INTERPRET
+    tpu_kernels.INTERPRET = previous or not ON_TPU
+    try:
+        table = jax.jit(tpu_kernels.scatter_rows, static_argnums=2)(contribution, cell, 40)
+    finally:
+        tpu_kernels.INTERPRET = previous
+    expected = np.zeros((8, 40), np.float32)
+    np.add.at(expected.T, np.asarray(cell), np.asarray(contribution).T)
+    np.testing.assert_array_equal(table, expected)
+
+
+def test_a_table_too_large_for_the_kernel_is_read_in_slabs(monkeypatch):
+    """Order 3 on a grid whose whole tap table does not fit: one row of the
+    per-node table for each tap of axis 0."""
+    # The whole table takes 559 KiB here, the slabs 170 KiB.
+    monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 256 << 10)
+    if not ON_TPU:
+        monkeypatch.setattr(tpu_kernels, "INTERPRET", True)
+    slabs = []
+    read = tpu_formulation._slab_rows
+    monkeypatch.setattr(tpu_formulation, "_slab_rows", lambda *a: slabs.append(1) or read(*a))
+    grid, coords = grid_and_points((9, 8, 7), seed=11)
+    jax.clear_caches()
+    got = jax.jit(lambda g, c: map_coordinates(g, c, 3, "reflect"))(grid, coords)
+    assert slabs, "the slab path was not taken"
+    np.testing.assert_allclose(
+        got, scipy_values(grid, coords, 3, "reflect"), rtol=2e-4, atol=2e-4 * 4
+    )
