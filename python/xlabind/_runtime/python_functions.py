@@ -164,7 +164,7 @@ class PythonImplementation:
         host-callback transfers (python_on_tpu.py): no registry entry, since
         jax registers the host function with the program it lowers."""
         name = op.name
-        fn = self.function_for("tpu", name)
+        fn: Any = self.function_for("tpu", name)
         kwargs = call.kwargs.as_dict()
         if call.fn.vmap_method == "native":
             kwargs["batch_axes"] = call.batch_axes

@@ -86,7 +86,7 @@ def host_function(
     result_avals: Sequence[Any],
     *,
     in_place: bool,
-    out_builder: Callable[[list], Any] | None = None,
+    out_builder: Callable[[tuple], Any] | None = None,
     flatten: Callable[[Any], list] | None = None,
     aliases: Sequence[tuple[int, int]] = (),
     jaxbind: bool = False,

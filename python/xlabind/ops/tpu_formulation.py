@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -218,10 +219,10 @@ def tap_table(ext, k: int):
 
 def _tap_weights(weights: list[list]) -> jax.Array:
     """((k + 1)^ndim, points): the products of each axis' weights, in tap order."""
-    total = None
-    for axis_weights in weights:
-        w = jnp.stack(axis_weights)  # (k + 1, P)
-        total = w if total is None else (total[:, None, :] * w[None, :, :]).reshape(-1, w.shape[-1])
+    total = jnp.stack(weights[0])  # (k + 1, P)
+    for axis_weights in weights[1:]:
+        w = jnp.stack(axis_weights)
+        total = (total[:, None, :] * w[None, :, :]).reshape(-1, w.shape[-1])
     return total
 
 
@@ -437,8 +438,8 @@ def _filtered(x, order: int, boundary: int, axes, transpose: bool):
                 f"xlabind.ops.spline_filter on a TPU filters axes of up to "
                 f"{MAX_FILTER_LENGTH} samples; axis {axis} has {n}"
             )
-        matrix = filter_matrix(n, order, boundary)
-        matrix = jnp.asarray(matrix if transpose else matrix.T, x.dtype)
+        dense = filter_matrix(n, order, boundary)
+        matrix = jnp.asarray(dense if transpose else dense.T, x.dtype)
         x = jnp.moveaxis(
             jnp.matmul(jnp.moveaxis(x, axis, -1), matrix, precision=lax.Precision.HIGHEST),
             -1,
@@ -457,7 +458,7 @@ def spline_filter_transpose(x, *, order, boundary, axes, **_):
     return [_filtered(x, int(order), int(boundary), tuple(axes), transpose=True)]
 
 
-FORMULATIONS = {
+FORMULATIONS: dict[str, Callable[..., list]] = {
     "xlabind_map_coordinates": map_coordinates_gather,
     "xlabind_map_coordinates_transpose": map_coordinates_scatter,
     "xlabind_spline_filter": spline_filter,
