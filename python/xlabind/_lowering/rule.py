@@ -68,6 +68,7 @@ def _tpu_rule(ctx, *operands, call: Call):
     """On a TPU a call runs once per program, where jax's own callbacks run:
     XLA partitions no host transfer, so no sharding rule applies (the
     operands are gathered to the first device, as for jax.pure_callback)."""
+    _uncached_from_now_on()
     op = call.fn
     implementation = op.implementation
     if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
@@ -78,6 +79,18 @@ def _tpu_rule(ctx, *operands, call: Call):
     return _threading_token(op, emit)(ctx, *operands)
 
 
-# Not cacheable: each host transfer holds a channel of its own (jax registers
-# its own callbacks the same way).
-mlir.register_lowering(xlabind_call_p, _tpu_rule, platform="tpu", cacheable=False)
+def _uncached_from_now_on() -> None:
+    """Each host transfer of a TPU program needs a channel of its own, so two
+    alike calls must not share one lowering (jax registers its own callbacks
+    uncacheable). jax's flag is per primitive, not per platform, and its
+    uncached multi-platform lowering fails (jax 0.10), so it is set only once
+    a program is lowered for a TPU: the call being lowered is cached alone,
+    every later one lowers anew."""
+    global _TPU_SEEN
+    if not _TPU_SEEN:
+        _TPU_SEEN = True
+        mlir.register_lowering(xlabind_call_p, _tpu_rule, platform="tpu", cacheable=False)
+
+
+_TPU_SEEN = False
+mlir.register_lowering(xlabind_call_p, _tpu_rule, platform="tpu")
