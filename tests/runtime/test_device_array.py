@@ -138,7 +138,7 @@ def test_synchronising_needs_the_cuda_driver():
     # Asking for a consumer stream orders it after XLA's stream: a driver call.
     try:
         ctypes.CDLL("libcuda.so.1")
-        pytest.skip("this machine has a CUDA driver; tests/test_gpu.py covers it")
+        pytest.skip("this machine has a CUDA driver; tests/gpu/test_gpu.py covers it")
     except OSError:
         pass
     with pytest.raises(BufferError, match=r"CUDA driver \(libcuda.so.1\) is not installed"):
