@@ -57,7 +57,17 @@ def main() -> int:
 
     log("\n## Tests on the chip\n")
     os.chdir(REPO)
-    failed = pytest.main(["-q", "-rs", "-p", "no:cacheprovider", *(sys.argv[1:] or TPU_TESTS)])
+    out = pathlib.Path(os.environ.get("OUT", "."))
+    failed = pytest.main(
+        [
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            f"--junitxml={out.resolve() / 'tpu_tests.xml'}",  # each test's outcome
+            *(sys.argv[1:] or TPU_TESTS),
+        ]
+    )
     log(f"pytest exit status {int(failed)} after {time.perf_counter() - start:.0f} s")
 
     sys.path.insert(0, str(REPO / "tools"))
