@@ -41,10 +41,18 @@ class FfiTarget:
     platforms: tuple[str, ...] = ("cpu",)
     attributes: tuple[tuple[str, Any], ...] = ()
     takes_token: bool = False
+    #: What a TPU program lowers in the target's place (TPUs run no native
+    #: handlers): fn(*operands, result_avals, **attributes) -> list of results.
+    tpu_formulation: Callable[..., list] | None = None
 
 
 def ffi_target(
-    name: str, *, platforms=("cpu",), takes_token: bool = False, **attributes
+    name: str,
+    *,
+    platforms=("cpu",),
+    takes_token: bool = False,
+    tpu_formulation: Callable[..., list] | None = None,
+    **attributes,
 ) -> FfiTarget:
     """A registered XLA FFI target (typed API, api_version=1) to bind with
     :func:`xlabind.callback`, :func:`xlabind.linear`, :func:`xlabind.multilinear`
@@ -67,6 +75,12 @@ def ffi_target(
     ``effect="ordered"`` the handler receives a fresh token. Register
     targets first, e.g. with :func:`xlabind.register_ffi_targets`.
 
+    TPUs run no native handlers: a program lowered for a TPU refuses the
+    target, naming it, unless ``tpu_formulation`` gives the same computation
+    in JAX, ``fn(*operands, result_avals, **attributes) -> [results...]``
+    (``result_avals``: the results' shapes and dtypes; the attributes as
+    above), which a TPU program lowers in the target's place.
+
     Example:
       >>> import jax.numpy as jnp, xlabind
       >>> noop = xlabind.callback(xlabind.ffi_target("xlabind_noop"), lambda x: x)
@@ -85,8 +99,13 @@ def ffi_target(
         raise TypeError(
             f"xlabind.ffi_target({name!r}): takes_token must be a bool, got {takes_token!r}"
         )
+    if tpu_formulation is not None and not callable(tpu_formulation):
+        raise TypeError(
+            f"xlabind.ffi_target({name!r}): tpu_formulation must be callable, "
+            f"got {type(tpu_formulation).__name__}"
+        )
     frozen = tuple(sorted((k, freeze(v)) for k, v in attributes.items()))
-    return FfiTarget(name, platforms, frozen, takes_token)
+    return FfiTarget(name, platforms, frozen, takes_token, tpu_formulation)
 
 
 def is_native(fn: Any) -> TypeGuard[FfiTarget | Mapping[str, FfiTarget]]:
@@ -199,12 +218,6 @@ def check_targets(
             )
 
 
-#: XLA-level formulations of native targets, by target name, that a TPU
-#: program lowers in their place: fn(*operands, result_avals, **attributes)
-#: -> a list of results, written in JAX (xlabind.ops registers its kernels').
-TPU_FORMULATIONS: dict[str, Callable[..., list]] = {}
-
-
 def tpu_refusal(op_name: str, target_name: str) -> str:
     """Why a native target cannot run in a TPU program, and what to use."""
     return (
@@ -299,11 +312,13 @@ class NativeImplementation:
         ), None
 
     def _tpu_emitter(self, op, call):
-        """XLA on a TPU runs no user FFI handlers. A target with an XLA-level
-        formulation (TPU_FORMULATIONS: xlabind.ops's) lowers as it; any other
+        """XLA on a TPU runs no user FFI handlers. A target with a JAX
+        formulation (its tpu_formulation: xlabind.ops's) lowers as it; any other
         is refused, naming the target and what to use instead."""
         target = self.targets.get("cpu") or next(iter(self.targets.values()))
-        formulation = TPU_FORMULATIONS.get(target.name)
+        formulation = next(
+            (t.tpu_formulation for t in self.targets.values() if t.tpu_formulation), None
+        )
         if formulation is None:
             raise NotImplementedError(tpu_refusal(op.name, target.name))
         attributes = {**dict(target.attributes), **call.kwargs.as_dict()}

@@ -195,6 +195,7 @@ class PythonImplementation:
                 flatten=flatten,
                 aliases=call.aliases,
                 jaxbind=jaxbind,
+                check=checked_result,
             )
             results, token = _jax_internals.emit_host_callback(
                 ctx.replace(avals_out=avals_out),

@@ -5,7 +5,7 @@ A TPU program cannot hand its buffers to Python: XLA sends each operand to
 the host, calls this function on the NumPy copies, and receives the results
 back. The function behaves as the CPU handler's call does
 (ffi/common/python_call.cc): a returning function's results are checked and
-cast as on the CPU (python_functions.checked_result); an in-place one writes
+cast as on the CPU (the check python_functions.py passes in); an in-place one writes
 into host arrays that become the results, which must come back filled (the
 same first/last-element sentinel check, switched by
 xlabind.testing.set_unwritten_result_checks), and must return None; an
@@ -90,12 +90,13 @@ def host_function(
     flatten: Callable[[Any], list] | None = None,
     aliases: Sequence[tuple[int, int]] = (),
     jaxbind: bool = False,
+    check: Callable[..., np.ndarray],
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """host(*operands) -> results: `fn` called on host copies of a TPU
     program's operands. `aliases` are (operand, result) pairs whose result
-    starts as a copy of the operand (an in-place update)."""
-    from xlabind._runtime.python_functions import checked_result  # it imports this module
-
+    starts as a copy of the operand (an in-place update). `check(name,
+    index, value, dtype, shape)` is the CPU call's check of a returned result
+    (python_functions.checked_result)."""
     shapes = [(tuple(a.shape), np.dtype(a.dtype)) for a in result_avals]
     aliased = {j: i for i, j in aliases}
 
@@ -104,7 +105,7 @@ def host_function(
             assert flatten is not None
             values = flatten(fn(*operands, **kwargs))
             return [
-                np.asarray(checked_result(name, i, v, dtype, shape), dtype)
+                np.asarray(check(name, i, v, dtype, shape), dtype)
                 for i, (v, (shape, dtype)) in enumerate(zip(values, shapes))
             ]
         results = [np.empty(shape, dtype) for shape, dtype in shapes]

@@ -12,12 +12,6 @@ Bazel target on @xlabind//python:xlabind_core), every op says that instead.
 
 import xlabind
 from xlabind._runtime.extension import mark_unavailable
-from xlabind._runtime.native_targets import TPU_FORMULATIONS
-from xlabind.ops import tpu_formulation
-
-# TPUs run no native handlers: there the targets lower as their JAX
-# formulations (tpu_formulation.py), whether or not the modules loaded.
-TPU_FORMULATIONS.update(tpu_formulation.FORMULATIONS)
 
 #: The FFI targets xlabind.ops calls: what the CPU module registers
 #: (tests/native/test_native_targets.py holds the two equal).

@@ -31,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import xlabind
+from xlabind.ops import tpu_formulation
 from xlabind.ops.spline_filter import checked_order, spline_filter
 
 # jax's mode names, read as jax reads them at every order ("constant" and
@@ -49,8 +50,17 @@ _MODES = {
 # SciPy pads this much before filtering for "nearest" (edge values) and
 # "grid-constant" (cval), whose extensions no recursion starts from exactly.
 _SPLINE_PAD = 12
-_GATHER = xlabind.ffi_target("xlabind_map_coordinates", platforms=("cpu", "cuda"))
-_SCATTER = xlabind.ffi_target("xlabind_map_coordinates_transpose", platforms=("cpu", "cuda"))
+# On TPUs, which run no native handlers, the same computations in JAX.
+_GATHER = xlabind.ffi_target(
+    "xlabind_map_coordinates",
+    platforms=("cpu", "cuda"),
+    tpu_formulation=tpu_formulation.map_coordinates_gather,
+)
+_SCATTER = xlabind.ffi_target(
+    "xlabind_map_coordinates_transpose",
+    platforms=("cpu", "cuda"),
+    tpu_formulation=tpu_formulation.map_coordinates_scatter,
+)
 
 
 #: Whether the kernels declare their sharding rule (always, but for

@@ -21,9 +21,19 @@ import numpy as np
 from jax.typing import ArrayLike
 
 import xlabind
+from xlabind.ops import tpu_formulation
 
-_FILTER = xlabind.ffi_target("xlabind_spline_filter", platforms=("cpu", "cuda"))
-_FILTER_TRANSPOSE = xlabind.ffi_target("xlabind_spline_filter_transpose", platforms=("cpu", "cuda"))
+# On TPUs, which run no native handlers, the same computations in JAX.
+_FILTER = xlabind.ffi_target(
+    "xlabind_spline_filter",
+    platforms=("cpu", "cuda"),
+    tpu_formulation=tpu_formulation.spline_filter,
+)
+_FILTER_TRANSPOSE = xlabind.ffi_target(
+    "xlabind_spline_filter_transpose",
+    platforms=("cpu", "cuda"),
+    tpu_formulation=tpu_formulation.spline_filter_transpose,
+)
 
 #: Each mode's extension of the signal, as the filter's recursions start from
 #: it (line_filter.h): 0 mirror (whole-sample symmetric), 1 reflect

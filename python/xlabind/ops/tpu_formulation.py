@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -456,11 +455,3 @@ def spline_filter(x, *, order, boundary, axes, **_):
 def spline_filter_transpose(x, *, order, boundary, axes, **_):
     """xlabind_spline_filter_transpose: its transpose."""
     return [_filtered(x, int(order), int(boundary), tuple(axes), transpose=True)]
-
-
-FORMULATIONS: dict[str, Callable[..., list]] = {
-    "xlabind_map_coordinates": map_coordinates_gather,
-    "xlabind_map_coordinates_transpose": map_coordinates_scatter,
-    "xlabind_spline_filter": spline_filter,
-    "xlabind_spline_filter_transpose": spline_filter_transpose,
-}
