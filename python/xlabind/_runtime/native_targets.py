@@ -42,7 +42,7 @@ class FfiTarget:
     attributes: tuple[tuple[str, Any], ...] = ()
     takes_token: bool = False
     #: What a TPU program lowers in the target's place (TPUs run no native
-    #: handlers): fn(*operands, result_avals, **attributes) -> list of results.
+    #: handlers): ``fn(*operands, result_avals, **attributes)``, a list of results.
     tpu_formulation: Callable[..., list] | None = None
 
 
