@@ -235,3 +235,21 @@ def test_python_m_xlabind_reports_the_tpu():
     (tpu,) = [line for line in lines if line.startswith("TPU (")]
     assert "Python functions run on the host" in tpu
     assert "native FFI targets cannot run" in tpu
+
+
+def test_a_native_target_with_a_tpu_formulation_lowers_as_it():
+    def doubled(x, *, result_avals, scale):
+        assert [a.shape for a in result_avals] == [x.shape]
+        return [x * scale]
+
+    target = xlabind.ffi_target("xlabind_noop", tpu_formulation=doubled)
+    op = xlabind.linear(target, target, lambda x, **_: x, name="scaled")
+    x = jnp.arange(3.0)
+    np.testing.assert_allclose(jax.jit(lambda x: op(x, scale=2.0))(x), 2 * x)
+    with pytest.raises(TypeError, match=r"tpu_formulation must be callable"):
+        xlabind.ffi_target("xlabind_noop", tpu_formulation=1)
+
+
+def test_registering_handlers_for_tpus_is_refused():
+    with pytest.raises(ValueError, match=r"platform 'tpu' runs no native FFI handlers"):
+        xlabind.register_ffi_targets({"tpu": {}})
