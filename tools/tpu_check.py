@@ -10,7 +10,7 @@ report (`python -m xlabind`), the TPU test files on the chip
 (tests/tpu/, or the files named), then the benchmark's TPU rows (tools/benchmarks/tpu_calls.py,
 tpu_ops.py). Every line goes to stdout and, as it comes,
 to $OUT/tpu_check.md (else ./tpu_check.md), so a time box loses nothing
-already measured. Exits 1 when a test failed. About 2 minutes on a v5e
+already measured. Exits 1 when a test failed. About 6 minutes on a v5e
 (2026-12-05), start-up of the chip included.
 """
 
