@@ -13,12 +13,16 @@ extension's range (clamped for constant and nearest, whose far nodes all
 read alike; taken modulo the period for the periodic modes, where a
 mirrored run of nodes is read backwards with its weights reversed). Where
 the packed table fits the chip's vector memory, a Pallas kernel loads the
-rows there (tpu_kernels.py); elsewhere an XLA gather reads them, and a
-table too large for memory falls back to one gather per node.
+rows there (tpu_kernels.py); where only a table per node of axis 0 fits,
+the kernel reads k + 1 rows of it a point; elsewhere an XLA gather reads
+the table, and a table too large for memory falls back to one gather per
+node.
 
-The transposes (the grid's gradient) are the JAX derivative of the XLA
-formulation; the spline filter is a dense matrix per axis (its exact
-inverse collocation matrix), applied with full float32 precision.
+The grid's gradient (the transpose) adds each point's weighted cotangent
+into its row by the kernels' scatter where the table fits, else it is the
+JAX derivative of one gather per node. The spline filter is a dense matrix
+per axis (its exact inverse collocation matrix), applied with full float32
+precision. The ops' targets carry these as their `tpu_formulation`.
 """
 
 from __future__ import annotations
