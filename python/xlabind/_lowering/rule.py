@@ -20,18 +20,27 @@ from xlabind._primitive.primitive import Call, xlabind_call_p
 
 def _lowering_for(platform: str):
     def rule(ctx, *operands, call: Call):
-        op = call.fn
-        implementation = op.implementation
-        if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
-            raise implementation.export_error(op.name)
-        if op.effect == "ordered" and partitioning.spans_devices(ctx):
+        _refuse_export(ctx, call)
+        if call.fn.effect == "ordered" and partitioning.spans_devices(ctx):
             return partitioning.lower_on_first_device(ctx, call, operands)
-        emit, keepalive = implementation.emitter(platform, op, call)
-        if keepalive is not None:
-            ctx.module_context.add_keepalive(keepalive)
-        return partitioning.lower(ctx, call, operands, _threading_token(op, emit))
+        return partitioning.lower(ctx, call, operands, _emitter(ctx, call, platform))
 
     return rule
+
+
+def _refuse_export(ctx, call: Call) -> None:
+    implementation = call.fn.implementation
+    if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
+        raise implementation.export_error(call.fn.name)
+
+
+def _emitter(ctx, call: Call, platform: str):
+    """The implementation's emit(ctx, *operands) for `platform`, its keepalive
+    handed to the program being lowered."""
+    emit, keepalive = call.fn.implementation.emitter(platform, call.fn, call)
+    if keepalive is not None:
+        ctx.module_context.add_keepalive(keepalive)
+    return _threading_token(call.fn, emit)
 
 
 def _threading_token(op, emit):
@@ -69,14 +78,8 @@ def _tpu_rule(ctx, *operands, call: Call):
     XLA partitions no host transfer, so no sharding rule applies (the
     operands are gathered to the first device, as for jax.pure_callback)."""
     _uncached_from_now_on()
-    op = call.fn
-    implementation = op.implementation
-    if ctx.module_context.lowering_parameters.for_export and not implementation.exportable:
-        raise implementation.export_error(op.name)
-    emit, keepalive = implementation.emitter("tpu", op, call)
-    if keepalive is not None:
-        ctx.module_context.add_keepalive(keepalive)
-    return _threading_token(op, emit)(ctx, *operands)
+    _refuse_export(ctx, call)
+    return _emitter(ctx, call, "tpu")(ctx, *operands)
 
 
 def _uncached_from_now_on() -> None:

@@ -168,10 +168,9 @@ class PythonImplementation:
         kwargs = call.kwargs.as_dict()
         if call.fn.vmap_method == "native":
             kwargs["batch_axes"] = call.batch_axes
-        jaxbind = getattr(fn, "xlabind_convention", None) == "jaxbind"
+        jaxbind = _is_jaxbind(fn)
         if jaxbind:
-            if fn.__qualname__ not in name:
-                name = f"{fn.__qualname__} ({name})"
+            name = _jaxbind_name(fn, name)
             fn = fn.in_place_function()
         in_place = self.in_place or jaxbind
         out_tree = call.out_tree
@@ -231,9 +230,8 @@ class PythonImplementation:
         def entry(callable, name, **options):
             return _extension.CallbackEntry(callable, name, preferred_key=preferred, **options)
 
-        if getattr(fn, "xlabind_convention", None) == "jaxbind":  # xlabind.jaxbind's callbacks
-            if fn.__qualname__ not in name:  # a transpose, JVP or VJP: name the callback too
-                name = f"{fn.__qualname__} ({name})"
+        if _is_jaxbind(fn):
+            name = _jaxbind_name(fn, name)
             if platform == "cpu":
                 return entry(fn.callback, name, jaxbind_kwargs_dump=fn.kwargs_dump(kwargs))
             fn = fn.in_place_function()
@@ -260,6 +258,17 @@ class PythonImplementation:
                 fn, name, kwargs, flatten, aliased=frozenset(j for _, j in aliases)
             )
         return entry(adapter, name)
+
+
+def _is_jaxbind(fn: Any) -> bool:
+    """Whether `fn` is one of xlabind.jaxbind's callbacks."""
+    return getattr(fn, "xlabind_convention", None) == "jaxbind"
+
+
+def _jaxbind_name(fn: Any, name: str) -> str:
+    """The name errors give a jaxbind callback: a transpose, JVP or VJP is
+    named by the callback too."""
+    return name if fn.__qualname__ in name else f"{fn.__qualname__} ({name})"
 
 
 def preferred_key(platform: str, name: str, fn: Callable, signature: tuple) -> int:
