@@ -60,15 +60,22 @@ def _kernel(block: int, taps: int):
     return kernel
 
 
-def _packed_shape(cells: int, taps: int) -> tuple[int, int]:
+def _packed_rows(cells: int, taps: int) -> int:
+    """Rows of 128 lanes that hold `cells` cells of `taps` each, in whole tiles of 8."""
     rows = -(-cells // (_LANES // taps))
-    return -(-rows // 8) * 8, _LANES
+    return -(-rows // 8) * 8
 
 
-def _blocks(points: int) -> tuple[int, int]:
-    """(points a block, points padded to whole blocks)."""
+def _point_blocks(cell, taps: int):
+    """(points a block, points padded to whole blocks, each padded point's
+    packed row, its cell's place in the row as (1, padded)): the operands
+    both kernels take first."""
+    points = cell.shape[0]
     block = _BLOCK if points >= _BLOCK else -(-points // _LANES) * _LANES
-    return block, -(-points // block) * block
+    padded = -(-points // block) * block
+    cell = jnp.pad(cell, (0, padded - points))
+    per_row = _LANES // taps
+    return block, padded, cell // per_row, (cell % per_row).reshape(1, padded)
 
 
 def _scatter_kernel(block: int, taps: int):
@@ -104,10 +111,8 @@ def scatter_rows(contribution, cell, cells: int):
     from jax.experimental.pallas import tpu as pltpu
 
     taps, points = contribution.shape
-    per_row = _LANES // taps
-    rows, _ = _packed_shape(cells, taps)
-    block, padded = _blocks(points)
-    cell = jnp.pad(cell, (0, padded - points))
+    rows = _packed_rows(cells, taps)
+    block, padded, row, sub = _point_blocks(cell, taps)
     contribution = jnp.pad(contribution, ((0, 0), (0, padded - points)))  # adds zeros
     packed = pl.pallas_call(
         _scatter_kernel(block, taps),
@@ -124,7 +129,7 @@ def scatter_rows(contribution, cell, cells: int):
             vmem_limit_bytes=100 << 20, dimension_semantics=("arbitrary",)
         ),
         interpret=INTERPRET,
-    )(cell // per_row, (cell % per_row).reshape(1, padded), contribution)
+    )(row, sub, contribution)
     return packed.reshape(-1)[: cells * taps].reshape(cells, taps).T
 
 
@@ -134,12 +139,10 @@ def gather_rows(table, cell):
     from jax.experimental.pallas import tpu as pltpu
 
     cells, taps = table.shape
-    per_row = _LANES // taps
-    rows, _ = _packed_shape(cells, taps)
+    rows = _packed_rows(cells, taps)
     packed = jnp.pad(table.reshape(-1), (0, rows * _LANES - table.size)).reshape(rows, _LANES)
     points = cell.shape[0]
-    block, padded = _blocks(points)
-    cell = jnp.pad(cell, (0, padded - points))
+    block, padded, row, sub = _point_blocks(cell, taps)
     out = pl.pallas_call(
         _kernel(block, taps),
         grid=(padded // block,),
@@ -153,5 +156,5 @@ def gather_rows(table, cell):
         scratch_shapes=[pltpu.VMEM((block, _LANES), table.dtype)],
         compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 << 20),
         interpret=INTERPRET,
-    )(cell // per_row, (cell % per_row).reshape(1, padded), packed)
+    )(row, sub, packed)
     return out[:, :points]
