@@ -57,6 +57,7 @@ def main() -> int:
 
     log("\n## Tests on the chip\n")
     os.chdir(REPO)
+    sys.path.insert(0, str(REPO / "tests" / "support"))  # what the TPU tests share
     out = pathlib.Path(os.environ.get("OUT", "."))
     failed = pytest.main(
         [
@@ -70,8 +71,9 @@ def main() -> int:
     )
     log(f"pytest exit status {int(failed)} after {time.perf_counter() - start:.0f} s")
 
-    sys.path.insert(0, str(REPO / "tools"))
-    from benchmarks import tpu_calls, tpu_ops
+    sys.path.insert(0, str(REPO / "tools" / "benchmarks"))  # its modules import each other
+    import tpu_calls
+    import tpu_ops
 
     log("\n## Cost of a call (medians)\n")
     for line in tpu_calls.table_lines():

@@ -10,32 +10,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.interpreters import mlir
+from tpu_lowering import ON_TPU, tpu_rule_for_cpu_programs
 
 import xlabind
 from xlabind import jaxbind
-from xlabind._lowering import rule
-from xlabind._primitive.primitive import xlabind_call_p
 
-ON_TPU = jax.default_backend() == "tpu"
 chip_only = pytest.mark.skipif(
     not ON_TPU, reason="needs a TPU chip (tools/tpu_check.py runs it on one)"
 )
 
 
 @pytest.fixture(autouse=True, scope="module")
-def tpu_lowering():
-    """Off a TPU, CPU programs lower xlabind's calls with the TPU rule."""
-    if ON_TPU:
+def tpu_rule():
+    with tpu_rule_for_cpu_programs():
         yield
-        return
-    mlir.register_lowering(xlabind_call_p, rule._tpu_rule, platform="cpu", cacheable=False)
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        mlir.register_lowering(xlabind_call_p, rule._lowering_for("cpu"), platform="cpu")
-        jax.clear_caches()
 
 
 def sigmoid(x):

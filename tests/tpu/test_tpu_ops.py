@@ -10,13 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.ndimage as ndimage
-from jax.interpreters import mlir
+from tpu_lowering import ON_TPU, tpu_rule_for_cpu_programs
 
-from xlabind._lowering import rule
-from xlabind._primitive.primitive import xlabind_call_p
 from xlabind.ops import map_coordinates, spline_filter, tpu_formulation, tpu_kernels
 
-ON_TPU = jax.default_backend() == "tpu"
 MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
 # SciPy's names for jax's reading of the modes.
 SCIPY_MODES = {
@@ -29,20 +26,9 @@ SCIPY_MODES = {
 
 
 @pytest.fixture(autouse=True, scope="module")
-def tpu_lowering():
-    """Off a TPU, CPU programs lower xlabind's calls with the TPU rule."""
-    if ON_TPU:
+def tpu_rule():
+    with tpu_rule_for_cpu_programs():
         yield
-        return
-    mlir.register_lowering(xlabind_call_p, rule._tpu_rule, platform="cpu", cacheable=False)
-    tpu_kernels.INTERPRET = True
-    jax.clear_caches()
-    try:
-        yield
-    finally:
-        tpu_kernels.INTERPRET = False
-        mlir.register_lowering(xlabind_call_p, rule._lowering_for("cpu"), platform="cpu")
-        jax.clear_caches()
 
 
 def grid_and_points(shape, points=300, seed=0, outside=3.0):
