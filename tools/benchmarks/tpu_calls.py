@@ -49,6 +49,9 @@ def programs() -> dict[str, Callable]:
     }
 
 
+ROUND_TRIP = "np.asarray + device_put, outside a program"
+
+
 def _round_trip(x):
     return jax.device_put(np.asarray(x), x.devices().pop())
 
@@ -59,36 +62,44 @@ def rows(rounds: int = 15) -> Iterator[dict]:
     for n in SIZES:
         x = jnp.linspace(0.0, 1.0, n, dtype=jnp.float32)
         expected = np.asarray(x) * np.float32(1.0001) ** CHAINED
-        times: dict[str, list[float]] = {name: [] for name in cases}
         for name, program in cases.items():
             np.testing.assert_allclose(program(x), expected, rtol=1e-5, err_msg=name)
-        trips = []
-        order = list(cases)
-        rng = random.Random(n)
-        for _ in range(rounds):
-            rng.shuffle(order)
-            for name in order:
-                start = time.perf_counter()
-                cases[name](x).block_until_ready()
-                times[name].append(time.perf_counter() - start)
+        ms = interleaved_medians({**cases, ROUND_TRIP: _round_trip}, (x,), rounds, seed=n)
+        failures = [f"{name}: {m}" for name, m in ms.items() if isinstance(m, str)]
+        if failures:
+            raise RuntimeError("; ".join(failures))
+        base = ms["jax.pure_callback"]
+        for name, median in ms.items():
+            assert isinstance(median, float)
+            program_ms = median if name == ROUND_TRIP else median / CHAINED
+            ratio = float("nan") if name == ROUND_TRIP else median / base
+            yield {"n": n, "case": name, "ms_per_call": program_ms, "ratio": ratio}
+
+
+def interleaved_medians(
+    programs: dict[str, Callable], args, rounds: int, seed: int = 0
+) -> dict[str, float | str]:
+    """Median milliseconds of each program on `args`, timed interleaved in a
+    fresh order each round, or why it could not run (one that fails, out of
+    memory say, leaves the others timed)."""
+    failed: dict[str, float | str] = {}
+    programs = dict(programs)
+    for name, f in list(programs.items()):
+        try:
+            jax.block_until_ready(f(*args))
+        except Exception as error:
+            failed[name] = f"failed: {type(error).__name__}: {str(error)[:160]}"
+            del programs[name]
+    times: dict[str, list[float]] = {name: [] for name in programs}
+    order = list(programs)
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(order)
+        for name in order:
             start = time.perf_counter()
-            _round_trip(x).block_until_ready()
-            trips.append(time.perf_counter() - start)
-        base = float(np.median(times["jax.pure_callback"]))
-        for name, ts in times.items():
-            median = float(np.median(ts))
-            yield {
-                "n": n,
-                "case": name,
-                "ms_per_call": median / CHAINED * 1e3,
-                "ratio": median / base,
-            }
-        yield {
-            "n": n,
-            "case": "np.asarray + device_put, outside a program",
-            "ms_per_call": float(np.median(trips)) * 1e3,
-            "ratio": float("nan"),
-        }
+            jax.block_until_ready(programs[name](*args))
+            times[name].append(time.perf_counter() - start)
+    return {**{name: float(np.median(t)) * 1e3 for name, t in times.items()}, **failed}
 
 
 def table_lines() -> Iterator[str]:

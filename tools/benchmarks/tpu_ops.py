@@ -6,13 +6,12 @@ median. tools/tpu_check.py runs it on the TPU machine."""
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Iterator
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from tpu_calls import interleaved_medians
 
 from xlabind.ops import map_coordinates
 
@@ -41,28 +40,6 @@ def _programs(n: int) -> dict[str, Callable]:
     return programs
 
 
-def _timed(programs: dict[str, Callable], args, rounds: int) -> dict[str, float | str]:
-    """Median milliseconds of each program, or why it could not run (one that
-    fails, out of memory say, leaves the others timed)."""
-    failed: dict[str, float | str] = {}
-    for name, f in list(programs.items()):
-        try:
-            jax.block_until_ready(f(*args))
-        except Exception as error:
-            failed[name] = f"failed: {type(error).__name__}: {str(error)[:160]}"
-            del programs[name]
-    times: dict[str, list[float]] = {name: [] for name in programs}
-    order = list(programs)
-    rng = random.Random(0)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for name in order:
-            start = time.perf_counter()
-            jax.block_until_ready(programs[name](*args))
-            times[name].append(time.perf_counter() - start)
-    return {**{name: float(np.median(t)) * 1e3 for name, t in times.items()}, **failed}
-
-
 def table_lines(rounds: int = 7) -> Iterator[str]:
     yield f"| grid (float32) | case ({POINTS} random points, mode {MODE}) | ms | ratio |"
     yield "| --- | --- | --- | --- |"
@@ -78,7 +55,7 @@ def table_lines(rounds: int = 7) -> Iterator[str]:
             rtol=1e-4,
             atol=1e-4,
         )
-        ms = _timed(programs, (grid, coords), rounds)
+        ms = interleaved_medians(programs, (grid, coords), rounds)
         speedups = {
             "xlabind order 1": ("jax order 1", "x faster than jax"),
             "xlabind order 1, grid gradient": ("jax order 1, grid gradient", "x faster than jax"),
