@@ -196,11 +196,36 @@ def test_a_table_too_large_for_the_kernel_is_read_in_slabs(monkeypatch):
         monkeypatch.setattr(tpu_kernels, "INTERPRET", True)
     slabs = []
     read = tpu_formulation._slab_rows
-    monkeypatch.setattr(tpu_formulation, "_slab_rows", lambda *a: slabs.append(1) or read(*a))
+    monkeypatch.setattr(
+        tpu_formulation, "_slab_rows", lambda *a, **kw: slabs.append(1) or read(*a, **kw)
+    )
     grid, coords = grid_and_points((9, 8, 7), seed=11)
     jax.clear_caches()
     got = jax.jit(lambda g, c: map_coordinates(g, c, 3, "reflect"))(grid, coords)
     assert slabs, "the slab path was not taken"
     np.testing.assert_allclose(
         got, scipy_values(grid, coords, 3, "reflect"), rtol=2e-4, atol=2e-4 * 4
+    )
+
+
+@pytest.mark.parametrize(
+    "max_taps, route", [(64, "whole"), (16, "slabs"), (8, "per node")], ids=str
+)
+def test_wide_tables_beyond_the_kernels_take_the_gather_that_fits(monkeypatch, max_taps, route):
+    """Without the kernels (a table too large for vector memory), rows wider
+    than MAX_GATHER_TAPS are not gathered whole (on a v5e that asked for
+    66 GB at order 3): 64 taps go through the 16-tap slabs, or node by node."""
+    monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
+    monkeypatch.setattr(tpu_formulation, "MAX_GATHER_TAPS", max_taps)
+    widths = []
+    gather = tpu_formulation._gather
+    monkeypatch.setattr(
+        tpu_formulation, "_gather", lambda t, c: widths.append(t.shape[0]) or gather(t, c)
+    )
+    grid, coords = grid_and_points((9, 8, 7), seed=12)
+    jax.clear_caches()
+    got = jax.jit(lambda g, c: map_coordinates(g, c, 3, "mirror"))(grid, coords)
+    assert widths == {"whole": [64], "slabs": [16], "per node": []}[route]
+    np.testing.assert_allclose(
+        got, scipy_values(grid, coords, 3, "mirror"), rtol=2e-4, atol=2e-4 * 4
     )

@@ -15,8 +15,8 @@ mirrored run of nodes is read backwards with its weights reversed). Where
 the packed table fits the chip's vector memory, a Pallas kernel loads the
 rows there (tpu_kernels.py); where only a table per node of axis 0 fits,
 the kernel reads k + 1 rows of it a point; elsewhere an XLA gather reads
-the table, and a table too large for memory falls back to one gather per
-node.
+the table (or the per-node tables) where its rows are narrow enough
+(MAX_GATHER_TAPS), else one gather per node.
 
 The grid's gradient (the transpose) adds each point's weighted cotangent
 into its row by the kernels' scatter where the table fits, else it is the
@@ -42,6 +42,10 @@ CONSTANT, NEAREST, WRAP, MIRROR, REFLECT = range(5)
 WHOLE, HALF, PERIODIC = range(3)  # spline_filter's boundaries
 #: A tap table beyond this many elements is not built (one gather per node instead).
 MAX_TABLE_ELEMENTS = 1 << 28
+#: The widest rows an XLA gather reads from a tap table on a TPU. Measured on
+#: a v5e at 2^20 points: 27 taps (order 2 at 128^3) take 1 GB of temporaries,
+#: 64 (order 3 at 100^3) and 216 (order 5 at 64^3) ask for 66 and 89 GB.
+MAX_GATHER_TAPS = 32
 #: spline_filter's dense matrices: the longest axis they filter.
 MAX_FILTER_LENGTH = 4096
 
@@ -253,7 +257,8 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
     cells = grid_shape[0] * math.prod(m - k for m in ext_shape[1:])
     if not (tpu_kernels.available() and dtype == jnp.float32):
         return None
-    if not tpu_kernels.fits(jax.ShapeDtypeStruct((taps, cells), dtype)):
+    table = jax.ShapeDtypeStruct((taps, cells), dtype)
+    if not tpu_kernels.fits(table, tpu_kernels.MAX_SCATTER_TABLE_BYTES):
         return None
     _, cell, weights, nan = _geometry(ext_shape, coords, k, mode, derivative, grid_shape)
     ct = cotangent.reshape(-1).astype(dtype)
@@ -279,23 +284,39 @@ def _slab_table(ext, k: int):
     return per_node.reshape(per_node.shape[0], -1)
 
 
+def _shape(shape, like):
+    return jax.ShapeDtypeStruct(shape, like.dtype)
+
+
 def _slab_fits(ext, k: int) -> bool:
     taps = (k + 1) ** (ext.ndim - 2)
     cells = ext.shape[0] * ext.shape[1] * math.prod(m - k for m in ext.shape[2:])
     return tpu_kernels.fits(jax.ShapeDtypeStruct((taps, cells), ext.dtype))
 
 
-def _slab_rows(ext, k: int, first, cell, cells: int):
+def _slab_rows(ext, k: int, first, cell, cells: int, use_kernel: bool):
     """((k + 1)^ndim, points) through the slab table: row (first + l) of axis
-    0 for each tap l, in one kernel call for all of them."""
+    0 for each tap l, in one kernel call (or one gather) for all of them."""
     rest = math.prod(m - k for m in ext.shape[2:])
     within = cell % cells  # the cell in its batch element's table
     element = cell // cells
     rest_cell = within % rest
     slab = [(element * ext.shape[1] + first + tap) * rest + rest_cell for tap in range(k + 1)]
-    rows = tpu_kernels.gather_rows(_slab_table(ext, k).T, jnp.concatenate(slab))
+    table = _slab_table(ext, k)
+    if use_kernel:
+        rows = tpu_kernels.gather_rows(table.T, jnp.concatenate(slab))
+    else:
+        rows = _gather(table, jnp.concatenate(slab))
     taps = rows.shape[0]
     return rows.reshape(taps, k + 1, -1).transpose(1, 0, 2).reshape((k + 1) * taps, -1)
+
+
+def _gather(table, cell):
+    """(taps, points): column `cell[p]` of `table`, by an XLA gather."""
+    # Held as an array of its own: XLA on a TPU otherwise folds the gather
+    # into the slices the table is made of, reading a whole line of cells
+    # per point.
+    return jnp.take(lax.optimization_barrier(table), cell, axis=1, mode="clip")
 
 
 def _interpolate(
@@ -312,17 +333,24 @@ def _interpolate(
     cells = math.prod(m - k for m in ext.shape[1:])
     element = jnp.arange(batch, dtype=jnp.int32)[:, None]
     taps = (k + 1) ** ndim
-    if batch * cells * taps <= MAX_TABLE_ELEMENTS and not per_node:
+    slab_taps = (k + 1) ** (ndim - 1)
+    slab_elements = slab_taps * batch * ext.shape[1] * cells // (ext.shape[1] - k)
+    whole = not per_node and batch * cells * taps <= MAX_TABLE_ELEMENTS and taps <= MAX_GATHER_TAPS
+    slabs = not per_node and ndim > 1 and slab_elements <= MAX_TABLE_ELEMENTS
+    first_node = axes[0][0].reshape(-1)
+    if not per_node and use_kernel and tpu_kernels.fits(_shape((taps, batch * cells), grid)):
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
-        if use_kernel and tpu_kernels.fits(table):
-            rows = tpu_kernels.gather_rows(table.T, cell)  # (taps, points)
-        elif use_kernel and ndim > 1 and _slab_fits(ext, k):
-            rows = _slab_rows(ext, k, axes[0][0].reshape(-1), cell, cells)
-        else:
-            # Held as an array of its own: XLA on a TPU otherwise folds the
-            # gather into the slices the table is made of, reading a whole
-            # line of cells per point (25 GB for order 3 at 64^3, measured).
-            rows = jnp.take(lax.optimization_barrier(table), cell, axis=1, mode="clip")
+        rows = tpu_kernels.gather_rows(table.T, cell)  # (taps, points)
+    elif slabs and use_kernel and _slab_fits(ext, k):
+        rows = _slab_rows(ext, k, first_node, cell, cells, use_kernel=True)
+    elif whole:
+        table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
+        rows = _gather(table, cell)
+    elif slabs and slab_taps <= MAX_GATHER_TAPS:
+        rows = _slab_rows(ext, k, first_node, cell, cells, use_kernel=False)
+    else:
+        rows = None
+    if rows is not None:
         values = jnp.sum(rows * weights, axis=0)
     else:  # one gather per node, from the extended grids
         flat = ext.reshape(-1)

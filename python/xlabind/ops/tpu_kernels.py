@@ -20,8 +20,10 @@ from jax import lax
 
 #: Run the kernel interpreted off a TPU (tests set it; CPU programs never need it).
 INTERPRET = False
-#: The most vector memory the packed table may take (it is double-buffered).
-MAX_TABLE_BYTES = 32 << 20
+#: The most vector memory (128 MiB on a v5e) a packed table may take: the
+#: gather holds one copy of it, the scatter two (Pallas double-buffers outputs).
+MAX_TABLE_BYTES = 64 << 20
+MAX_SCATTER_TABLE_BYTES = 32 << 20
 _LANES = 128
 _BLOCK = 2048
 
@@ -31,20 +33,31 @@ def available() -> bool:
     return INTERPRET or jax.default_backend() == "tpu"
 
 
-def fits(table) -> bool:
-    """Whether `table` (taps, cells) packs into rows the kernel holds."""
+def fits(table, limit: int | None = None) -> bool:
+    """Whether `table` (taps, cells) packs into rows the kernel holds (in
+    `limit` bytes, else MAX_TABLE_BYTES)."""
     taps = table.shape[0]
+    limit = MAX_TABLE_BYTES if limit is None else limit
     if taps > _LANES or _LANES % taps:
         return False
-    return table.size * table.dtype.itemsize <= MAX_TABLE_BYTES and table.dtype == jnp.float32
+    return table.size * table.dtype.itemsize <= limit and table.dtype == jnp.float32
 
 
 def _kernel(block: int, taps: int):
     from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
 
     per_row = _LANES // taps
 
-    def kernel(row_ref, sub_ref, table_ref, out_ref, rows_ref):
+    def kernel(row_ref, sub_ref, table_hbm, out_ref, table_ref, rows_ref, copied):
+        # One copy of the table, made before the first block (a BlockSpec'd
+        # input would be double-buffered: half the table that fits).
+        @pl.when(pl.program_id(0) == 0)
+        def _():
+            copy = pltpu.make_async_copy(table_hbm, table_ref, copied)
+            copy.start()
+            copy.wait()
+
         def load(i, carry):
             rows_ref[pl.ds(i, 1), :] = table_ref[pl.ds(row_ref[i], 1), :]
             return carry
@@ -149,12 +162,19 @@ def gather_rows(table, cell):
         in_specs=[
             pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
             pl.BlockSpec((1, block), lambda b: (0, b)),
-            pl.BlockSpec((rows, _LANES), lambda b: (0, 0)),
+            pl.BlockSpec(memory_space=pl.ANY),
         ],
         out_specs=pl.BlockSpec((taps, block), lambda b: (0, b)),
         out_shape=jax.ShapeDtypeStruct((taps, padded), table.dtype),
-        scratch_shapes=[pltpu.VMEM((block, _LANES), table.dtype)],
-        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=100 << 20),
+        scratch_shapes=[
+            pltpu.VMEM((rows, _LANES), table.dtype),
+            pltpu.VMEM((block, _LANES), table.dtype),
+            pltpu.SemaphoreType.DMA,
+        ],
+        # Sequential blocks: the first one copies the table for the rest.
+        compiler_params=pltpu.CompilerParams(
+            vmem_limit_bytes=100 << 20, dimension_semantics=("arbitrary",)
+        ),
         interpret=INTERPRET,
     )(row, sub, packed)
     return out[:, :points]
