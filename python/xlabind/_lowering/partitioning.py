@@ -203,8 +203,12 @@ class _Plan:
         `exchange`: whether a failure stops every device (status_exchange.py)."""
         axes = tuple(mesh.axis_names)
         processes = status_exchange.row_processes(mesh, axes)
-        if not chosen:
+        if not chosen and not _replicated(call):
             return lambda xs: status_exchange.call_on_first_device(
+                call, xs, axes, processes, exchange=exchange
+            )
+        if not chosen:  # every device on its own copy: nothing to broadcast
+            return lambda xs: status_exchange.call_on_every_device(
                 call, xs, axes, processes, exchange=exchange
             )
         local = tuple(
@@ -240,6 +244,18 @@ class _Plan:
             ]
 
         return per_device
+
+
+def _replicated(call) -> bool:
+    """Whether every device runs `call` on whole arrays when nothing is split:
+    a pure native target whose failure need not stop the others (xlabind.ops);
+    a failure exchange or a Python function runs once, on the first device."""
+    fn = call.fn
+    return (
+        getattr(fn.implementation, "replicable", False)
+        and not fn.stop_all_devices
+        and fn.effect is None
+    )
 
 
 def _divides(mesh, axes, size) -> bool:

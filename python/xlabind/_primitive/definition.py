@@ -118,6 +118,11 @@ class Implementation(Protocol):
         ...
 
     @property
+    def replicable(self) -> bool:
+        """Whether every device may run it on its own copy of arrays none splits."""
+        ...
+
+    @property
     def platforms(self) -> tuple[str, ...]:
         """The platforms it has an implementation for."""
         ...

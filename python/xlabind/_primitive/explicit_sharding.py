@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from xlabind._primitive.factors import split
@@ -69,7 +70,7 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
                 raise ValueError(
                     f"{name}: dimension {k} of argument {i} is split over Explicit mesh "
                     f"axes {axes}, but its sharding rule ({_rule(call)}) keeps that "
-                    f"dimension ('{factor}') whole. Gather it first: "
+                    f"dimension ('{_named(factor)}') whole. Gather it first: "
                     f"jax.sharding.reshard(x, {_spec_without(dims, k)})."
                 )
             # (A symbolic size, under jax.export, is checked when the program runs.)
@@ -83,7 +84,7 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
                 raise ValueError(
                     f"{name}: its sharding rule ({_rule(call)}) gives dimension {m} of "
                     f"argument {j} and dimension {k} of argument {i} one factor "
-                    f"('{factor}'), split over different Explicit mesh axes "
+                    f"('{_named(factor)}'), split over different Explicit mesh axes "
                     f"({chosen[factor]} and {axes}). Reshard one of them "
                     f"(jax.sharding.reshard) so that both are split alike."
                 )
@@ -94,8 +95,8 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
             if used.setdefault(axis, factor) != factor:
                 raise ValueError(
                     f"{name}: its arguments split one mesh axis ('{axis}') for two factors "
-                    f"of its sharding rule ({_rule(call)}): '{used[axis]}' and "
-                    f"'{factor}'. Reshard one of them (jax.sharding.reshard)."
+                    f"of its sharding rule ({_rule(call)}): '{_named(used[axis])}' and "
+                    f"'{_named(factor)}'. Reshard one of them (jax.sharding.reshard)."
                 )
     shardings = [
         NamedSharding(mesh, PartitionSpec(*(spec_entry(chosen.get(f)) for f in factors)))
@@ -104,6 +105,11 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
     if call.reports_status:  # one more result, whole: primitive.status_aval()
         shardings.append(NamedSharding(mesh, PartitionSpec(None)))
     return shardings
+
+
+def resharded(x: Any, entries: Sequence[Any]) -> Any:
+    """`x` resharded to ``PartitionSpec(*entries)`` under the current mesh."""
+    return jax.sharding.reshard(x, PartitionSpec(*entries))
 
 
 def spec_entry(axes: Axes | None) -> str | Axes | None:
@@ -122,9 +128,19 @@ def _spec_without(axes: tuple[Axes | None, ...], k: int) -> str:
     return "jax.sharding." + _described(kept)
 
 
+def _named(factor: str) -> str:
+    """A factor as the user's rule names it (factors.parse_rule prefixes the
+    user's names with "u"; the others are vmap's batch dimensions)."""
+    return factor[1:] if factor.startswith("u") else "vmap batch"
+
+
 def _rule(call: Any) -> str:
-    return (
-        ", ".join(" ".join(f) or "()" for f in call.factors)
-        + " -> "
-        + ", ".join(" ".join(f) or "()" for f in call.out_factors or ())
-    )
+    """The call's rule in the user's names ('*' for a dimension vmap added)."""
+
+    def arrays(lists) -> str:
+        return ", ".join(
+            " ".join(f[1:] if f.startswith("u") else "*" for f in factors) or "()"
+            for factors in lists
+        )
+
+    return f"{arrays(call.factors)} -> {arrays(call.out_factors or ())}"

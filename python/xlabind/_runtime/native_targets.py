@@ -237,6 +237,9 @@ class NativeImplementation:
     synchronize = False
     #: Native targets live in the artifact's own custom call, so jax.export works.
     exportable = True
+    #: A pure computation: on arrays no device splits, every device may run
+    #: it on its own copy (partitioning.py), as XLA runs its own ops.
+    replicable = True
 
     def __init__(self, targets: dict[str, FfiTarget]):
         self.targets = targets

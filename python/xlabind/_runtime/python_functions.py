@@ -67,6 +67,8 @@ class PythonImplementation:
 
     #: The function lives in this process: an exported artifact could not call it.
     exportable = False
+    #: A Python function runs once per program on arrays no device splits.
+    replicable = False
 
     @staticmethod
     def export_error(name: str) -> NotImplementedError:

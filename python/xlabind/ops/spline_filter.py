@@ -21,6 +21,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 import xlabind
+from xlabind._primitive.explicit_sharding import explicit_axes, resharded, spec_entry
 from xlabind.ops import tpu_formulation
 
 # On TPUs, which run no native handlers, the same computations in JAX.
@@ -53,6 +54,16 @@ BOUNDARIES = {
 }
 
 
+def _sharding_rule(x: jax.ShapeDtypeStruct, *, axes: tuple[int, ...], **_: Any) -> str:
+    """Every axis it does not filter is independent; a filtered axis stays
+    whole (its result dimension has a factor of its own, which no operand
+    splits)."""
+    filtered = {a % x.ndim for a in axes}
+    operand = [f"w{i}" if i in filtered else f"i{i}" for i in range(x.ndim)]
+    result = [f"r{i}" if i in filtered else f"i{i}" for i in range(x.ndim)]
+    return f"{' '.join(operand)} -> {' '.join(result)}"
+
+
 @functools.cache
 def _bound() -> xlabind.BoundFunction:
     return xlabind.linear(
@@ -60,6 +71,12 @@ def _bound() -> xlabind.BoundFunction:
         _FILTER_TRANSPOSE,
         lambda x, **_: x,
         vmap_method="expand_dims",
+        sharding_rule=_sharding_rule,
+        # The kernels fail only on shapes and arguments, which every device's
+        # shard shares: no device can fail alone, so none waits for a
+        # failure exchange (a collective that a branch only some devices
+        # take would strand; jax's own ops need none).
+        stop_all_devices=False,
         name="spline_filter",
     )
 
@@ -171,6 +188,16 @@ def _spline_filter(
         raise ValueError(f"{where}: axes {tuple(axes)} name an axis twice")
     if order < 2 or not counted_from_end or x.size == 0:
         return x
+    split = explicit_axes(jax.typeof(x))
+    filtered = {a + x.ndim for a in counted_from_end}
+    if split and any(split[a] for a in filtered):
+        # An axis split over Explicit mesh axes is filtered whole (each line
+        # needs all of its samples), then split again as it came.
+        whole = [None if a in filtered else spec_entry(d) for a, d in enumerate(split)]
+        gathered = resharded(x, whole)
+        filtered_x = _spline_filter(gathered, order=order, mode=mode, axes=axes)
+        restored: jax.Array = resharded(filtered_x, [spec_entry(d) for d in split])
+        return restored
     coefficients: jax.Array = _bound()(
         x, order=order, boundary=BOUNDARIES[mode], axes=tuple(counted_from_end)
     )
