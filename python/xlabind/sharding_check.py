@@ -75,9 +75,12 @@ def check_sharding(
         )
     sharded = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(*args)
     one = jax.devices()[0]
-    whole = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(
-        *[jax.device_put(np.asarray(x), one) if isinstance(x, jax.Array) else x for x in args]
-    )
+    # On one device, whatever mesh the caller's `with jax.set_mesh(...)` set
+    # (jit refuses arrays on other devices than the context mesh's).
+    with jax.set_mesh(jax.make_mesh((1,), ("one",), devices=[one])):
+        whole = jax.jit(lambda *xs: fn(*xs, **static_kwargs))(
+            *[jax.device_put(np.asarray(x), one) if isinstance(x, jax.Array) else x for x in args]
+        )
     got, want = jax.tree.leaves(sharded), jax.tree.leaves(whole)
     for j, (a, b) in enumerate(zip(got, want)):
         a, b = np.asarray(a), np.asarray(b)

@@ -720,6 +720,22 @@ def test_check_sharding_finds_a_rule_the_function_does_not_keep(mesh):
     xlabind.check_sharding(columns, rows(mesh, np.arange(64 * 8).reshape(64, 8)))
 
 
+@pytest.mark.parametrize("axis_type", ["Auto", "Explicit"])
+def test_check_sharding_under_a_context_mesh(axis_type):
+    """Inside `with jax.set_mesh(mesh):` the call on one device still runs,
+    so a wrong rule is reported and a right one passes."""
+    mesh = jax.make_mesh((8,), ("d",), axis_types=(getattr(jax.sharding.AxisType, axis_type),))
+    x = jax.device_put(jnp.arange(16.0), NamedSharding(mesh, P("d")))
+    wrong = xlabind.callback(
+        lambda x: np.cumsum(np.asarray(x)), lambda x: x, sharding_rule="n -> n", name="cumsum"
+    )
+    right = xlabind.callback(lambda x: 2 * np.asarray(x), lambda x: x, sharding_rule="n -> n")
+    with jax.set_mesh(mesh):
+        with pytest.raises(AssertionError, match=r"check_sharding: cumsum: result 0 differs"):
+            xlabind.check_sharding(wrong, x)
+        xlabind.check_sharding(right, x)
+
+
 def test_map_coordinates_under_vmap_keeps_the_batch_sharded(mesh, partitioner):
     from xlabind.ops import map_coordinates
 
