@@ -1,5 +1,7 @@
 """xlabind.callback: results, structure, static kwargs, eager vs jit, zero copy."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -193,3 +195,38 @@ def test_a_bound_function_deep_copies_before_and_after_its_first_call():
     np.testing.assert_array_equal(
         jax.jit(jax.grad(lambda x: after["op"](x).sum()))(jnp.arange(3.0)), [2.0, 2.0, 2.0]
     )
+
+
+def test_an_exception_is_raised_as_jax_raises_pure_callbacks_own():
+    """The first failure of a program is a jax.errors.JaxRuntimeError; once
+    the program has run, jax's fast path raises the same message as a plain
+    ValueError (for jax.pure_callback too). Whichever, the type is jax's
+    own for its callbacks, and the message names the function."""
+
+    def checked_sqrt(x):
+        if (np.asarray(x) < 0).any():
+            raise ValueError("checked_sqrt: negative input")
+        return np.sqrt(x)
+
+    ours = jax.jit(xlabind.callback(checked_sqrt, lambda x: x))
+    theirs = jax.jit(
+        lambda x: jax.pure_callback(checked_sqrt, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
+    )
+
+    def raised(f, x):
+        try:
+            f(x).block_until_ready()
+        except Exception as error:  # the type is what is compared
+            return error
+        return None
+
+    for f in (ours, theirs):
+        assert isinstance(raised(f, -jnp.ones(3)), jax.errors.JaxRuntimeError)
+    for x in (jnp.ones(3), -jnp.ones(3), -jnp.ones(3)):
+        mine, jaxs = raised(ours, x), raised(theirs, x)
+        assert type(mine) is type(jaxs), (mine, jaxs)
+        if mine is not None:
+            assert isinstance(mine, (jax.errors.JaxRuntimeError, ValueError))
+            assert re.search(
+                r"xlabind callback '\S*checked_sqrt' raised ValueError: checked_sqrt", str(mine)
+            )
