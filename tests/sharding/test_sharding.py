@@ -882,3 +882,53 @@ def test_python_functions_alike_but_for_what_they_close_over_partition_apart(mes
     x = rows(mesh, jnp.ones(8))
     for k in (2.0, 3.0, 2.0):
         np.testing.assert_array_equal(jax.jit(scaled(k))(x), np.full(8, k))
+
+
+def test_explicit_axes_a_whole_arguments_cotangent_is_typed_whole():
+    """grad in a whole argument of a call whose rule splits it along a
+    factor it shares with a split argument: typed like its primal."""
+    mesh = explicit_mesh("d")
+    x_np = np.arange(48.0, dtype=np.float32).reshape(16, 3)
+    w_np = np.linspace(1, 2, 48, dtype=np.float32).reshape(16, 3)
+    product = xlabind.multilinear(
+        lambda x, w: np.asarray(x) * np.asarray(w),
+        [lambda w, c: np.asarray(c) * np.asarray(w), lambda x, c: np.asarray(c) * np.asarray(x)],
+        lambda x, w: x,
+        sharding_rule="b n, b n -> b n",
+    )
+    scale = xlabind.linear(
+        lambda w, x: np.asarray(w) * np.asarray(x),
+        lambda c, x: np.asarray(c) * np.asarray(x),
+        lambda w, x: w,
+        nondiff_argnums=(1,),
+        sharding_rule="b n, b n -> b n",
+    )
+    x = jax.device_put(x_np, NamedSharding(mesh, P("d")))
+    w = jax.device_put(w_np, NamedSharding(mesh, P()))
+    with jax.set_mesh(mesh):
+        for f in (product, lambda x, w: scale(w, x)):
+            g = jax.jit(jax.grad(lambda w, f=f: jnp.sum(f(x, w) ** 2)))(w)
+            np.testing.assert_allclose(g, 2 * x_np**2 * w_np, rtol=1e-6)
+            assert jax.typeof(g).sharding.spec in (P(), P(None, None)), jax.typeof(g)
+
+
+def test_explicit_axes_without_a_rule_a_split_cotangent_is_gathered():
+    """A function without a rule on reshard(x, P()) runs on whole arrays, and
+    so do its derivatives, whatever split the cotangent arrives with."""
+    mesh = explicit_mesh("d")
+    x_np = np.linspace(0, 1, 48, dtype=np.float32).reshape(16, 3)
+    double = xlabind.linear(lambda x: 2 * np.asarray(x), lambda c: 2 * np.asarray(c), lambda x: x)
+    sine = xlabind.nonlinear(
+        lambda x: np.sin(np.asarray(x)),
+        lambda x: x,
+        jvp=lambda x, t: np.cos(np.asarray(x)) * np.asarray(t),
+        vjp=lambda x, c: np.cos(np.asarray(x)) * np.asarray(c),
+    )
+    x = jax.device_put(x_np, NamedSharding(mesh, P("d")))
+    with jax.set_mesh(mesh):
+        for f, df in ((double, lambda x: 2 + 0 * x), (sine, np.cos)):
+            loss = lambda x, f=f: jnp.sum(f(jax.sharding.reshard(x, P())) * x)
+            g = jax.jit(jax.grad(loss))(x)
+            want = x_np * df(x_np) + (2 * x_np if f is double else np.sin(x_np))
+            np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+            assert jax.typeof(g).sharding.spec[0] == "d"

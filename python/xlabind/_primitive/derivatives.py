@@ -32,7 +32,9 @@ from typing import Any
 import jax
 from jax import dtypes
 from jax.interpreters import ad
+from jax.sharding import NamedSharding, PartitionSpec
 
+from xlabind._primitive.explicit_sharding import explicit_axes
 from xlabind._primitive.primitive import Call, bind, xlabind_call_p
 
 # (op, primals, tangents with ad.Zero, call) -> output tangents (ad.Zero allowed)
@@ -185,11 +187,34 @@ def transpose_rule(cts, *args, call: Call):
         return result
     dense = [instantiate(ct, aval) for ct, aval in zip(cts, call.result_avals)]
     outside = [a for i, a in enumerate(args) if i not in group]
+    if call.factors is None:
+        # Without a rule it ran on whole arrays; so does its transpose, on a
+        # cotangent that jax may have split (the user cannot reach it).
+        dense = [_whole(ct) for ct in dense]
     group_cts = transpose(op, outside, dense, group_avals, call)
     for k, i in enumerate(group):
         if i in undefined:
-            result[i] = group_cts[k]
+            result[i] = _typed_like(group_cts[k], args[i].aval)
     return result
+
+
+def _whole(x):
+    """`x` gathered whole if it is split over Explicit mesh axes."""
+    if explicit_axes(jax.typeof(x)) is None:
+        return x
+    sharding = jax.typeof(x).sharding
+    return jax.sharding.reshard(x, NamedSharding(sharding.mesh, PartitionSpec()))
+
+
+def _typed_like(ct, aval):
+    """`ct` typed as its primal `aval` under Explicit mesh axes: a whole
+    argument's cotangent computed split (by a factor the argument shares
+    with a split one) is gathered, as jax requires a cotangent's type to be
+    its primal's."""
+    want = explicit_axes(aval)
+    if is_zero(ct) or want == explicit_axes(jax.typeof(ct)):
+        return ct
+    return jax.sharding.reshard(ct, aval.sharding)
 
 
 ad.primitive_jvps[xlabind_call_p] = jvp_rule

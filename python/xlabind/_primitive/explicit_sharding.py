@@ -18,7 +18,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from xlabind._primitive.factors import split
@@ -105,11 +104,6 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
     if call.reports_status:  # one more result, whole: primitive.status_aval()
         shardings.append(NamedSharding(mesh, PartitionSpec(None)))
     return shardings
-
-
-def resharded(x: Any, entries: Sequence[Any]) -> Any:
-    """`x` resharded to ``PartitionSpec(*entries)`` under the current mesh."""
-    return jax.sharding.reshard(x, PartitionSpec(*entries))
 
 
 def spec_entry(axes: Axes | None) -> str | Axes | None:

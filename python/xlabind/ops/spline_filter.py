@@ -21,7 +21,6 @@ import numpy as np
 from jax.typing import ArrayLike
 
 import xlabind
-from xlabind._primitive.explicit_sharding import explicit_axes, resharded, spec_entry
 from xlabind.ops import tpu_formulation
 
 # On TPUs, which run no native handlers, the same computations in JAX.
@@ -156,6 +155,13 @@ def spline_filter(
     return filtered
 
 
+def _resharded(x: jax.Array, entries: Sequence[Any]) -> jax.Array:
+    """`x` split as ``PartitionSpec(*entries)`` over the current mesh."""
+    spec = jax.sharding.PartitionSpec(*entries)  # type: ignore[no-untyped-call]
+    resharded: jax.Array = jax.sharding.reshard(x, spec)  # type: ignore[no-untyped-call]
+    return resharded
+
+
 # One executable per static configuration and shape: one dispatch eagerly.
 @functools.partial(jax.jit, static_argnames=("order", "mode", "axes"))
 def _spline_filter(
@@ -188,16 +194,16 @@ def _spline_filter(
         raise ValueError(f"{where}: axes {tuple(axes)} name an axis twice")
     if order < 2 or not counted_from_end or x.size == 0:
         return x
-    split = explicit_axes(jax.typeof(x))
+    # Under Explicit mesh axes the type says how x is split (Auto: nothing).
+    spec = tuple(getattr(getattr(jax.typeof(x), "sharding", None), "spec", None) or ())
+    split = spec + (None,) * (x.ndim - len(spec))
     filtered = {a + x.ndim for a in counted_from_end}
-    if split and any(split[a] for a in filtered):
-        # An axis split over Explicit mesh axes is filtered whole (each line
-        # needs all of its samples), then split again as it came.
-        whole = [None if a in filtered else spec_entry(d) for a, d in enumerate(split)]
-        gathered = resharded(x, whole)
-        filtered_x = _spline_filter(gathered, order=order, mode=mode, axes=axes)
-        restored: jax.Array = resharded(filtered_x, [spec_entry(d) for d in split])
-        return restored
+    if any(split[a] is not None for a in filtered):
+        # A split axis is filtered whole (each line needs all of its
+        # samples), then split again as it came.
+        whole = [None if a in filtered else entry for a, entry in enumerate(split)]
+        gathered = _resharded(x, whole)
+        return _resharded(_spline_filter(gathered, order=order, mode=mode, axes=axes), split)
     coefficients: jax.Array = _bound()(
         x, order=order, boundary=BOUNDARIES[mode], axes=tuple(counted_from_end)
     )
