@@ -142,3 +142,23 @@ def test_a_python_function_in_an_exported_sharded_program_is_named(mesh):
     op = xlabind.callback(np.sin, lambda x: x, sharding_rule="n -> n", name="my_sine")
     with pytest.raises(NotImplementedError, match="my_sine"):
         export.export(jax.jit(op))(_input("order 1", mesh))
+
+
+@pytest.mark.parametrize("name", ["order 1", "order 3, odd size", "grad", "grid grad", "vmap"])
+@pytest.mark.parametrize("size", ["8*n", "n"])
+def test_a_symbolic_number_of_points_exports_over_several_devices(name, size, mesh):
+    """Exported with a symbolic number of points (split over the devices,
+    or whole), the artifact is called at two sizes after deserializing."""
+    f, reference = _programs()[name]
+    example = _input(name, mesh)
+    if size == "n":  # jax splits no symbolic size that may not divide
+        example = jax.device_put(example, NamedSharding(mesh, P()))
+    dims = export.symbolic_shape(", ".join([size, *map(str, example.shape[1:])]))
+    spec = jax.ShapeDtypeStruct(dims, example.dtype, sharding=example.sharding)
+    exported = export.export(jax.jit(f), disabled_checks=CHECKS)(spec)
+    back = export.deserialize(exported.serialize())
+    for points in (64, 128):
+        x = jnp.linspace(0.0, 18.0, points * example.size // example.shape[0])
+        x = jax.device_put(x.reshape(points, *example.shape[1:]), example.sharding)
+        want = (reference or jax.jit(f))(x)
+        np.testing.assert_allclose(np.asarray(back.call(x)), want, rtol=1e-12, atol=1e-12)

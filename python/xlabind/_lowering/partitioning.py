@@ -45,7 +45,7 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
     exporting = ctx.module_context.lowering_parameters.for_export
     axis_context = ctx.module_context.axis_context
     if isinstance(axis_context, internals.ShardingContext) and axis_context.num_devices > 1:
-        return _lower_partitioned(ctx, call, operands)
+        return _lower_partitioned(ctx, call, operands, emit)
     axes = internals.manual_axes(axis_context)
     if axes and internals.gspmd_aborts_in_partly_manual(axis_context):
         raise NotImplementedError(
@@ -265,13 +265,23 @@ def _divides(mesh, axes, size) -> bool:
     )
 
 
-def _lower_partitioned(ctx, call, operands):
+def _lower_partitioned(ctx, call, operands, emit: Callable):
     """Custom partitioning: XLA asks, once it knows how the operands are
     sharded, for the per-device computation. Exported, the split is decided
     here instead (_lower_for_export): jax cannot serialize the callback that
     custom partitioning is."""
     plan = _Plan(ctx, call)
     if ctx.module_context.lowering_parameters.for_export:
+        symbolic = any(
+            not isinstance(d, (int, np.integer))
+            for a in (*ctx.avals_in, *ctx.avals_out)
+            for d in a.shape
+        )
+        if symbolic:
+            # jax refines an artifact's symbolic shapes when it is called, but
+            # not through a shard_map's manual computation (the call's shapes
+            # would stay dynamic): a plain call, which XLA runs on whole arrays.
+            return emit(ctx, *operands)
         return _lower_for_export(ctx, call, operands, plan)
 
     def assignment(mesh, arg_shapes):
