@@ -220,6 +220,13 @@ def _checked_fixed(first_n_args_fixed) -> int:
     return int(first_n_args_fixed)
 
 
+def _use_jaxbind_terms(op, fixed: int, missing_transpose: str | None) -> None:
+    """Errors in jaxbind's words (f_T, f_derivative, first_n_args_fixed)."""
+    op.definition.terms["nondiff"] = f"is one of the first_n_args_fixed={fixed} arguments"
+    if missing_transpose is not None:
+        op.definition.terms["missing_transpose"] = missing_transpose
+
+
 def _as_list_call(op, first_n_args_fixed: int) -> Callable:
     def call(*args, **kwargs) -> list:
         if first_n_args_fixed > len(args):
@@ -243,6 +250,7 @@ def get_linear_call(
     *,
     first_n_args_fixed: int = 0,
     func_can_batch: bool = False,
+    stop_all_devices: bool = True,
 ) -> Callable:
     """A linear (or, with a tuple of transposes, multilinear) function as a JAX call.
 
@@ -251,6 +259,9 @@ def get_linear_call(
     as ``f_T(out, (*fixed_args, *cotangents), kwargs_dump)``; in the
     multilinear form, transpose i as ``T_i(out, (*args_without_i,
     *cotangents), kwargs_dump)``. See the module docstring for conventions.
+    ``stop_all_devices`` (xlabind's, not jaxbind's) is
+    :func:`xlabind.linear`'s: ``False`` spares each per-device call the
+    collective that stops every device when one fails.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -272,6 +283,7 @@ def get_linear_call(
         in_place=True,
         vmap_method="native" if b else "sequential",
         platforms=_PLATFORMS,
+        stop_all_devices=stop_all_devices,
     )
     if isinstance(f_T, (tuple, list)):
         abstracts = tuple(abstract_T) if isinstance(abstract_T, (tuple, list)) else ()
@@ -290,6 +302,13 @@ def get_linear_call(
             transpose_shape_dtypes=_abstract(cast(Callable | None, abstract_T), b),
             **common,
         )
+    _use_jaxbind_terms(
+        op,
+        fixed,
+        None  # multilinear: its own words (a transpose of a transpose)
+        if isinstance(f_T, (tuple, list))
+        else "Pass f_T (the transpose) to jaxbind.get_linear_call.",
+    )
     return _as_list_call(op, fixed)
 
 
@@ -302,12 +321,14 @@ def get_nonlinear_call(
     *,
     first_n_args_fixed: int = 0,
     func_can_batch: bool = False,
+    stop_all_devices: bool = True,
 ) -> Callable:
     """A nonlinear function with its ``(jvp, vjp)`` callbacks as a JAX call.
 
     ``jvp(out, (*args, *tangents_of_non_fixed_args), kwargs_dump)`` writes the
     result tangents; ``vjp(out, (*args, *cotangents), kwargs_dump)`` writes one
-    cotangent per non-fixed argument.
+    cotangent per non-fixed argument. ``stop_all_devices`` (xlabind's, not
+    jaxbind's) is :func:`xlabind.nonlinear`'s.
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np
@@ -337,5 +358,9 @@ def get_nonlinear_call(
         in_place=True,
         vmap_method="native" if b else "sequential",
         platforms=_PLATFORMS,
+        stop_all_devices=stop_all_devices,
+    )
+    _use_jaxbind_terms(
+        op, fixed, "Pass f_derivative=(jvp, vjp) with a vjp to jaxbind.get_nonlinear_call."
     )
     return _as_list_call(op, fixed)

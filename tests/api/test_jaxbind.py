@@ -82,7 +82,7 @@ def test_nonlinear_with_a_fixed_argument():
     )
     x, y = jnp.full(3, 2.0), jnp.arange(3.0)
     check_grads(lambda y: op(x, y), (y,), order=1, modes=("fwd", "rev"))
-    with pytest.raises(TypeError, match="argument 0 is in nondiff_argnums"):
+    with pytest.raises(TypeError, match="argument 0 is one of the first_n_args_fixed=1"):
         jax.grad(lambda x: op(x, y)[0].sum())(x)
 
 
@@ -289,3 +289,49 @@ def test_first_n_args_fixed_is_checked_and_named():
         r"positional arguments",
     ):
         op(jnp.ones(3))
+
+
+def _triple(out, args, kwargs_dump):
+    out[0][()] = 3 * args[-1]
+
+
+def _shapes(*args, **kwargs):
+    return ((args[-1].shape, args[-1].dtype),)
+
+
+def test_errors_use_jaxbinds_own_words():
+    """What jaxbind's users wrote (f_T, f_derivative, first_n_args_fixed),
+    not xlabind.linear's parameters."""
+    no_transpose = jaxbind.get_linear_call(_triple, None, _shapes, None)
+    with pytest.raises(TypeError, match=r"Pass f_T \(the transpose\) to jaxbind.get_linear_call"):
+        jax.grad(lambda x: no_transpose(x)[0].sum())(jnp.ones(2))
+    fixed = jaxbind.get_linear_call(_triple, _triple, _shapes, _shapes, first_n_args_fixed=1)
+    with pytest.raises(TypeError, match=r"argument 0 is one of the first_n_args_fixed=1 arguments"):
+        jax.grad(lambda w, x: fixed(w, x)[0].sum())(jnp.ones(2), jnp.ones(2))
+
+    def jvp(out, args, kwargs_dump):
+        out[0][()] = 2 * args[0] * args[1]
+
+    def square(out, args, kwargs_dump):
+        out[0][()] = args[0] ** 2
+
+    no_vjp = jaxbind.get_nonlinear_call(square, (jvp, None), _shapes, None)
+    with pytest.raises(TypeError, match=r"Pass f_derivative=\(jvp, vjp\) with a vjp") as error:
+        jax.grad(lambda x: no_vjp(x)[0].sum())(jnp.ones(2))
+    for word in ("xlabind.linear", "xlabind.nonlinear", "nondiff_argnums", "transpose="):
+        assert word not in str(error.value)
+    # Forward mode needs no vjp.
+    _, tangent = jax.jvp(lambda x: no_vjp(x)[0], (jnp.ones(2),), (jnp.ones(2),))
+    np.testing.assert_array_equal(tangent, [2.0, 2.0])
+
+
+@pytest.mark.parametrize("make", ["linear", "nonlinear"])
+def test_stop_all_devices_reaches_the_bound_function(make):
+    if make == "linear":
+        op = jaxbind.get_linear_call(_triple, _triple, _shapes, _shapes, stop_all_devices=False)
+    else:
+        op = jaxbind.get_nonlinear_call(
+            _triple, (_triple, _triple), _shapes, _shapes, stop_all_devices=False
+        )
+    assert op.xlabind_op.definition.stop_all_devices is False
+    np.testing.assert_array_equal(op(jnp.ones(2))[0], [3.0, 3.0])

@@ -212,6 +212,10 @@ class Definition(_SameWhenCopied):
         #: sharded program (_lowering/status_exchange.py): one small collective
         #: per call. Without it a failure ends its own device's run only.
         self.stop_all_devices = bool(stop_all_devices)
+        #: The words its errors use for its API's parameters, where the API
+        #: that bound it names them otherwise (xlabind.jaxbind: its
+        #: "first_n_args_fixed" for nondiff_argnums); derived functions share them.
+        self.terms: dict[str, str] = {}
         #: What the programs compiled for eager calls name it by (weakly).
         self.weak = WeakDefinition(self)
         self._eager: dict[Call, Callable] = {}

@@ -100,7 +100,8 @@ def output_tangents(op, primals, tangents, call: Call) -> list:
     for i in nonzero:
         if i in op.nondiff_argnums:
             raise TypeError(
-                f"{op.name}: argument {i} is in nondiff_argnums, so it cannot be "
+                f"{op.name}: argument {i} {op.terms.get('nondiff', 'is in nondiff_argnums')}, "
+                f"so it cannot be "
                 f"differentiated. Differentiate with respect to the other arguments only "
                 f"(e.g. jax.grad(f, argnums=...)), or wrap it in jax.lax.stop_gradient."
             )
@@ -174,7 +175,7 @@ def transpose_rule(cts, *args, call: Call):
     if transpose is None:
         raise TypeError(
             f"{op.name}: no transpose is known for arguments {groups[g]}. "
-            f"{rules.missing_transpose_hint}".strip()
+            f"{op.terms.get('missing_transpose', rules.missing_transpose_hint)}".strip()
         )
     group = groups[g]
     group_avals = [

@@ -112,7 +112,7 @@ def derived_function(
     and is batched natively when its parent is and it has a shape function.
     It has no aliases (its operands are other arrays than its parent's) and
     no effect (an effectful function has no derivatives: _primitive/derivatives.py)."""
-    return make_definition(
+    derived = make_definition(
         fn,
         result_shape_dtypes,
         in_place=options.pop("in_place", parent.in_place),
@@ -124,3 +124,5 @@ def derived_function(
         stop_all_devices=parent.stop_all_devices,
         **options,
     )
+    derived.terms = parent.terms  # one vocabulary for the family
+    return derived
