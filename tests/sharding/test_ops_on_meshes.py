@@ -147,3 +147,35 @@ def test_ops_take_no_failure_collective_in_a_branch_only_some_devices_take():
         y = np.asarray(f(points)).reshape(8, 8)
     np.testing.assert_allclose(y[::2], 49.5, rtol=1e-5)
     np.testing.assert_array_equal(y[1::2], 0)
+
+
+@pytest.mark.parametrize("what", ["bound function", "map_coordinates"])
+def test_nested_shard_map_over_the_context_mesh(what):
+    """The inner shard_map over the context's abstract mesh, as jax requires."""
+    import xlabind
+
+    mesh = make_mesh(AxisType.Explicit, (2, 4), ("a", "b"))
+    double = xlabind.callback(lambda x: 2 * np.asarray(x), lambda x: x, sharding_rule="n -> n")
+    grid = jnp.arange(25.0, dtype=jnp.float32).reshape(5, 5)
+    inner_fn = {
+        "bound function": double,
+        "map_coordinates": lambda y: map_coordinates(grid, [y, y], 1, "nearest"),
+    }[what]
+    x_np = np.linspace(0, 4, 16, dtype=np.float32)
+    x = split(mesh, x_np, ("a", "b"))
+
+    def outer(xs):
+        inner = jax.shard_map(
+            inner_fn,
+            mesh=jax.sharding.get_abstract_mesh(),
+            in_specs=P("b"),
+            out_specs=P("b"),
+            axis_names={"b"},
+        )
+        return inner(xs)
+
+    with jax.set_mesh(mesh):
+        f = jax.shard_map(outer, mesh=mesh, in_specs=P("a"), out_specs=P("a"), axis_names={"a"})
+        y = jax.jit(f)(x)
+    want = 2 * x_np if what == "bound function" else 6 * x_np
+    np.testing.assert_allclose(y, want, rtol=1e-5)
