@@ -229,3 +229,19 @@ def test_wide_tables_beyond_the_kernels_take_the_gather_that_fits(monkeypatch, m
     np.testing.assert_allclose(
         got, scipy_values(grid, coords, 3, "mirror"), rtol=2e-4, atol=2e-4 * 4
     )
+
+
+@pytest.mark.parametrize("order", [1, 3])
+def test_coordinate_arrays_of_several_dimensions(order):
+    """(H, W) coordinates (image resampling): rows are the kernels' batch,
+    the grid broadcast over them; values, both gradients, as SciPy's."""
+    grid, flat = grid_and_points((9, 8), points=6 * 7, seed=order)
+    coords = [c.reshape(6, 7) for c in flat]
+    f = jax.jit(lambda g, a, b: map_coordinates(g, [a, b], order, "reflect"))
+    got = f(grid, *coords)
+    assert got.shape == (6, 7)
+    want = scipy_values(grid, flat, order, "reflect").reshape(6, 7)
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4 * 4)
+    grid_grad = jax.jit(jax.grad(lambda g: f(g, *coords).sum()))(grid)
+    flat_grad = jax.jit(jax.grad(lambda g: map_coordinates(g, flat, order, "reflect").sum()))(grid)
+    np.testing.assert_allclose(grid_grad, flat_grad, rtol=1e-5, atol=1e-5)
