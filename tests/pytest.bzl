@@ -3,6 +3,7 @@ pytest_tests: one for each file of a list; pytest_group: several files in one
 process."""
 
 load("@rules_python//python:defs.bzl", "py_test")
+load("//tools:checkout.bzl", "checkout_files")
 
 def pytest_test(name, src, deps = [], data = [], pytest_args = [], package = "//python:xlabind", **kwargs):
     """`package`: the xlabind target the test runs against."""
@@ -52,7 +53,9 @@ def pytest_tests(srcs, deps = [], data = {}, timeouts = {}, tags = {}, **kwargs)
 def folder_files():
     """This folder's Python files (`test_files`: the suite run against the
     installed wheel) and its Starlark (`bazel_files`:
-    tests/packaging/test_bazel_files.py), for //tests to gather."""
+    tests/packaging/test_bazel_files.py), for //tests to gather; and all its
+    files (`checkout_files`: tools/checkout.bzl)."""
+    checkout_files()
     native.filegroup(
         name = "test_files",
         srcs = native.glob(["*.py"]),

@@ -31,19 +31,19 @@ REPO = pathlib.Path(__file__).parent.parent
 # longest first. map_coordinates: its promised value on every input (the
 # comparison with jax's own runs in the main suite).
 CORE_TESTS = (
-    "transforms/test_trust_sweep.py",
-    "docs/test_doc_examples.py",
-    "api/test_callback.py",
-    "api/test_linear.py",
-    "api/test_nonlinear.py",
-    "transforms/test_vmap.py",
-    "api/test_dtypes.py",
-    "api/test_errors.py",
-    "ops/test_map_coordinates_domain.py",
-    "api/test_compatibility.py",
-    "api/test_jax_internals.py",
-    "docs/test_readme.py",
-    "runtime/test_lifetime.py",
+    "tests/transforms/test_trust_sweep.py",
+    "tests/docs/test_doc_examples.py",
+    "tests/api/test_callback.py",
+    "tests/api/test_linear.py",
+    "tests/api/test_nonlinear.py",
+    "tests/transforms/test_vmap.py",
+    "tests/api/test_dtypes.py",
+    "tests/api/test_errors.py",
+    "tests/ops/test_map_coordinates_domain.py",
+    "tests/api/test_compatibility.py",
+    "tests/api/test_jax_internals.py",
+    "tests/docs/test_readme.py",
+    "tests/runtime/test_lifetime.py",
 )
 # What only an installed wheel can get wrong, for a jax the main suite has just
 # run every test on with the same compiled modules: the package imports from
@@ -51,10 +51,10 @@ CORE_TESTS = (
 # load (RUNPATH), callbacks and their lifetime work, the README runs (the
 # documentation's examples run in CORE_TESTS, on the oldest jax).
 INSTALL_TESTS = (
-    "api/test_callback.py",
-    "runtime/test_extension_module.py",
-    "runtime/test_lifetime.py",
-    "docs/test_readme.py",
+    "tests/api/test_callback.py",
+    "tests/runtime/test_extension_module.py",
+    "tests/runtime/test_lifetime.py",
+    "tests/docs/test_readme.py",
 )
 
 
@@ -142,7 +142,7 @@ def run_tests(
     tests: tuple[str, ...] = CORE_TESTS,
     jobs: int | None = None,
 ) -> dict[str, str]:
-    """{test file: pytest's last line}, for `tests` from root/tests, run in
+    """{test file: pytest's last line}, for `tests` (paths in root), run in
     root (where README.md is), `jobs` files at a time (default: one a core;
     each file is mostly one busy thread, compiling and dispatching)."""
 
@@ -155,7 +155,7 @@ def run_tests(
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                str(root / "tests" / test),
+                str(root / test),
             ],
             capture_output=True,
             text=True,
@@ -260,7 +260,7 @@ def main() -> int:
         f"jaxlib {result['versions']['jaxlib']}; the demo ran"
     )
     for name, line in result["tests"].items():
-        print(f"  {name:32} {line}")
+        print(f"  {name:40} {line}")
     return 0
 
 

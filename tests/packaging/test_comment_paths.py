@@ -1,16 +1,23 @@
 """Every repository path a comment, a docstring or a documentation page names
-exists: a path left behind by a move misleads whoever follows it. Paths that
-are examples, or live in another repository, are listed below with why.
+exists, and so does every one that a Python string is (a list of files a tool
+runs): a path left behind by a move misleads whoever follows it, or breaks
+the tool. Paths that are examples, Bazel's outputs or live in another
+repository are listed below with why.
 
-It reads the checkout itself (found through the runfiles' link to
-README.md), every file Bazel does not generate; tests/BUILD.bazel tags it
-"external" so that it runs every time."""
+It reads every file of the checkout as Bazel inputs (tests/support/checkout.py,
+tools/checkout.bzl): Bazel runs it again when a file changes and caches it
+otherwise."""
 
-import os
+import ast
+import io
 import pathlib
 import re
+import tokenize
 
-CHECKOUT = pathlib.Path("README.md").resolve().parent
+import checkout
+
+# {path in the checkout: the file}, every file of the checkout.
+FILES = checkout.files()
 TOPS = ("ffi/", "python/", "tests/", "tools/", "docs/", "third_party/", "examples/", ".ci/")
 PATH = re.compile(r"(?<![\w./@-])((?:" + "|".join(re.escape(t) for t in TOPS) + r")[\w./*-]*[\w*])")
 # Where the comments and docstrings are, by file kind; a page is all prose.
@@ -35,24 +42,54 @@ SCRIPTS = {"BUILD", "WORKSPACE", "run", "bazel", "bazel7"}  # no suffix: '#' com
 # {(file, path): why it need not exist here}
 NOT_HERE = {
     ("docs/development/commands.md", ".ci/disk_cache.bazelrc"): "written by .ci/run",
+    ("tests/support/checkout.py", ".ci/disk_cache.bazelrc"): "written by .ci/run",
     ("docs/native/cmake.md", "examples/ffi"): "jax's repository",
     ("third_party/shims/rules_python/BUILD", "python/defs.bzl"): "inside rules_python",
     ("tools/gpu_check.py", "ffi/cpu/x.cc"): "an example name",
     ("tools/gpu_check.py", "ffi/cuda/x.cc"): "an example name",
+    ("third_party/bzlmod/registry.py", "tools/features"): "under /usr/share/bazel",
+    ("third_party/bzlmod/registry.py", "tools/platforms"): "under /usr/share/bazel",
+    ("third_party/bzlmod/registry.py", "tools/skylib"): "under /usr/share/bazel",
+}
+# {path: the target that builds it}: Bazel's outputs, which tests find in their
+# runfiles at these paths.
+BUILT = {
+    "ffi/ops/_xlabind_cuda_ops_module.cc": "//ffi/ops (xlabind_extension)",
+    "ffi/ops/_xlabind_ops_module.cc": "//ffi/ops (xlabind_extension)",
+    "tests/native/native_api_ops_module.cc": "//tests/native (xlabind_extension)",
+    "tests/runtime/libcuda.so.1": "//tests/runtime",
+    "tools/docs/html.zip": "//tools/docs:html",
+    "tools/docs/html_quick.zip": "//tools/docs:html_quick",
+    "tools/machine_probe": "//tools:machine_probe",
 }
 
 
-def sources() -> list[pathlib.Path]:
-    """The checkout's files, without Bazel's outputs and git's folder."""
-    found = []
-    for folder, folders, files in os.walk(CHECKOUT):
-        folders[:] = [f for f in folders if not f.startswith(("bazel-", ".git"))]
-        found += [pathlib.Path(folder, name) for name in files]
-    return found
+def all_paths(files) -> set[str]:
+    """`files`' paths and their folders'."""
+    return set(files) | {str(p) for f in files for p in pathlib.PurePosixPath(f).parents}
+
+
+def string_paths(text: str):
+    """(line, path) of each Python string (docstrings apart) that is a
+    repository path as a whole."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return
+    for token in tokens:
+        if token.type != tokenize.STRING or token.string.endswith(('"""', "'''")):
+            continue  # triple-quoted: read as docstrings
+        try:
+            value = ast.literal_eval(token.string)
+        except (ValueError, SyntaxError):
+            continue
+        if isinstance(value, str) and PATH.fullmatch(value) and "*" not in value:
+            yield token.start[0], value
 
 
 def named_paths(relative: str, text: str):
-    """(line, path) of each repository path named in `text`'s comments."""
+    """(line, path) of each repository path named in `text`'s comments, and
+    in a Python file's strings that are a path as a whole."""
     suffix = pathlib.PurePath(relative).suffix
     name = pathlib.PurePath(relative).name
     pattern = COMMENTS.get(".bazel" if name == "BUILD.bazel" else suffix)
@@ -66,12 +103,15 @@ def named_paths(relative: str, text: str):
                 continue
             line = text.count("\n", 0, comment.start() + match.start()) + 1
             yield line, match.group(1).rstrip(".")
+    if suffix == ".py":
+        yield from string_paths(text)
 
 
-def missing_paths() -> list[str]:
+def missing_paths(files: dict[str, pathlib.Path]) -> list[str]:
+    """'file:line: path' for each path named in `files` that is not among them."""
+    paths = all_paths(files)
     missing = []
-    for path in sources():
-        relative = path.relative_to(CHECKOUT).as_posix()
+    for relative, path in sorted(files.items()):
         if relative == "tests/packaging/test_comment_paths.py":  # names missing paths on purpose
             continue
         try:
@@ -79,14 +119,21 @@ def missing_paths() -> list[str]:
         except (UnicodeDecodeError, OSError):
             continue
         for line, named in named_paths(relative, text):
-            if not (CHECKOUT / named).exists() and (relative, named) not in NOT_HERE:
+            if named not in paths and named not in BUILT and (relative, named) not in NOT_HERE:
                 missing.append(f"{relative}:{line}: {named}")
     return missing
 
 
+def test_every_file_of_the_checkout_is_an_input():
+    """The paths are checked against the declared files: a file Bazel does
+    not see (a package or folder left out) would look missing, or escape."""
+    missing = checkout.undeclared()
+    assert missing == [], checkout.undeclared_message(missing)
+
+
 def test_every_path_named_in_a_comment_exists():
-    assert (CHECKOUT / "ffi" / "native" / "errors.h").is_file(), CHECKOUT
-    assert missing_paths() == []
+    assert "ffi/native/errors.h" in FILES and "ffi/native" in all_paths(FILES), sorted(FILES)[:20]
+    assert missing_paths(FILES) == []
 
 
 def test_a_removed_path_is_found():
@@ -95,6 +142,20 @@ def test_a_removed_path_is_found():
         (1, "tests/api/test_gone.py"),
         (1, "ffi/native/errors.h"),
     ]
-    assert not (CHECKOUT / "tests/api/test_gone.py").exists()
+    assert "tests/api/test_gone.py" not in FILES
     assert list(named_paths("ffi/a.cc", "int x;  // tools/gone.py\n")) == [(1, "tools/gone.py")]
     assert list(named_paths("ffi/a.cc", 'f("tools/not_a_comment.py");\n')) == []
+
+
+def test_a_python_string_that_names_a_removed_path_is_found(tmp_path):
+    """A tool's list of files (tools/check_wheel.py's test files) names a path
+    in a string, not a comment: a path there that does not exist is found,
+    with its line; one that exists, or that is part of a longer string, is not."""
+    text = (
+        'TESTS = (\n    "tests/docs/test_readme.py",\n    "docs/test_readme.py",\n)\n'
+        'x = f"{root}/docs/gone.py"\nprint("see docs/gone.py")\n'
+    )
+    (tmp_path / "tool.py").write_text(text)
+    files = {"tools/tool.py": tmp_path / "tool.py", "tests/docs/test_readme.py": tmp_path / "a"}
+    (tmp_path / "a").write_text("")
+    assert missing_paths(files) == ["tools/tool.py:3: docs/test_readme.py"]

@@ -7,10 +7,11 @@ passes its lint. The configuration is the checkout's (pyproject.toml,
 third_party/python/requirements.lock; buildifier from repositories.bzl), the
 versions .pre-commit-config.yaml runs too.
 
-They read the checkout itself (found through the runfiles' link to
-README.md), every file Bazel does not generate; BUILD.bazel tags them
-"external" so that they run every time. Each failure names the files and
-the command that fixes them."""
+They read every file of the checkout as Bazel inputs (tests/support/checkout.py,
+tools/checkout.bzl), copied into a folder laid out as the checkout is: Bazel
+runs them again when a file changes and caches them otherwise. One test fails
+when the checkout holds a file that is not among those inputs. Each failure
+names the files and the command that fixes them."""
 
 import os
 import pathlib
@@ -19,10 +20,12 @@ import shutil
 import subprocess
 import sys
 
+import checkout
 import pytest
 import runfiles_repos
 
-CHECKOUT = pathlib.Path("README.md").resolve().parent
+# {path in the checkout: the file}, every file of the checkout.
+FILES = checkout.files()
 LINT_SITE = runfiles_repos.repository("xlabind_lint_pypi") / "site"
 BUILDIFIER = runfiles_repos.repository("xlabind_buildifier") / "buildifier-linux_amd64"
 RUFF = LINT_SITE / "bin" / "ruff"
@@ -38,13 +41,15 @@ NOT_FORMATTED = {
 }
 
 
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> pathlib.Path:
+    """A copy of the checkout's files, where the gates run."""
+    return checkout.copy(tmp_path_factory.mktemp("checkout"))
+
+
 def checkout_files() -> list[str]:
-    """The checkout's files, relative, without Bazel's outputs and git's folder."""
-    found = []
-    for folder, folders, files in os.walk(CHECKOUT):
-        folders[:] = [f for f in folders if not f.startswith(("bazel-", ".git", "."))]
-        found += [os.path.relpath(os.path.join(folder, name), CHECKOUT) for name in files]
-    return sorted(found)
+    """The checkout's files, relative, but those in dot-folders (.ci)."""
+    return sorted(f for f in FILES if not any(p.startswith(".") for p in f.split("/")[:-1]))
 
 
 def buildifier(root: pathlib.Path) -> list:
@@ -52,52 +57,72 @@ def buildifier(root: pathlib.Path) -> list:
     return [BUILDIFIER, f"-config={root / '.buildifier.json'}", "-mode=check", "-lint=warn"]
 
 
-def run(command: list, what: str, fix: str) -> None:
-    """Runs `command` in the checkout; fails the test with its output and the
-    command that fixes the finding."""
+def run(command: list, where: pathlib.Path, what: str, fix: str) -> None:
+    """Runs `command` in `where` (the copy of the checkout); fails the test
+    with its output and the command that fixes the finding."""
     done = subprocess.run(
-        [str(c) for c in command], cwd=CHECKOUT, capture_output=True, text=True, timeout=600
+        [str(c) for c in command], cwd=where, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, (
         f"{what} (fix: {fix}):\n{done.stdout[-8000:]}\n{done.stderr[-4000:]}"
     )
 
 
-def test_python_passes_ruff_lint():
+def test_every_file_of_the_checkout_is_an_input():
+    """What the gates check is what Bazel declared; a file it does not see
+    (a package or folder left out) would escape them."""
+    missing = checkout.undeclared()
+    assert missing == [], checkout.undeclared_message(missing)
+
+
+def test_a_file_outside_the_inputs_is_found(tmp_path):
+    """undeclared() finds a file in a folder Bazel does not see, and leaves out
+    Bazel's output links and the caches."""
+    for path in [*FILES, "new_folder/new.py", "bazel-out/x.py", "new_folder/__pycache__/x.pyc"]:
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).touch()
+    assert checkout.undeclared(tmp_path) == ["new_folder/new.py"]
+
+
+def test_python_passes_ruff_lint(tree):
     run(
         [RUFF, "check", "--no-cache", "--output-format=concise", "."],
+        tree,
         "ruff check found problems",
         "ruff check --fix . where it can, else by hand",
     )
 
 
-def test_python_is_ruff_formatted():
+def test_python_is_ruff_formatted(tree):
     run(
         [RUFF, "format", "--no-cache", "--check", "--diff", "."],
+        tree,
         "files ruff format would change",
         "ruff format .",
     )
 
 
-def test_the_package_type_checks(tmp_path):
+def test_the_package_type_checks(tree, tmp_path):
     run(
         [sys.executable, "-m", "mypy", "--cache-dir", tmp_path, "--no-error-summary"],
+        tree,
         "mypy (configured in pyproject.toml) found errors in python/xlabind",
         "annotate, or correct the code",
     )
 
 
-def test_cpp_and_cuda_are_clang_formatted():
+def test_cpp_and_cuda_are_clang_formatted(tree):
     sources = [f for f in checkout_files() if f.endswith(C_SUFFIXES)]
     assert len(sources) > 50, sources  # the folders moved, not the files
     run(
         [CLANG_FORMAT, "--dry-run", "--Werror"] + sources,
+        tree,
         "files clang-format would change",
         "clang-format -i FILES",
     )
 
 
-def test_starlark_is_buildifier_formatted_and_lint_clean():
+def test_starlark_is_buildifier_formatted_and_lint_clean(tree):
     files = [
         f
         for f in checkout_files()
@@ -106,20 +131,21 @@ def test_starlark_is_buildifier_formatted_and_lint_clean():
     ]
     assert "WORKSPACE" in files and "repositories.bzl" in files, files
     run(
-        buildifier(CHECKOUT) + files,
+        buildifier(tree) + files,
+        tree,
         "buildifier: files to reformat, or lint warnings",
         "buildifier -lint=fix -mode=fix FILES",
     )
 
 
 def _lock_pins(path: str) -> dict[str, str]:
-    return dict(re.findall(r"^([\w.-]+)==([\w.]+)", (CHECKOUT / path).read_text(), re.M))
+    return dict(re.findall(r"^([\w.-]+)==([\w.]+)", FILES[path].read_text(), re.M))
 
 
 def test_pre_commit_runs_the_pinned_versions():
     """.pre-commit-config.yaml's hooks install exactly the locks' versions, and
     buildifier's is the one repositories.bzl downloads."""
-    config = (CHECKOUT / ".pre-commit-config.yaml").read_text()
+    config = FILES[".pre-commit-config.yaml"].read_text()
     hooked = re.findall(r"- ([\w.-]+)==([\w.]+)", config)
     pins = _lock_pins("third_party/python/requirements.lock")
     pins.update(_lock_pins("third_party/lint/requirements.lock"))
@@ -127,7 +153,7 @@ def test_pre_commit_runs_the_pinned_versions():
     for name, version in hooked:
         assert pins.get(name) == version, (name, version, pins.get(name))
     downloaded = re.search(
-        r"@bazel/buildifier/-/buildifier-([\d.]+)\.tgz", (CHECKOUT / "repositories.bzl").read_text()
+        r"@bazel/buildifier/-/buildifier-([\d.]+)\.tgz", FILES["repositories.bzl"].read_text()
     )
     assert f"@bazel/buildifier@{downloaded.group(1)}" in config
 
@@ -141,18 +167,18 @@ def test_pre_commit_runs_the_pinned_versions():
         ("buildifier", "tests/style/BUILD.bazel", 'filegroup(name="x",srcs=[])\n'),
     ],
 )
-def test_each_gate_fails_on_a_bad_line(tmp_path, gate, path, bad):
-    """Each gate, run on a copy of the checkout's configuration and one file
-    with a bad line appended, fails: the gates can fail."""
+def test_each_gate_fails_on_a_bad_line(tree, tmp_path, gate, path, bad):
+    """Each gate, run on a copy of the checkout's configuration and one input
+    file with a bad line appended, fails: the gates can fail."""
     copy = tmp_path / "checkout"
     for config in ("pyproject.toml", ".clang-format", ".buildifier.json"):
         (copy / config).parent.mkdir(parents=True, exist_ok=True)
-        (copy / config).write_text((CHECKOUT / config).read_text())
+        (copy / config).write_text((tree / config).read_text())
     if gate == "mypy":  # the whole package, as mypy's configuration names it
-        shutil.copytree(CHECKOUT / "python", copy / "python", ignore=shutil.ignore_patterns("*.so"))
+        shutil.copytree(tree / "python", copy / "python")
     target = copy / path
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text((CHECKOUT / path).read_text() + bad)
+    target.write_text(FILES[path].read_text() + bad)
     commands = {
         "ruff": [RUFF, "check", "--no-cache", path],
         "mypy": [sys.executable, "-m", "mypy", "--cache-dir", tmp_path / "cache"],
