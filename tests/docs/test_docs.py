@@ -2,8 +2,9 @@
 http://127.0.0.1 (as `tools/bazel run //tools/docs:open` serves it) and opened
 in Debian's Chromium, headless, at 1,280 and 390 px. Every public name has a
 docstring, an example and an entry in the reference; code fits its box on a
-wide window and no page is wider than a phone's; every internal link and
-anchor resolves; search ranks the reference first, with snippets.
+wide window, on every page with code (the generated API pages too), and no
+page is wider than a phone's; every internal link and anchor resolves; search
+ranks the reference first, with snippets.
 
 Every page at every width and every search are frames of one page, opened by
 one Chromium run (a start costs more than a page); its screenshot is kept as a
@@ -50,6 +51,13 @@ PAGES = {
     "semantics": "semantics.html",
 }
 WIDTHS = (1280, 390)
+# Every page with code, the generated API pages too (api/native-helpers.html
+# quotes the headers), is checked once more for code wider than its box: in a
+# 1,280 px window less a desktop browser's vertical scrollbar (Chromium's
+# classic one, 15 px; the frames here hide theirs), the width a reader's
+# window leaves the page. Only widths matter there, so the frames are short.
+CODE_WIDTH = 1280 - 15
+CODE_HEIGHT = 120
 # Measured in the page once it has rendered, and written into the DOM for
 # --dump-dom to carry out.
 MEASURE = """<script>
@@ -370,8 +378,20 @@ def measurements(dom: str) -> dict:
     return json.loads(dom[start : dom.index("</script>", start)])
 
 
+@functools.cache
+def code_pages() -> list[str]:
+    """Every page of the site that shows a code block (<pre>)."""
+    with zipfile.ZipFile(SITE_ZIP) as archive:
+        return sorted(
+            name
+            for name in archive.namelist()
+            if name.endswith(".html") and not name.startswith("_") and b"<pre" in archive.read(name)
+        )
+
+
 def frames():
-    """(iframe, height) for each page at each width, then each search."""
+    """(iframe, height) for each page at each width, each page with code at
+    CODE_WIDTH, then each search."""
     for name, page in PAGES.items():
         for width in WIDTHS:
             height = FRAME_HEIGHT[width]
@@ -385,6 +405,17 @@ def frames():
                 ),
                 height,
             )
+    for page in code_pages():
+        yield (
+            FRAME.format(
+                id=f"code_{page}",
+                kind="page",
+                src=f"/{page}?measure",
+                width=CODE_WIDTH,
+                height=CODE_HEIGHT,
+            ),
+            CODE_HEIGHT,
+        )
     for query in [*SEARCHES, *MATH_SEARCHES]:
         yield (
             FRAME.format(
@@ -420,6 +451,29 @@ def test_pages_fit_the_window(rendered, name, width):
     assert not seen["broken"], f"{PAGES[name]} at {width} px breaks {seen['broken']}"
     if width >= 1280 and name in ("tutorial", "native_first_op"):  # pages with sections
         assert seen["toc"] is True, f"{PAGES[name]}: no table of contents in view: {seen}"
+
+
+def test_code_fits_its_box_on_every_page(rendered):
+    """No code block of any page, generated or written, is cut off in a
+    1,280 px window with a scrollbar (CODE_WIDTH): nothing to scroll
+    sideways."""
+    pages = code_pages()
+    assert "api/native-helpers.html" in pages and len(pages) >= 20, pages
+    silent = [page for page in pages if f"code_{page}" not in rendered]
+    assert not silent, f"never reported: {silent}"
+    for page in pages:
+        seen = rendered[f"code_{page}"]
+        assert seen["window"] == CODE_WIDTH and seen["pres"] > 0, (page, seen)
+        assert seen["page"] <= CODE_WIDTH, f"{page} is {seen['page']} px wide at {CODE_WIDTH} px"
+    overflowing = {
+        page: rendered[f"code_{page}"]["overflowing"]
+        for page in pages
+        if rendered[f"code_{page}"]["overflowing"]
+    }
+    assert not overflowing, (
+        f"code wider than its box at {CODE_WIDTH} px (a 1,280 px window with a "
+        f"scrollbar):\n{json.dumps(overflowing, indent=1)}"
+    )
 
 
 @pytest.mark.parametrize("width", WIDTHS)

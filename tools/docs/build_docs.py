@@ -248,14 +248,6 @@ def api_page(module_name: str, sections: dict[str, list[str]]) -> str:
     return f"# `{module_name}` API reference\n\n```{{eval-rst}}\n{body}\n```\n"
 
 
-def helper_text(declaration: str) -> str:
-    lines = [
-        line.rstrip().rstrip("\\").rstrip().removesuffix("{").rstrip()
-        for line in declaration.splitlines()
-    ]
-    return "\n".join(lines)
-
-
 def native_page() -> str:
     out = [
         "# Native helpers",
@@ -285,7 +277,7 @@ def native_page() -> str:
                 "```",
                 "",
                 "```cpp",
-                helper_text(helper.declaration),
+                helper.shown,  # wrapped to the docs' width
                 "```",
                 "",
             ]

@@ -28,6 +28,11 @@ _DECLARATION = (
 
 _SECTIONS = ("Args:", "Returns:", "Example:")
 
+#: The widest line of code the docs show (docs/development/docs.md: 88
+#: columns; the headers' own limit is 100): a declaration wider than this is
+#: wrapped for the page (Helper.shown).
+WIDTH = 88
+
 
 @dataclasses.dataclass
 class Doc:
@@ -70,6 +75,40 @@ def _parse_doc(comment: str) -> Doc:
         returns=" ".join(line.strip() for line in parts.get("Returns:", [])),
         example=dedented(parts.get("Example:", [])),
     )
+
+
+def _closing(text: str, start: int) -> int:
+    """The index of the parenthesis that closes the one at text[start]."""
+    depth = 0
+    for k in range(start, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[k], 0)
+        if depth == 0:
+            return k
+    raise ValueError(f"no closing parenthesis: {text!r}")
+
+
+def _packed(head: str, parts: list[str], tail: str, width: int) -> list[str]:
+    """head + parts (comma-separated) + tail in lines of at most width
+    columns where the parts allow, as clang-format packs a parameter list:
+    after the opening parenthesis, continued at its column, or on the next
+    lines indented 4 where the head leaves too little room."""
+    one = head + ", ".join(parts) + tail
+    if len(one) <= width or not parts:
+        return [one]
+    pieces = [part + "," for part in parts[:-1]] + [parts[-1] + tail]
+    indent = len(head)
+    lines = [head]
+    if indent + max(map(len, pieces)) > width:
+        indent, lines = 4, [head.rstrip(), ""]
+    lines[-1] += " " * (indent - len(lines[-1]))
+    fresh = True  # nothing after the indent yet
+    for piece in pieces:
+        if fresh or len(lines[-1]) + 1 + len(piece) <= width:
+            lines[-1] += ("" if fresh else " ") + piece
+        else:
+            lines.append(" " * indent + piece)
+        fresh = False
+    return lines
 
 
 def _top_level_split(text: str) -> list[str]:
@@ -133,6 +172,30 @@ class Helper:
     @property
     def doc(self) -> Doc:
         return _parse_doc(self.comment)
+
+    @property
+    def shown(self) -> str:
+        """The declaration as the docs show it: without a macro's line
+        continuation, an opening brace or a function's one-line body; a
+        function's signature wider than WIDTH columns wrapped at WIDTH (the
+        header's own wrapping kept where it fits)."""
+        lines = [
+            line.rstrip().rstrip("\\").rstrip().removesuffix("{").rstrip()
+            for line in self.declaration.splitlines()
+        ]
+        if self.kind != "function":
+            return "\n".join(lines)
+        template = lines[:1] if lines[0].startswith("template") else []
+        signature = " ".join(" ".join(lines[len(template) :]).split())
+        start = signature.index(self.name + "(") + len(self.name)
+        end = _closing(signature, start)
+        after = signature[end + 1 :]
+        body = "{" in after
+        if not body and max(map(len, lines)) <= WIDTH:
+            return "\n".join(lines)
+        tail = ")" + after.split("{", 1)[0].rstrip()
+        parts = _top_level_split(signature[start + 1 : end])
+        return "\n".join(template + _packed(signature[: start + 1], parts, tail, WIDTH))
 
 
 @dataclasses.dataclass
