@@ -182,6 +182,15 @@ def config_flag(name: str) -> Any:
     return getattr(jax.config, name)
 
 
+def partly_manual(axis_context) -> bool:
+    """Whether a lowering runs inside a shard_map manual over some of the
+    mesh's axes (of size > 1) only."""
+    if not isinstance(axis_context, SPMDAxisContext):
+        return False
+    mesh = axis_context.mesh
+    return any(a not in axis_context.manual_axes and mesh.shape[a] > 1 for a in mesh.axis_names)
+
+
 def gspmd_aborts_in_partly_manual(axis_context) -> bool:
     """Whether XLA would abort on a custom call inside a shard_map manual over
     some mesh axes only: with GSPMD (not Shardy) in jax < 0.10's XLA
@@ -190,8 +199,7 @@ def gspmd_aborts_in_partly_manual(axis_context) -> bool:
         return False
     if jax.__version_info__[:2] >= (0, 10):
         return False
-    mesh = axis_context.mesh
-    return any(a not in axis_context.manual_axes and mesh.shape[a] > 1 for a in mesh.axis_names)
+    return partly_manual(axis_context)
 
 
 def vary_over(x, axes: tuple):

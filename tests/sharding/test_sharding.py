@@ -932,3 +932,19 @@ def test_explicit_axes_without_a_rule_a_split_cotangent_is_gathered():
             want = x_np * df(x_np) + (2 * x_np if f is double else np.sin(x_np))
             np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
             assert jax.typeof(g).sharding.spec[0] == "d"
+
+
+def test_an_ordered_call_in_a_partly_manual_shard_map_is_refused():
+    """XLA aborts the process on the ordering token there (as for jax's
+    io_callback(ordered=True), which jax refuses): a clear error instead."""
+    mesh = explicit_mesh("a", "b")
+    x = jax.device_put(jnp.arange(16.0), NamedSharding(mesh, P(("a", "b"))))
+    logged = xlabind.callback(lambda x: 2 * np.asarray(x), lambda x: x, effect="ordered")
+    with jax.set_mesh(mesh):
+        partly = jax.shard_map(
+            logged, mesh=mesh, in_specs=P("a"), out_specs=P("a"), axis_names={"a"}
+        )
+        with pytest.raises(NotImplementedError, match=r"effect='ordered'.*manual over some mesh"):
+            jax.jit(partly).lower(x)
+        every = jax.shard_map(logged, mesh=mesh, in_specs=P(("a", "b")), out_specs=P(("a", "b")))
+        np.testing.assert_array_equal(jax.jit(every)(x), 2 * np.arange(16.0))

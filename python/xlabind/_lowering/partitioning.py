@@ -54,6 +54,16 @@ def lower(ctx, call, operands, emit: Callable) -> Sequence[Any]:
             f"{jax.__version__}: XLA's partitioner aborts the process on its custom call. Use "
             f"Shardy (jax's default), jax >= 0.10, or a shard_map manual over every axis."
         )
+    if axes and call.fn.effect == "ordered" and internals.partly_manual(axis_context):
+        # XLA aborts the process on the ordering token there; jax refuses its
+        # own io_callback(ordered=True) alike.
+        raise NotImplementedError(
+            f"xlabind: '{call.fn.name}' has effect='ordered', which cannot run inside a "
+            f"jax.shard_map that is manual over some mesh axes only (axis_names=...): "
+            f"XLA aborts on its ordering token there, as for jax's io_callback(ordered=True). "
+            f"Make the shard_map manual over every mesh axis, call it outside the shard_map, "
+            f"or bind the function with effect='unordered'."
+        )
     if axes and exporting:
         # Per device in an exported program: a plain call (_lower_for_export).
         return emit(ctx, *operands)
