@@ -149,16 +149,21 @@ def test_ops_take_no_failure_collective_in_a_branch_only_some_devices_take():
     np.testing.assert_array_equal(y[1::2], 0)
 
 
-@pytest.mark.parametrize("what", ["bound function", "map_coordinates"])
-def test_nested_shard_map_over_the_context_mesh(what):
+@pytest.mark.parametrize(
+    "what", ["with a rule", "without a rule", "linear, differentiated", "map_coordinates"]
+)
+def test_nested_shard_map_over_the_context_mesh(axis_type, what):
     """The inner shard_map over the context's abstract mesh, as jax requires."""
     import xlabind
 
-    mesh = make_mesh(AxisType.Explicit, (2, 4), ("a", "b"))
-    double = xlabind.callback(lambda x: 2 * np.asarray(x), lambda x: x, sharding_rule="n -> n")
+    mesh = make_mesh(axis_type, (2, 4), ("a", "b"))
+    twice = lambda x: 2 * np.asarray(x)
+    double = xlabind.linear(twice, twice, lambda x: x, sharding_rule="n -> n")
     grid = jnp.arange(25.0, dtype=jnp.float32).reshape(5, 5)
     inner_fn = {
-        "bound function": double,
+        "with a rule": double,
+        "without a rule": xlabind.callback(twice, lambda x: x),
+        "linear, differentiated": jax.grad(lambda y: jnp.sum(double(y) * y)),
         "map_coordinates": lambda y: map_coordinates(grid, [y, y], 1, "nearest"),
     }[what]
     x_np = np.linspace(0, 4, 16, dtype=np.float32)
@@ -177,5 +182,5 @@ def test_nested_shard_map_over_the_context_mesh(what):
     with jax.set_mesh(mesh):
         f = jax.shard_map(outer, mesh=mesh, in_specs=P("a"), out_specs=P("a"), axis_names={"a"})
         y = jax.jit(f)(x)
-    want = 2 * x_np if what == "bound function" else 6 * x_np
+    want = {"map_coordinates": 6 * x_np, "linear, differentiated": 4 * x_np}.get(what, 2 * x_np)
     np.testing.assert_allclose(y, want, rtol=1e-5)
