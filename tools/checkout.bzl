@@ -122,9 +122,23 @@ def checkout_files(srcs = None, folders = None):
         include = ["**"] if folders == None else ["*"] + [f + "/**" for f in folders]
         for subpackage in native.subpackages(include = include, allow_empty = True):
             path = package + "/" + subpackage if package else subpackage
-            if path not in CHECKOUT_PACKAGES and not path.startswith("bazel-"):
+            if _outside(path):
+                continue
+            if path not in CHECKOUT_PACKAGES:
                 fail("//%s is not in CHECKOUT_PACKAGES (tools/checkout.bzl): " % path +
                      "tests/style and tests/packaging would not see its files")
+
+# Folders .bazelignore keeps out of this workspace (workspaces of their own).
+IGNORED_FOLDERS = ["examples/native_op"]
+
+def _outside(path):
+    """Whether a subpackage path is no package of this workspace: under a
+    folder .bazelignore names (Bazel 7 lists those too), or under Bazel's
+    output links (bazel-*, whose runfiles hold BUILD files), at the root or
+    in an ignored workspace that has been built."""
+    if any([part.startswith("bazel-") for part in path.split("/")]):
+        return True
+    return any([path == f or path.startswith(f + "/") for f in IGNORED_FOLDERS])
 
 def _checkout_manifest_impl(ctx):
     paths = {}
