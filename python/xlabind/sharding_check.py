@@ -57,12 +57,14 @@ def check_sharding(
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np, xlabind
+      >>> from jax.sharding import NamedSharding, PartitionSpec
       >>> mesh = jax.sharding.Mesh(np.array(jax.devices()), ("d",))
-      >>> rows = jax.device_put(jnp.arange(8.0).reshape(len(jax.devices()), -1),
-      ...                       jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("d")))
-      >>> total = xlabind.callback(lambda x: np.asarray(x).sum(0),
-      ...                          lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
-      ...                          sharding_rule=xlabind.ShardingRule("b n -> n", summed="b"))
+      >>> x = jnp.arange(8.0).reshape(len(jax.devices()), -1)
+      >>> rows = jax.device_put(x, NamedSharding(mesh, PartitionSpec("d")))
+      >>> total = xlabind.callback(
+      ...     lambda x: np.asarray(x).sum(0),
+      ...     lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype),
+      ...     sharding_rule=xlabind.ShardingRule("b n -> n", summed="b"))
       >>> xlabind.check_sharding(total, rows)
     """
     name = getattr(fn, "name", getattr(fn, "__name__", repr(fn)))
