@@ -392,41 +392,17 @@ def code_pages() -> list[str]:
 def frames():
     """(iframe, height) for each page at each width, each page with code at
     CODE_WIDTH, then each search."""
+
+    def frame(id: str, kind: str, src: str, width: int, height: int):
+        return FRAME.format(id=id, kind=kind, src=src, width=width, height=height), height
+
     for name, page in PAGES.items():
         for width in WIDTHS:
-            height = FRAME_HEIGHT[width]
-            yield (
-                FRAME.format(
-                    id=f"{name}_{width}",
-                    kind="page",
-                    src=f"/{page}?measure",
-                    width=width,
-                    height=height,
-                ),
-                height,
-            )
+            yield frame(f"{name}_{width}", "page", f"/{page}?measure", width, FRAME_HEIGHT[width])
     for page in code_pages():
-        yield (
-            FRAME.format(
-                id=f"code_{page}",
-                kind="page",
-                src=f"/{page}?measure",
-                width=CODE_WIDTH,
-                height=CODE_HEIGHT,
-            ),
-            CODE_HEIGHT,
-        )
+        yield frame(f"code_{page}", "page", f"/{page}?measure", CODE_WIDTH, CODE_HEIGHT)
     for query in [*SEARCHES, *MATH_SEARCHES]:
-        yield (
-            FRAME.format(
-                id=f"search_{query}",
-                kind="search",
-                src=f"/search.html?q={query}",
-                width=1280,
-                height=SEARCH_HEIGHT,
-            ),
-            SEARCH_HEIGHT,
-        )
+        yield frame(f"search_{query}", "search", f"/search.html?q={query}", 1280, SEARCH_HEIGHT)
 
 
 @pytest.fixture(scope="module")

@@ -112,22 +112,13 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
         check_vma=False,
     )
 
-    def gathered(*xs):
+    def whole_once(*xs):
         # Arrays sharded over Explicit mesh axes are gathered first (shard_map
         # takes them only as they are); others XLA gathers by itself.
-        return list(
-            once(
-                *(
-                    jax.sharding.reshard(x, NamedSharding(mesh, whole))
-                    if _explicit_spec(jax.typeof(x)) is not None
-                    else x
-                    for x in xs
-                )
-            )
-        )
+        return list(once(*(explicit_sharding.gathered(x) for x in xs)))
 
     detached = internals.detached_ordered_token(ctx)
-    results = mlir.lower_fun(gathered, multiple_results=True)(detached, *operands)
+    results = mlir.lower_fun(whole_once, multiple_results=True)(detached, *operands)
     if detached is not ctx:
         ctx.set_tokens_out(detached.tokens_out)
     return results

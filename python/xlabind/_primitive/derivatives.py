@@ -32,9 +32,8 @@ from typing import Any
 import jax
 from jax import dtypes
 from jax.interpreters import ad
-from jax.sharding import NamedSharding, PartitionSpec
 
-from xlabind._primitive.explicit_sharding import explicit_axes
+from xlabind._primitive.explicit_sharding import explicit_axes, gathered
 from xlabind._primitive.primitive import Call, bind, xlabind_call_p
 
 # (op, primals, tangents with ad.Zero, call) -> output tangents (ad.Zero allowed)
@@ -191,20 +190,12 @@ def transpose_rule(cts, *args, call: Call):
     if call.factors is None:
         # Without a rule it ran on whole arrays; so does its transpose, on a
         # cotangent that jax may have split (the user cannot reach it).
-        dense = [_whole(ct) for ct in dense]
+        dense = [gathered(ct) for ct in dense]
     group_cts = transpose(op, outside, dense, group_avals, call)
     for k, i in enumerate(group):
         if i in undefined:
             result[i] = _typed_like(group_cts[k], args[i].aval)
     return result
-
-
-def _whole(x):
-    """`x` gathered whole if it is split over Explicit mesh axes."""
-    if explicit_axes(jax.typeof(x)) is None:
-        return x
-    sharding = jax.typeof(x).sharding
-    return jax.sharding.reshard(x, NamedSharding(sharding.mesh, PartitionSpec()))
 
 
 def _typed_like(ct, aval):

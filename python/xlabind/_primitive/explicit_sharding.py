@@ -18,6 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 from jax.sharding import NamedSharding, PartitionSpec
 
 from xlabind._primitive.factors import split
@@ -104,6 +105,15 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
     if call.reports_status:  # one more result, whole: primitive.status_aval()
         shardings.append(NamedSharding(mesh, PartitionSpec(None)))
     return shardings
+
+
+def gathered(x: Any) -> Any:
+    """`x` whole on every device if its type splits it over Explicit mesh
+    axes (jax moves no data there unless the program asks), else `x`."""
+    if explicit_axes(jax.typeof(x)) is None:
+        return x
+    mesh = jax.typeof(x).sharding.mesh
+    return jax.sharding.reshard(x, NamedSharding(mesh, PartitionSpec()))
 
 
 def spec_entry(axes: Axes | None) -> str | Axes | None:

@@ -284,10 +284,6 @@ def _slab_table(ext, k: int):
     return per_node.reshape(per_node.shape[0], -1)
 
 
-def _shape(shape, like):
-    return jax.ShapeDtypeStruct(shape, like.dtype)
-
-
 def _slab_fits(ext, k: int) -> bool:
     taps = (k + 1) ** (ext.ndim - 2)
     cells = ext.shape[0] * ext.shape[1] * math.prod(m - k for m in ext.shape[2:])
@@ -338,7 +334,11 @@ def _interpolate(
     whole = not per_node and batch * cells * taps <= MAX_TABLE_ELEMENTS and taps <= MAX_GATHER_TAPS
     slabs = not per_node and ndim > 1 and slab_elements <= MAX_TABLE_ELEMENTS
     first_node = axes[0][0].reshape(-1)
-    if not per_node and use_kernel and tpu_kernels.fits(_shape((taps, batch * cells), grid)):
+    if (
+        not per_node
+        and use_kernel
+        and tpu_kernels.fits(jax.ShapeDtypeStruct((taps, batch * cells), grid.dtype))
+    ):
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
         rows = tpu_kernels.gather_rows(table.T, cell)  # (taps, points)
     elif slabs and use_kernel and _slab_fits(ext, k):
