@@ -187,25 +187,92 @@ def test_the_scatter_kernel_adds_each_points_column_in_order():
     np.testing.assert_array_equal(table, expected)
 
 
-def test_a_table_too_large_for_the_kernel_is_read_in_slabs(monkeypatch):
-    """Order 3 on a grid whose whole tap table does not fit: one row of the
-    per-node table for each tap of axis 0."""
-    # The whole table takes 559 KiB here, the slabs 170 KiB.
-    monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 256 << 10)
+@pytest.mark.parametrize("k", range(6))
+def test_the_patch_kernels_read_and_add_each_points_nodes(k):
+    """gather_patches reads a point's (k + 1)^2 nodes of the first two axes
+    from its patch row (at every row offset); scatter_patches adds them back."""
+    rng = np.random.default_rng(k)
+    grids = rng.normal(size=(2, 19, 23, 3)).astype(np.float32)
+    counts = tpu_kernels.patch_counts((19, 23), k)
+    points = 41
+    lead, c0, c1 = (
+        rng.integers(0, 2, points),
+        rng.integers(0, 19 - k, points),
+        rng.integers(0, 23 - k, points),
+    )
+    rest = rng.integers(0, 2, points)
+    row, lane = tpu_kernels.patch_position(lead, c0, c1, rest, 3, k, counts)
+    row, lane = jnp.asarray(row, jnp.int32), jnp.asarray(lane, jnp.int32)
+    offsets = (0, 1)
+    previous = tpu_kernels.INTERPRET
+    tpu_kernels.INTERPRET = previous or not ON_TPU
+    try:
+        table = jax.jit(tpu_kernels.patch_table, static_argnums=1)(grids, k)
+        got = jax.jit(tpu_kernels.gather_patches, static_argnums=(3, 4))(
+            table, row, lane, offsets, k
+        )
+        contribution = rng.normal(size=got.shape).astype(np.float32)
+        sums = jax.jit(tpu_kernels.scatter_patches, static_argnums=(3, 4, 5))(
+            contribution, row, lane, offsets, k, table.shape[0]
+        )
+    finally:
+        tpu_kernels.INTERPRET = previous
+    nodes = [(a, b, r) for a in range(k + 1) for b in range(k + 1) for r in offsets]
+    want = np.stack([grids[lead, c0 + a, c1 + b, rest + r] for a, b, r in nodes])
+    np.testing.assert_array_equal(got, want)
+    # The scatter is the gather's transpose: <scatter(c), t> == <c, gather(t)>.
+    probe = rng.normal(size=table.shape).astype(np.float32)
+    read = jax.jit(tpu_kernels.gather_patches, static_argnums=(3, 4))
+    tpu_kernels.INTERPRET = previous or not ON_TPU
+    try:
+        gathered = read(probe, row, lane, offsets, k)
+    finally:
+        tpu_kernels.INTERPRET = previous
+    np.testing.assert_allclose(np.vdot(sums, probe), np.vdot(contribution, gathered), rtol=1e-5)
+
+
+@pytest.mark.parametrize("k", [0, 1, 3, 5])
+def test_the_patch_tables_transpose_is_its_derivative(k):
+    """patch_table's hand-made transpose (sums of reshaped runs) is its
+    transpose: <pullback(c), g> == <c, table(g)> for a linear map."""
+    rng = np.random.default_rng(k)
+    grids = jnp.asarray(rng.normal(size=(2, 12, 17, 2)).astype(np.float32))
+    table, pullback = jax.vjp(lambda g: tpu_kernels.patch_table(g, k), grids)
+    cotangent = jnp.asarray(rng.normal(size=table.shape).astype(np.float32))
+    (got,) = pullback(cotangent)
+    np.testing.assert_allclose(jnp.vdot(got, grids), jnp.vdot(cotangent, table), rtol=1e-5)
+
+
+@pytest.mark.parametrize("order, mode", [(1, "nearest"), (3, "reflect"), (5, "wrap")])
+@pytest.mark.parametrize("shape", [(9, 8, 7), (5, 6, 4, 3)])
+def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, shape, order, mode):
+    """A grid whose tap table does not fit (256^3 on a v5e) is read from
+    patches of its first two axes: values as SciPy's, and the grid's
+    gradient through the patch scatter is the transpose."""
+    monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
+    monkeypatch.setattr(tpu_kernels, "MAX_SCATTER_TABLE_BYTES", 0)
     if not ON_TPU:
         monkeypatch.setattr(tpu_kernels, "INTERPRET", True)
-    slabs = []
-    read = tpu_formulation._slab_rows
-    monkeypatch.setattr(
-        tpu_formulation, "_slab_rows", lambda *a, **kw: slabs.append(1) or read(*a, **kw)
-    )
-    grid, coords = grid_and_points((9, 8, 7), seed=11)
+    taken = []
+    for name in ("gather_patches", "scatter_patches"):
+        kernel = getattr(tpu_kernels, name)
+        monkeypatch.setattr(
+            tpu_kernels,
+            name,
+            lambda *a, _k=kernel, _n=name, **kw: taken.append(_n) or _k(*a, **kw),
+        )
+    grid, coords = grid_and_points(shape, seed=11)
     jax.clear_caches()
-    got = jax.jit(lambda g, c: map_coordinates(g, c, 3, "reflect"))(grid, coords)
-    assert slabs, "the slab path was not taken"
+    f = jax.jit(lambda g: map_coordinates(g, coords, order, mode))
+    got = f(grid)
     np.testing.assert_allclose(
-        got, scipy_values(grid, coords, 3, "reflect"), rtol=2e-4, atol=2e-4 * 4
+        got, scipy_values(grid, coords, order, mode), rtol=2e-4, atol=2e-4 * 4
     )
+    weights = np.random.default_rng(2).normal(size=got.shape).astype(np.float32)
+    gradient = jax.jit(jax.grad(lambda g: jnp.vdot(f(g), weights)))(grid)
+    probe = np.random.default_rng(3).normal(size=shape).astype(np.float32)
+    np.testing.assert_allclose(np.vdot(gradient, probe), np.vdot(f(probe), weights), rtol=2e-4)
+    assert taken.count("gather_patches") >= 1 and taken.count("scatter_patches") == 1
 
 
 @pytest.mark.parametrize(
@@ -216,6 +283,7 @@ def test_wide_tables_beyond_the_kernels_take_the_gather_that_fits(monkeypatch, m
     than MAX_GATHER_TAPS are not gathered whole (on a v5e that asked for
     66 GB at order 3): 64 taps go through the 16-tap slabs, or node by node."""
     monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
+    monkeypatch.setattr(tpu_kernels, "MAX_PATCH_TABLE_BYTES", 0)
     monkeypatch.setattr(tpu_formulation, "MAX_GATHER_TAPS", max_taps)
     widths = []
     gather = tpu_formulation._gather

@@ -13,14 +13,15 @@ extension's range (clamped for constant and nearest, whose far nodes all
 read alike; taken modulo the period for the periodic modes, where a
 mirrored run of nodes is read backwards with its weights reversed). Where
 the packed table fits the chip's vector memory, a Pallas kernel loads the
-rows there (tpu_kernels.py); where only a table per node of axis 0 fits,
-the kernel reads k + 1 rows of it a point; elsewhere an XLA gather reads
-the table (or the per-node tables) where its rows are narrow enough
+rows there (tpu_kernels.py); where it does not but the grid cut into
+patches does (tpu_kernels.patch_table), the kernel reads each point's
+(k + 1)^(ndim - 2) patch rows; elsewhere an XLA gather reads the table (or
+per-node tables of axes 1 on) where its rows are narrow enough
 (MAX_GATHER_TAPS), else one gather per node.
 
 The grid's gradient (the transpose) adds each point's weighted cotangent
-into its row by the kernels' scatter where the table fits, else it is the
-JAX derivative of one gather per node. The spline filter is a dense matrix
+into its row(s) by the kernels' scatters where a table fits, else it is
+the JAX derivative of one gather per node. The spline filter is a dense matrix
 per axis (its exact inverse collocation matrix), applied with full float32
 precision. The ops' targets carry these as their `tpu_formulation`.
 """
@@ -198,17 +199,19 @@ def _mapped(j: np.ndarray, n: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
     return np.where(m < n, m, 2 * n - 1 - m), np.ones_like(inside)
 
 
+_PAD_MODES = {CONSTANT: "constant", NEAREST: "edge", WRAP: "wrap", MIRROR: "reflect"}
+
+
 def extended(grid, k: int, mode: int):
     """`grid` extended by k + 1 nodes on each side of each axis through `mode`
-    (zeros outside in constant mode, whose outside nodes read nothing)."""
-    pad = k + 1
+    (zeros outside in constant mode, whose outside nodes read nothing): the
+    nodes _mapped gives, by pads (slices of the grid; a gather of whole
+    planes was measured 5x slower on a v5e at 256^3)."""
     for axis, n in enumerate(grid.shape):
-        index, inside = _mapped(np.arange(-pad, n + pad), n, mode)
-        grid = jnp.take(grid, index, axis=axis)
-        if not inside.all():
-            shape = [1] * grid.ndim
-            shape[axis] = inside.size
-            grid = grid * jnp.asarray(inside.reshape(shape), grid.dtype)
+        widths = [(0, 0)] * grid.ndim
+        widths[axis] = (k + 1, k + 1)
+        how = "edge" if n == 1 and mode != CONSTANT else _PAD_MODES.get(mode, "symmetric")
+        grid = jnp.pad(grid, widths, mode=how)
     return grid
 
 
@@ -248,9 +251,10 @@ def _geometry(ext_shape, coords, k, mode, derivative, grid_shape):
 
 
 def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivative):
-    """The grid's cotangent through the kernels (scatter_rows), or None where
-    they do not apply: the tap table's cotangent, then the table's own
-    derivative back to the grid (a sum of shifted slices, in XLA)."""
+    """The grid's cotangent through the kernels (scatter_rows where the tap
+    table fits, else scatter_patches), or None where they do not apply: the
+    table's cotangent, then the table's own derivative back to the grid (a
+    sum of shifted slices, in XLA)."""
     k, ndim = order, len(coords)
     taps = (k + 1) ** ndim
     ext_shape = (grid_shape[0], *(n + 2 * (k + 1) for n in grid_shape[1:]))
@@ -258,17 +262,30 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
     if not (tpu_kernels.available() and dtype == jnp.float32):
         return None
     table = jax.ShapeDtypeStruct((taps, cells), dtype)
-    if not tpu_kernels.fits(table, tpu_kernels.MAX_SCATTER_TABLE_BYTES):
+    whole = tpu_kernels.fits(table, tpu_kernels.MAX_SCATTER_TABLE_BYTES)
+    if not (whole or _Patches.fit(ext_shape, k)):
         return None
-    _, cell, weights, nan = _geometry(ext_shape, coords, k, mode, derivative, grid_shape)
+    axes, cell, weights, nan = _geometry(ext_shape, coords, k, mode, derivative, grid_shape)
     ct = cotangent.reshape(-1).astype(dtype)
-    table_ct = tpu_kernels.scatter_rows(weights * jnp.where(nan, 0, ct), cell, cells)
+    contribution = weights * jnp.where(nan, 0, ct)
+    if whole:
+        table_ct = tpu_kernels.scatter_rows(contribution, cell, cells)
 
-    def table_of(g):
-        ext = jax.vmap(lambda e: extended(e, k, mode))(g)
-        return jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
+        def table_of(ext):
+            return jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
 
-    _, pullback = jax.vjp(table_of, jnp.zeros(grid_shape, dtype))
+    else:
+        patches = _Patches(ext_shape, k)
+        row, lane = patches.position(axes, grid_shape[0])
+        table_ct = tpu_kernels.scatter_patches(
+            contribution, row, lane, patches.offsets, k, patches.rows
+        )
+        table_of = patches.table
+
+    _, pullback = jax.vjp(
+        lambda g: table_of(jax.vmap(lambda e: extended(e, k, mode))(g)),
+        jnp.zeros(grid_shape, dtype),
+    )
     (grid_ct,) = pullback(table_ct)
     # A NaN point reads node 0 with a NaN weight (as in the gather).
     first = jnp.where(nan, jnp.asarray(jnp.nan, dtype) * ct, 0).reshape(grid_shape[0], -1).sum(1)
@@ -279,32 +296,68 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
 def _slab_table(ext, k: int):
     """(taps of axes 1 on, batch * ext_0 * their cells): per node of axis 0,
     the tap table of the rest: a point reads k + 1 rows of it, one per tap
-    of axis 0 (for tables whose whole tap table is too large to hold)."""
+    of axis 0 (for tables whose whole tap table is too large to gather)."""
     per_node = jax.vmap(jax.vmap(lambda e: tap_table(e, k), out_axes=1), out_axes=1)(ext)
     return per_node.reshape(per_node.shape[0], -1)
 
 
-def _slab_fits(ext, k: int) -> bool:
-    taps = (k + 1) ** (ext.ndim - 2)
-    cells = ext.shape[0] * ext.shape[1] * math.prod(m - k for m in ext.shape[2:])
-    return tpu_kernels.fits(jax.ShapeDtypeStruct((taps, cells), ext.dtype))
-
-
-def _slab_rows(ext, k: int, first, cell, cells: int, use_kernel: bool):
+def _slab_rows(ext, k: int, first, cell, cells: int):
     """((k + 1)^ndim, points) through the slab table: row (first + l) of axis
-    0 for each tap l, in one kernel call (or one gather) for all of them."""
+    0 for each tap l, in one gather for all of them."""
     rest = math.prod(m - k for m in ext.shape[2:])
     within = cell % cells  # the cell in its batch element's table
     element = cell // cells
     rest_cell = within % rest
     slab = [(element * ext.shape[1] + first + tap) * rest + rest_cell for tap in range(k + 1)]
-    table = _slab_table(ext, k)
-    if use_kernel:
-        rows = tpu_kernels.gather_rows(table.T, jnp.concatenate(slab))
-    else:
-        rows = _gather(table, jnp.concatenate(slab))
+    rows = _gather(_slab_table(ext, k), jnp.concatenate(slab))
     taps = rows.shape[0]
     return rows.reshape(taps, k + 1, -1).transpose(1, 0, 2).reshape((k + 1) * taps, -1)
+
+
+class _Patches:
+    """The patch table of the extended grids (tpu_kernels.patch_table: the
+    first two axes cut into overlapping patches, a row each per node of the
+    others) and where each point reads it: (k + 1)^(ndim - 2) rows, one per
+    tap of the other axes."""
+
+    def __init__(self, ext_shape, k: int):
+        self.k = k
+        self.batch, n0, n1, *others = ext_shape
+        self.others = tuple(others)
+        self.counts = tpu_kernels.patch_counts((n0, n1), k)
+        self.rows = tpu_kernels.patch_rows(self.batch, ext_shape[1:], k)
+        strides = np.cumprod([1, *others[::-1]])[::-1][1:]
+        self.offsets = tuple(
+            int(sum(o * s for o, s in zip(offset, strides)))
+            for offset in itertools.product(range(k + 1), repeat=len(others))
+        )
+
+    @staticmethod
+    def fit(ext_shape, k: int) -> bool:
+        if len(ext_shape) < 3:
+            return False
+        rows = tpu_kernels.patch_rows(ext_shape[0], ext_shape[1:], k)
+        return rows * 128 * 4 <= tpu_kernels.MAX_PATCH_TABLE_BYTES
+
+    def table(self, ext):
+        return tpu_kernels.patch_table(ext.reshape(*ext.shape[:3], -1), self.k)
+
+    def position(self, axes, batch: int):
+        """Each point's first row and its first node's lane, flat."""
+        rest = jnp.zeros_like(axes[0][0])
+        for (cell, _, _), n in zip(axes[2:], self.others):
+            rest = rest * n + cell
+        element = jnp.arange(batch, dtype=jnp.int32)[:, None]
+        row, lane = tpu_kernels.patch_position(
+            element,
+            axes[0][0],
+            axes[1][0],
+            rest,
+            math.prod(self.others),
+            self.k,
+            self.counts,
+        )
+        return row.reshape(-1), lane.reshape(-1)
 
 
 def _gather(table, cell):
@@ -334,20 +387,19 @@ def _interpolate(
     whole = not per_node and batch * cells * taps <= MAX_TABLE_ELEMENTS and taps <= MAX_GATHER_TAPS
     slabs = not per_node and ndim > 1 and slab_elements <= MAX_TABLE_ELEMENTS
     first_node = axes[0][0].reshape(-1)
-    if (
-        not per_node
-        and use_kernel
-        and tpu_kernels.fits(jax.ShapeDtypeStruct((taps, batch * cells), grid.dtype))
-    ):
+    kernel = not per_node and use_kernel and grid.dtype == jnp.float32
+    if kernel and tpu_kernels.fits(jax.ShapeDtypeStruct((taps, batch * cells), grid.dtype)):
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
         rows = tpu_kernels.gather_rows(table.T, cell)  # (taps, points)
-    elif slabs and use_kernel and _slab_fits(ext, k):
-        rows = _slab_rows(ext, k, first_node, cell, cells, use_kernel=True)
+    elif kernel and _Patches.fit(ext.shape, k):
+        patches = _Patches(ext.shape, k)
+        row, lane = patches.position(axes, batch)
+        rows = tpu_kernels.gather_patches(patches.table(ext), row, lane, patches.offsets, k)
     elif whole:
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
         rows = _gather(table, cell)
     elif slabs and slab_taps <= MAX_GATHER_TAPS:
-        rows = _slab_rows(ext, k, first_node, cell, cells, use_kernel=False)
+        rows = _slab_rows(ext, k, first_node, cell, cells)
     else:
         rows = None
     if rows is not None:
