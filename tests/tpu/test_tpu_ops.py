@@ -243,8 +243,16 @@ def test_the_patch_tables_transpose_is_its_derivative(k):
     np.testing.assert_allclose(jnp.vdot(got, grids), jnp.vdot(cotangent, table), rtol=1e-5)
 
 
-@pytest.mark.parametrize("order, mode", [(1, "nearest"), (3, "reflect"), (5, "wrap")])
-@pytest.mark.parametrize("shape", [(9, 8, 7), (5, 6, 4, 3)])
+@pytest.mark.parametrize(
+    "shape, order, mode",
+    [
+        ((9, 8, 7), 1, "nearest"),
+        ((9, 8, 7), 5, "wrap"),
+        ((12, 10), 2, "mirror"),  # one row a point
+        ((5, 6, 4, 3), 3, "reflect"),  # 16 rows a point
+    ],
+    ids=str,
+)
 def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, shape, order, mode):
     """A grid whose tap table does not fit (256^3 on a v5e) is read from
     patches of its first two axes: values as SciPy's, and the grid's
