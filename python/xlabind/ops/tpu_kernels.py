@@ -198,9 +198,10 @@ def gather_rows(table, cell):
 _PATCH = (8, 16)
 
 
-def patch_counts(shape: tuple[int, int], k: int) -> tuple[int, int]:
+def patch_counts(shape, k: int) -> tuple[int, int]:
     """How many patches of order `k` cover the first two axes (sizes `shape`)."""
-    return tuple(-(-(n - k) // (p - k)) for n, p in zip(shape, _PATCH))  # type: ignore[return-value]
+    (n0, n1), (p0, p1) = shape[:2], _PATCH
+    return -(-(n0 - k) // (p0 - k)), -(-(n1 - k) // (p1 - k))
 
 
 def patch_rows(lead: int, shape: tuple[int, ...], k: int) -> int:
