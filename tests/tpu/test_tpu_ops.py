@@ -130,7 +130,13 @@ def test_vmap_over_grids_and_points():
     np.testing.assert_allclose(batched[1], 2 * single, rtol=2e-4, atol=4e-4 * 4)
 
 
-def test_nan_and_infinite_coordinates():
+@pytest.mark.parametrize("route", ["tap table", "patches"])
+def test_nan_and_infinite_coordinates(monkeypatch, route):
+    if route == "patches":  # a NaN or infinite point's rows lie inside the patch table
+        monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
+        if not ON_TPU:
+            monkeypatch.setattr(tpu_kernels, "INTERPRET", True)
+        jax.clear_caches()
     grid, _ = grid_and_points((6, 5), seed=2)
     xs = jnp.array([jnp.nan, jnp.inf, -jnp.inf, 2.5], jnp.float32)
     ys = jnp.full(4, 1.5, jnp.float32)
