@@ -8,7 +8,8 @@ What is fast is a loop on the scalar unit that loads one 128-lane row at a
 scalar index from vector memory (about 2 ns a row): the table is packed
 128 // taps cells to a row and held whole in vector memory, each block of
 points loads its rows, transposes them (points along lanes) and keeps each
-point's own cell of its row. Off a TPU the same kernel runs interpreted (CI
+point's own cell of its row. Tables too large for vector memory are read
+from the grid itself, cut into patches (below). Off a TPU the same kernel runs interpreted (CI
 checks its numbers there, not that the chip compiles it).
 """
 
@@ -49,26 +50,35 @@ def fits(table, limit: int | None = None) -> bool:
     return table.size * table.dtype.itemsize <= limit and table.dtype == jnp.float32
 
 
-def _kernel(block: int, taps: int):
+def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
+    """In a gather kernel: the table copied into vector memory before the
+    first block (one copy: a BlockSpec'd input would be double-buffered,
+    half the table that fits), then row `row[i] + offset` of it into row i
+    of the stage of each offset, point by point on the scalar unit."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
+
+    @pl.when(pl.program_id(0) == 0)
+    def _():
+        copy = pltpu.make_async_copy(table_hbm, table_ref, copied)
+        copy.start()
+        copy.wait()
+
+    def load(i, carry):
+        r = row_ref[i]
+        for stage, offset in zip(stages, offsets):
+            stage[pl.ds(i, 1), :] = table_ref[pl.ds(r + offset, 1), :]
+        return carry
+
+    lax.fori_loop(0, block, load, 0, unroll=8)
+
+
+def _kernel(block: int, taps: int):
 
     per_row = _LANES // taps
 
     def kernel(row_ref, sub_ref, table_hbm, out_ref, table_ref, rows_ref, copied):
-        # One copy of the table, made before the first block (a BlockSpec'd
-        # input would be double-buffered: half the table that fits).
-        @pl.when(pl.program_id(0) == 0)
-        def _():
-            copy = pltpu.make_async_copy(table_hbm, table_ref, copied)
-            copy.start()
-            copy.wait()
-
-        def load(i, carry):
-            rows_ref[pl.ds(i, 1), :] = table_ref[pl.ds(row_ref[i], 1), :]
-            return carry
-
-        lax.fori_loop(0, block, load, 0, unroll=8)
+        _load_rows(block, row_ref, table_hbm, table_ref, copied, (rows_ref,), (0,))
         rows = rows_ref[...].T  # (lanes, points)
         sub = sub_ref[...]
         picked = jnp.zeros((taps, block), rows.dtype)
@@ -85,14 +95,61 @@ def _packed_rows(cells: int, taps: int) -> int:
     return -(-rows // 8) * 8
 
 
+def _blocking(points: int) -> tuple[int, int]:
+    """(points a block, points padded to whole blocks)."""
+    block = _BLOCK if points >= _BLOCK else -(-points // _LANES) * _LANES
+    return block, -(-points // block) * block
+
+
+def _point_specs(block: int) -> list:
+    """The specs of the operands every kernel takes first: each point's row
+    (read by the scalar unit) and its place in the row, by blocks of points."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    return [
+        pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
+        pl.BlockSpec((1, block), lambda b: (0, b)),
+    ]
+
+
+def _sequential(vmem_limit: int):
+    """Blocks one after another (the first fills what the others read, or
+    the last writes what all added), with `vmem_limit` bytes of vector memory."""
+    from jax.experimental.pallas import tpu as pltpu
+
+    return pltpu.CompilerParams(vmem_limit_bytes=vmem_limit, dimension_semantics=("arbitrary",))
+
+
+def _gather_call(kernel, block: int, padded: int, taps: int, table, stages: int, vmem_limit: int):
+    """The pallas_call of a gather kernel: (row, place, table) -> (taps,
+    padded), the table (rows, 128) copied once into vector memory by the
+    first block, `stages` rows a point staged there."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    return pl.pallas_call(
+        kernel,
+        grid=(padded // block,),
+        in_specs=[*_point_specs(block), pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((taps, block), lambda b: (0, b)),
+        out_shape=jax.ShapeDtypeStruct((taps, padded), table.dtype),
+        scratch_shapes=[
+            pltpu.VMEM(table.shape, table.dtype),
+            *[pltpu.VMEM((block, _LANES), table.dtype) for _ in range(stages)],
+            pltpu.SemaphoreType.DMA,
+        ],
+        compiler_params=_sequential(vmem_limit),
+        interpret=INTERPRET,
+    )
+
+
 def _point_blocks(cell, taps: int):
     """(points a block, points padded to whole blocks, each padded point's
     packed row, its cell's place in the row as (1, padded)): the operands
     both kernels take first."""
-    points = cell.shape[0]
-    block = _BLOCK if points >= _BLOCK else -(-points // _LANES) * _LANES
-    padded = -(-points // block) * block
-    cell = jnp.pad(cell, (0, padded - points))
+    block, padded = _blocking(cell.shape[0])
+    cell = jnp.pad(cell, (0, padded - cell.shape[0]))
     per_row = _LANES // taps
     return block, padded, cell // per_row, (cell % per_row).reshape(1, padded)
 
@@ -137,16 +194,13 @@ def scatter_rows(contribution, cell, cells: int):
         _scatter_kernel(block, taps),
         grid=(padded // block,),
         in_specs=[
-            pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
-            pl.BlockSpec((1, block), lambda b: (0, b)),
+            *_point_specs(block),
             pl.BlockSpec((taps, block), lambda b: (0, b)),
         ],
         out_specs=pl.BlockSpec((rows, _LANES), lambda b: (0, 0)),
         out_shape=jax.ShapeDtypeStruct((rows, _LANES), contribution.dtype),
         scratch_shapes=[pltpu.VMEM((block, _LANES), contribution.dtype)],
-        compiler_params=pltpu.CompilerParams(
-            vmem_limit_bytes=100 << 20, dimension_semantics=("arbitrary",)
-        ),
+        compiler_params=_sequential(100 << 20),
         interpret=INTERPRET,
     )(row, sub, contribution)
     return packed.reshape(-1)[: cells * taps].reshape(cells, taps).T
@@ -154,35 +208,14 @@ def scatter_rows(contribution, cell, cells: int):
 
 def gather_rows(table, cell):
     """(taps, points): row `cell[p]` of `table` (cells, taps) for each point."""
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
 
     cells, taps = table.shape
     rows = _packed_rows(cells, taps)
     packed = jnp.pad(table.reshape(-1), (0, rows * _LANES - table.size)).reshape(rows, _LANES)
     points = cell.shape[0]
     block, padded, row, sub = _point_blocks(cell, taps)
-    out = pl.pallas_call(
-        _kernel(block, taps),
-        grid=(padded // block,),
-        in_specs=[
-            pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
-            pl.BlockSpec((1, block), lambda b: (0, b)),
-            pl.BlockSpec(memory_space=pl.ANY),
-        ],
-        out_specs=pl.BlockSpec((taps, block), lambda b: (0, b)),
-        out_shape=jax.ShapeDtypeStruct((taps, padded), table.dtype),
-        scratch_shapes=[
-            pltpu.VMEM((rows, _LANES), table.dtype),
-            pltpu.VMEM((block, _LANES), table.dtype),
-            pltpu.SemaphoreType.DMA,
-        ],
-        # Sequential blocks: the first one copies the table for the rest.
-        compiler_params=pltpu.CompilerParams(
-            vmem_limit_bytes=100 << 20, dimension_semantics=("arbitrary",)
-        ),
-        interpret=INTERPRET,
-    )(row, sub, packed)
+    kernel = _kernel(block, taps)
+    out = _gather_call(kernel, block, padded, taps, packed, 1, 100 << 20)(row, sub, packed)
     return out[:, :points]
 
 
@@ -206,7 +239,7 @@ def patch_counts(shape, k: int) -> tuple[int, int]:
 
 def patch_rows(lead: int, shape: tuple[int, ...], k: int) -> int:
     """The rows of the patch table of `lead` grids of `shape`."""
-    return lead * math.prod(patch_counts(shape[:2], k)) * math.prod(shape[2:])
+    return lead * math.prod(patch_counts(shape, k)) * math.prod(shape[2:])
 
 
 def _runs_by_reshapes(x, axis: int, count: int, size: int, k: int):
@@ -284,24 +317,10 @@ def _patch_offsets(k: int):
 
 def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
     from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
 
     def kernel(row_ref, lane_ref, table_hbm, out_ref, table_ref, *scratch):
         stages, copied = scratch[:-1], scratch[-1]
-
-        @pl.when(pl.program_id(0) == 0)
-        def _():
-            copy = pltpu.make_async_copy(table_hbm, table_ref, copied)
-            copy.start()
-            copy.wait()
-
-        def load(i, carry):
-            r = row_ref[i]
-            for stage, offset in zip(stages, offsets):
-                stage[pl.ds(i, 1), :] = table_ref[pl.ds(r + offset, 1), :]
-            return carry
-
-        lax.fori_loop(0, block, load, 0, unroll=8)
+        _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets)
         # Lane of each node relative to the point's first node, points along lanes.
         relative = lax.broadcasted_iota(jnp.int32, (_LANES, block), 0) - lane_ref[...]
         for r, stage in enumerate(stages):
@@ -314,16 +333,11 @@ def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
     return kernel
 
 
-def _patch_operands(row, lane, block: int, padded: int):
+def _patch_operands(row, lane, padded: int):
     points = row.shape[0]
     return jnp.pad(row, (0, padded - points)), jnp.pad(lane, (0, padded - points)).reshape(
         1, padded
     )
-
-
-def _blocking(points: int) -> tuple[int, int]:
-    block = _BLOCK if points >= _BLOCK else -(-points // _LANES) * _LANES
-    return block, -(-points // block) * block
 
 
 def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
@@ -331,33 +345,15 @@ def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
     `lane[p]` of row `row[p] + offset` of the patch table for each offset
     (innermost): a point's nodes in the grid's order when the offsets are
     the taps of its axes after the first two."""
-    from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
 
     points = row.shape[0]
     block, padded = _blocking(points)
-    row, lane = _patch_operands(row, lane, block, padded)
+    row, lane = _patch_operands(row, lane, padded)
     taps = len(offsets) * (k + 1) ** 2
-    out = pl.pallas_call(
-        _patch_gather_kernel(block, tuple(offsets), k),
-        grid=(padded // block,),
-        in_specs=[
-            pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
-            pl.BlockSpec((1, block), lambda b: (0, b)),
-            pl.BlockSpec(memory_space=pl.ANY),
-        ],
-        out_specs=pl.BlockSpec((taps, block), lambda b: (0, b)),
-        out_shape=jax.ShapeDtypeStruct((taps, padded), table.dtype),
-        scratch_shapes=[
-            pltpu.VMEM(table.shape, table.dtype),
-            *[pltpu.VMEM((block, _LANES), table.dtype) for _ in offsets],
-            pltpu.SemaphoreType.DMA,
-        ],
-        compiler_params=pltpu.CompilerParams(
-            vmem_limit_bytes=VMEM_LIMIT_BYTES, dimension_semantics=("arbitrary",)
-        ),
-        interpret=INTERPRET,
-    )(row, lane, table)
+    kernel = _patch_gather_kernel(block, tuple(offsets), k)
+    out = _gather_call(kernel, block, padded, taps, table, len(offsets), VMEM_LIMIT_BYTES)(
+        row, lane, table
+    )
     return out[:, :points]
 
 
@@ -408,15 +404,14 @@ def scatter_patches(contribution, row, lane, offsets: tuple[int, ...], k: int, r
 
     taps, points = contribution.shape
     block, padded = _blocking(points)
-    row, lane = _patch_operands(row, lane, block, padded)
+    row, lane = _patch_operands(row, lane, padded)
     contribution = jnp.pad(contribution, ((0, 0), (0, padded - points)))  # adds zeros
     blocks = padded // block
     return pl.pallas_call(
         _patch_scatter_kernel(block, tuple(offsets), k, blocks),
         grid=(blocks,),
         in_specs=[
-            pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
-            pl.BlockSpec((1, block), lambda b: (0, b)),
+            *_point_specs(block),
             pl.BlockSpec((taps, block), lambda b: (0, b)),
         ],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
@@ -426,8 +421,6 @@ def scatter_patches(contribution, row, lane, offsets: tuple[int, ...], k: int, r
             *[pltpu.VMEM((block, _LANES), contribution.dtype) for _ in offsets],
             pltpu.SemaphoreType.DMA,
         ],
-        compiler_params=pltpu.CompilerParams(
-            vmem_limit_bytes=VMEM_LIMIT_BYTES, dimension_semantics=("arbitrary",)
-        ),
+        compiler_params=_sequential(VMEM_LIMIT_BYTES),
         interpret=INTERPRET,
     )(row, lane, contribution)
