@@ -199,7 +199,14 @@ def _mapped(j: np.ndarray, n: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
     return np.where(m < n, m, 2 * n - 1 - m), np.ones_like(inside)
 
 
-_PAD_MODES = {CONSTANT: "constant", NEAREST: "edge", WRAP: "wrap", MIRROR: "reflect"}
+# jnp.pad's names for the modes (NumPy's "reflect" is our mirror).
+_PAD_MODES = {
+    CONSTANT: "constant",
+    NEAREST: "edge",
+    WRAP: "wrap",
+    MIRROR: "reflect",
+    REFLECT: "symmetric",
+}
 
 
 def extended(grid, k: int, mode: int):
@@ -210,7 +217,7 @@ def extended(grid, k: int, mode: int):
     for axis, n in enumerate(grid.shape):
         widths = [(0, 0)] * grid.ndim
         widths[axis] = (k + 1, k + 1)
-        how = "edge" if n == 1 and mode != CONSTANT else _PAD_MODES.get(mode, "symmetric")
+        how = "edge" if n == 1 and mode != CONSTANT else _PAD_MODES[mode]
         grid = jnp.pad(grid, widths, mode=how)
     return grid
 
