@@ -250,21 +250,38 @@ def test_the_patch_tables_transpose_is_its_derivative(k):
 
 
 @pytest.mark.parametrize(
-    "shape, order, mode",
+    "case",
     [
         ((9, 8, 7), 1, "nearest"),
         ((9, 8, 7), 5, "wrap"),
         ((12, 10), 2, "mirror"),  # one row a point
         ((5, 6, 4, 3), 3, "reflect"),  # 16 rows a point
+        ((9, 8, 7), 3, "mirror", 3),  # three chunks of axis 2
+        ((5, 6, 9, 3), 2, "nearest", 2),
     ],
     ids=str,
 )
-def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, shape, order, mode):
+def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, case):
     """A grid whose tap table does not fit (256^3 on a v5e) is read from
-    patches of its first two axes: values as SciPy's, and the grid's
-    gradient through the patch scatter is the transpose."""
+    patches of its first two axes, and one whose patch table does not fit
+    either (order 3 at 256^3) from one patch table per chunk of axis 2:
+    values as SciPy's, and the grid's gradient through the patch scatters
+    is the transpose."""
+    shape, order, mode, chunks = (*case, 1)[:4]
     monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
     monkeypatch.setattr(tpu_kernels, "MAX_SCATTER_TABLE_BYTES", 0)
+    if chunks > 1:  # vector memory for 1/chunks of axis 2's cells, plus the k nodes they share
+        patch_chunks = tpu_formulation._patch_chunks
+
+        def limited(ext_shape, k):
+            per_node = tpu_kernels.patch_rows(ext_shape[0], ext_shape[1:], k) * 128 * 4
+            room = -(-(ext_shape[3] - k) // chunks) + k
+            monkeypatch.setattr(
+                tpu_kernels, "MAX_PATCH_TABLE_BYTES", room * per_node // ext_shape[3]
+            )
+            return patch_chunks(ext_shape, k)
+
+        monkeypatch.setattr(tpu_formulation, "_patch_chunks", limited)
     if not ON_TPU:
         monkeypatch.setattr(tpu_kernels, "INTERPRET", True)
     taken = []
@@ -286,7 +303,8 @@ def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, shape,
     gradient = jax.jit(jax.grad(lambda g: jnp.vdot(f(g), weights)))(grid)
     probe = np.random.default_rng(3).normal(size=shape).astype(np.float32)
     np.testing.assert_allclose(np.vdot(gradient, probe), np.vdot(f(probe), weights), rtol=2e-4)
-    assert taken.count("gather_patches") >= 1 and taken.count("scatter_patches") == 1
+    assert taken.count("scatter_patches") == chunks
+    assert taken.count("gather_patches") % chunks == 0 and taken.count("gather_patches") >= chunks
 
 
 @pytest.mark.parametrize(
