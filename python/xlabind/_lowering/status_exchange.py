@@ -68,8 +68,13 @@ def row_processes(mesh, axes: tuple) -> tuple[int, ...]:
     """The process of each status row a collective over `axes` of `mesh` makes, in a
     program over several processes (jax.distributed); () otherwise, or where
     the rows are not the mesh's devices in order."""
-    devices = getattr(mesh, "devices", None)
-    if devices is None or jax.process_count() == 1:
+    if jax.process_count() == 1:
+        return ()
+    try:
+        devices = mesh.devices
+    except (AttributeError, ValueError):
+        # No devices: an abstract mesh (a shard_map over the context's
+        # abstract mesh, lowered with no concrete mesh set) raises ValueError.
         return ()
     spread = tuple(a for a in mesh.axis_names if mesh.shape[a] > 1)
     if tuple(a for a in axes if mesh.shape[a] > 1) != spread:
