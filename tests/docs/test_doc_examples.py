@@ -19,6 +19,9 @@ import pytest  # noqa: E402
 
 DOCS = pathlib.Path("docs")  # in the runfiles
 PAGES = sorted(DOCS.rglob("*.md"))
+PAGES_HERE = [
+    str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))
+]
 
 
 def test_the_pages_have_blocks_for_every_place():
@@ -28,9 +31,7 @@ def test_the_pages_have_blocks_for_every_place():
     assert here >= 50, here
 
 
-@pytest.mark.parametrize(
-    "page", [str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))]
-)
+@pytest.mark.parametrize("page", PAGES_HERE)
 def test_page(page):
     before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
     try:
@@ -41,27 +42,62 @@ def test_page(page):
             jax.config.update(name, value)
 
 
-@pytest.mark.parametrize(
-    "page", [str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))]
-)
-def test_page_on_one_device(page):
-    """As on a reader's laptop: a fresh process with one CPU device (no
-    XLA_FLAGS), where a page that needs several devices sets them up itself."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+@pytest.fixture(scope="module")
+def on_one_device():
+    """Every page run on one device (doc_blocks.run_on_one_device: a process
+    of its own each, forked from one that imported jax), as (stdout, stderr)."""
     done = subprocess.run(
-        [sys.executable, doc_blocks.__file__, "--one-device", page],
+        [sys.executable, doc_blocks.__file__, "--one-device", *PAGES_HERE],
         capture_output=True,
         text=True,
-        env=env,
-        timeout=600,
+        timeout=900,
     )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert done.stdout.strip().endswith("blocks ran"), done.stdout
+    return done.stdout, done.stderr
 
 
-@pytest.mark.parametrize(
-    "page", [str(page) for page in PAGES if any(b.place == "here" for b in doc_blocks.blocks(page))]
-)
+@pytest.mark.parametrize("page", PAGES_HERE)
+def test_page_on_one_device(page, on_one_device):
+    """As on a reader's laptop: a fresh process with one CPU device, where a
+    page that needs several devices sets them up itself."""
+    stdout, stderr = on_one_device
+    failure = stderr.partition(f"== {page}")[2]
+    assert not failure, failure[-4000:]
+    ran = [line for line in stdout.splitlines() if line.startswith(f"{page}: ")]
+    assert ran and ran[0].endswith("blocks ran"), stdout + stderr[-4000:]
+
+
+def test_one_device_runs_each_page_afresh_and_reports_each_failure(tmp_path):
+    """run_on_one_device's children: one device each, a page's own device
+    flags take effect after the parent's imports, and a failing or crashing
+    page is named while the others still report."""
+    pages = {
+        "one.md": "import jax\nassert jax.device_count() == 1, jax.devices()\n",
+        "four.md": "import os\nos.environ['XLA_FLAGS'] = os.environ.get('XLA_FLAGS', '') + "
+        "' --xla_force_host_platform_device_count=4'\nimport jax\n"
+        "assert jax.device_count() == 4, jax.devices()\n",
+        "fails.md": "raise ValueError('this page fails')\n",
+        "crashes.md": "import os\nos.abort()\n",
+        "after.md": "import jax\nassert jax.device_count() == 1\n",
+    }
+    paths = []
+    for name, code in pages.items():
+        (tmp_path / name).write_text(f"```python\n{code}```\n")
+        paths.append(str(tmp_path / name))
+    done = subprocess.run(
+        [sys.executable, doc_blocks.__file__, "--one-device", *paths],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8"},
+    )
+    assert done.returncode == 1
+    ran = {line.split(":")[0] for line in done.stdout.splitlines() if line.endswith("blocks ran")}
+    assert ran == {str(tmp_path / n) for n in ("one.md", "four.md", "after.md")}, done.stdout
+    assert "this page fails" in done.stderr.partition(f"== {tmp_path / 'fails.md'}")[2]
+    assert f"== {tmp_path / 'crashes.md'}: exit status" in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("page", PAGES_HERE)
 def test_page_block_by_block(page):
     """As a reader who lands on a block: a fresh namespace, the earlier
     blocks its note names (tools/docs/block_needs.py), then the block."""

@@ -119,21 +119,61 @@ def set_up_devices() -> None:
         )
 
 
+def run_on_one_device(pages: list[pathlib.Path]) -> int:
+    """Each page in a process of its own with one CPU device, as on a
+    reader's laptop, unless the page sets up more itself (XLA_FLAGS before
+    its first use of jax): a child forked after jax and xlabind are imported,
+    never initialised (a backend starts in each child, after the page's own
+    flags), so the pages share the imports' second. Prints "<page>: N blocks
+    ran" for each page that passed; a failing page's traceback follows
+    "== <page>" on stderr. Returns how many failed."""
+    import os
+    import traceback
+
+    # XLA's other flags (a test runner's compile speed) stay; one BLAS thread
+    # so that nothing runs beside the fork.
+    flags = os.environ.get("XLA_FLAGS", "").split()
+    kept = [f for f in flags if not f.startswith("--xla_force_host_platform_device_count")]
+    os.environ["XLA_FLAGS"] = " ".join(kept)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    import jax  # noqa: F401
+
+    import xlabind  # noqa: F401
+
+    failed = 0
+    for page in pages:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        child = os.fork()
+        if child == 0:
+            code = 0
+            try:
+                run(page)
+                print(f"{page}: {sum(b.place == 'here' for b in blocks(page))} blocks ran")
+            except BaseException:
+                print(f"== {page}", file=sys.stderr)
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)  # not the parent's exit handlers
+        _, status = os.waitpid(child, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failed += 1
+            print(f"== {page}: exit status {os.waitstatus_to_exitcode(status)}", file=sys.stderr)
+    return failed
+
+
 if __name__ == "__main__":
-    # --one-device: as on a reader's laptop, one CPU device unless the page
-    # sets up more itself (XLA_FLAGS before its first import of jax).
     arguments = sys.argv[1:]
     standalone = "--standalone" in arguments
     if standalone:
         arguments.remove("--standalone")
     if "--one-device" in arguments:
         arguments.remove("--one-device")
-        import os
-
-        os.environ.pop("XLA_FLAGS", None)
-        os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    else:
-        set_up_devices()
+        sys.exit(1 if run_on_one_device([pathlib.Path(a) for a in arguments]) else 0)
+    set_up_devices()
     for argument in arguments:
         page = pathlib.Path(argument)
         if standalone:
