@@ -132,9 +132,12 @@ def moved_headers() -> dict[str, str]:
 
 def test_an_old_path_fails_naming_the_new_one(tmp_path):
     """The repository paths of before 0.5.0 stop the build with the include to
-    write instead; the new ones compile (a callback handler's header with only
-    XLA's FFI API beside it, as the helpers)."""
+    write instead; the new ones compile from the checkout's include folders
+    (a callback handler's header with only XLA's FFI API beside it, as the
+    helpers), one translation unit a folder: each helper also compiles alone
+    above, from the wheel's copy of the same bytes."""
     (name, compiler), *_ = compilers().items()
+    folders: dict[pathlib.Path, list[str]] = {}
     for old, new in moved_headers().items():
         source = tmp_path / "old.cc"
         source.write_text(f'#include "{old}"\n')
@@ -146,8 +149,11 @@ def test_an_old_path_fails_naming_the_new_one(tmp_path):
         )
         assert done.returncode != 0, (name, old)
         assert f'include \\"{new}\\"' in done.stderr, done.stderr[-1000:]
-        include = RUNFILES / old.rsplit("/", 1)[0] / "include"
-        source.write_text(f'#include "{new}"\n')
+        folders.setdefault(RUNFILES / old.rsplit("/", 1)[0] / "include", []).append(new)
+    assert len(folders) == 3, folders  # the helpers', the CPU handler's, the CUDA handler's
+    for include, news in folders.items():
+        source = tmp_path / "new.cc"
+        source.write_text("".join(f'#include "{new}"\n' for new in news))
         done = subprocess.run(
             [*compiler, "-c", "-o", str(tmp_path / "new.o"), *WARNINGS, f"-I{include}"]
             + ["-isystem", jax.ffi.include_dir(), str(source)],
@@ -155,7 +161,7 @@ def test_an_old_path_fails_naming_the_new_one(tmp_path):
             text=True,
             timeout=120,
         )
-        assert done.returncode == 0, (name, new, done.stderr[-2000:])
+        assert done.returncode == 0, (name, news, done.stderr[-2000:])
 
 
 def host_compiler_for_nvcc() -> str | None:
