@@ -35,9 +35,11 @@ def pytest_group(name, srcs, deps = [], data = [], **kwargs):
         **kwargs
     )
 
-def pytest_tests(srcs, deps = [], data = {}, timeouts = {}, tags = {}, **kwargs):
-    """A pytest_test per file of `srcs`, named after it; `data`, `timeouts`
-    and `tags` by file name (else none, "moderate", none)."""
+def pytest_tests(srcs, deps = [], data = {}, timeouts = {}, tags = {}, shard_counts = {}, **kwargs):
+    """A pytest_test per file of `srcs`, named after it; `data`, `timeouts`,
+    `tags` and `shard_counts` by file name (else none, "moderate", none, 1:
+    a file that would run alone at the end of a cold `bazel test //...` is
+    split so that both cores finish together; tests/run_pytest.py)."""
     for src in srcs:
         pytest_test(
             name = src[:-len(".py")],
@@ -46,6 +48,7 @@ def pytest_tests(srcs, deps = [], data = {}, timeouts = {}, tags = {}, **kwargs)
             timeout = timeouts.get(src, "moderate"),
             data = data.get(src, []),
             tags = tags.get(src, []),
+            shard_count = shard_counts.get(src, 1),
             deps = deps,
             **kwargs
         )

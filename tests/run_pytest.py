@@ -13,6 +13,7 @@ these."""
 
 import importlib.metadata
 import os
+import pathlib
 import sys
 
 _OLD_EMITTERS = tuple(int(p) for p in importlib.metadata.version("jaxlib").split(".")[:2]) < (0, 11)
@@ -25,9 +26,33 @@ os.environ["XLA_FLAGS"] = (
 
 import pytest
 
+
+class _Shard:
+    """Bazel's test sharding (a target's shard_count): this shard runs every
+    TEST_TOTAL_SHARDS-th test from TEST_SHARD_INDEX on, in collection order."""
+
+    def __init__(self, index: int, total: int):
+        self.index, self.total = index, total
+
+    def pytest_collection_modifyitems(self, config, items):
+        kept = items[self.index :: self.total]
+        ids = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in ids])
+        items[:] = kept
+
+
 if __name__ == "__main__":
+    plugins = []
+    if "TEST_TOTAL_SHARDS" in os.environ:
+        plugins.append(
+            _Shard(int(os.environ["TEST_SHARD_INDEX"]), int(os.environ["TEST_TOTAL_SHARDS"]))
+        )
+        if "TEST_SHARD_STATUS_FILE" in os.environ:  # this runner shards
+            pathlib.Path(os.environ["TEST_SHARD_STATUS_FILE"]).touch()
     # No cache folder: runfiles are read-only. -rs lists every skip with its reason.
-    code = int(pytest.main(["-p", "no:cacheprovider", "-q", "-rs", *sys.argv[1:]]))
+    code = int(pytest.main(["-p", "no:cacheprovider", "-q", "-rs", *sys.argv[1:]], plugins=plugins))
+    if plugins and code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        code = 0  # a shard that got none of a file's few tests
     # Out without the interpreter's teardown: jax's exit handler clears every
     # cache and backend the tests filled, a second or two a process for
     # nothing the test reports (what it found is in `code` and the log).

@@ -14,6 +14,9 @@ COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed)")
 
 def main() -> int:
     logs = sorted(pathlib.Path("bazel-testlogs").resolve().glob("**/test.log"))
+    # A sharded target's results are its shards' logs (shard_1_of_2/...); a
+    # log beside them is left from before it was sharded.
+    logs = [log for log in logs if not any(log.parent.glob("shard_*_of_*"))]
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     silent = []
     for log in logs:
