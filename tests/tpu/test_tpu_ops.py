@@ -274,10 +274,10 @@ def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, case):
         patch_chunks = tpu_formulation._patch_chunks
 
         def limited(ext_shape, k):
-            per_node = tpu_kernels.patch_rows(ext_shape[0], ext_shape[1:], k) * 128 * 4
+            table_bytes = tpu_kernels.patch_table_bytes(ext_shape[0], ext_shape[1:], k)
             room = -(-(ext_shape[3] - k) // chunks) + k
             monkeypatch.setattr(
-                tpu_kernels, "MAX_PATCH_TABLE_BYTES", room * per_node // ext_shape[3]
+                tpu_kernels, "MAX_PATCH_TABLE_BYTES", room * table_bytes // ext_shape[3]
             )
             return patch_chunks(ext_shape, k)
 

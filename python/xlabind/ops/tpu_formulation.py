@@ -348,7 +348,7 @@ def _patch_chunks(ext_shape, k: int) -> list:
     would be needed."""
     if len(ext_shape) < 3:
         return []
-    table_bytes = tpu_kernels.patch_rows(ext_shape[0], ext_shape[1:], k) * 128 * 4
+    table_bytes = tpu_kernels.patch_table_bytes(ext_shape[0], ext_shape[1:], k)
     limit = tpu_kernels.MAX_PATCH_TABLE_BYTES
     if table_bytes <= limit:
         return [None]

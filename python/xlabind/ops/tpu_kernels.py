@@ -242,6 +242,11 @@ def patch_rows(lead: int, shape: tuple[int, ...], k: int) -> int:
     return lead * math.prod(patch_counts(shape, k)) * math.prod(shape[2:])
 
 
+def patch_table_bytes(lead: int, shape: tuple[int, ...], k: int) -> int:
+    """The bytes of that patch table (float32 rows of 128 lanes)."""
+    return patch_rows(lead, shape, k) * _LANES * 4
+
+
 def _runs_by_reshapes(x, axis: int, count: int, size: int, k: int):
     step = size - k
     chunks = -(-size // step)
