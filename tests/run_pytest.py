@@ -1,7 +1,10 @@
 """Runs the pytest file named on the command line; exits non-zero on any failure.
 
 XLA compiles the tests' programs without LLVM's optimizations (a quarter of
-the suite's time went to compiling small programs that then run once) and
+the suite's time went to compiling small programs that then run once), in
+one piece rather than split across threads (the split's threads cost more
+than they save on programs this small, with two test processes on two cores:
+a sixth of the compile time of the map_coordinates and sharding files) and
 with its older elemental emitters for fusions (jax's gathers and scatters,
 the references the ops are held to, compile in about half the time); what
 runs is xlabind's own code, built by the C++ toolchain as always, and jax's
@@ -20,6 +23,7 @@ _OLD_EMITTERS = tuple(int(p) for p in importlib.metadata.version("jaxlib").split
 os.environ["XLA_FLAGS"] = (
     "--xla_backend_optimization_level=0 "
     "--xla_llvm_disable_expensive_passes=true "
+    "--xla_cpu_parallel_codegen_split_count=1 "
     + ("--xla_cpu_use_fusion_emitters=false " if _OLD_EMITTERS else "")
     + os.environ.get("XLA_FLAGS", "")
 )
