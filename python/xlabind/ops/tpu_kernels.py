@@ -328,12 +328,16 @@ def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
         _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets)
         # Lane of each node relative to the point's first node, points along lanes.
         relative = lax.broadcasted_iota(jnp.int32, (_LANES, block), 0) - lane_ref[...]
+        # Written in one store: a store per tap took a third of the kernel's
+        # lowering off a TPU and a third of its compile on one (v5e, 64^3
+        # order 5: 13.0 s against 17.5; the same values, as fast).
+        taps = {}
         for r, stage in enumerate(stages):
             patch = stage[...].T  # (lanes, points)
             for p, offset in enumerate(_patch_offsets(k)):
                 picked = jnp.where(relative == offset, patch, 0)
-                tap = p * len(stages) + r
-                out_ref[pl.ds(tap, 1), :] = jnp.sum(picked, axis=0, keepdims=True)
+                taps[p * len(stages) + r] = jnp.sum(picked, axis=0, keepdims=True)
+        out_ref[...] = jnp.concatenate([taps[t] for t in range(len(taps))], axis=0)
 
     return kernel
 
