@@ -321,8 +321,6 @@ def _patch_offsets(k: int):
 
 
 def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
-    from jax.experimental import pallas as pl
-
     def kernel(row_ref, lane_ref, table_hbm, out_ref, table_ref, *scratch):
         stages, copied = scratch[:-1], scratch[-1]
         _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets)
