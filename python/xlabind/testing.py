@@ -24,6 +24,7 @@ from xlabind._runtime import python_on_tpu as _python_on_tpu
 from xlabind._runtime.python_functions import PythonImplementation as _PythonImplementation
 
 __all__ = [
+    "COPY_TARGET",
     "NOOP_TARGET",
     "collect_released_callbacks",
     "cuda_host_callback",
@@ -41,6 +42,10 @@ __all__ = [
 #: A native FFI target (CPU and CUDA) that does nothing: the baseline a
 #: benchmark subtracts, called with ``jax.ffi.ffi_call``.
 NOOP_TARGET: str = _extension.NOOP_TARGET
+#: A native FFI target (CPU) that copies its one operand into its result
+#: (``memcpy``): what a Python function that writes its result once is
+#: measured against (docs/development/measuring.md).
+COPY_TARGET: str = _extension.COPY_TARGET
 
 
 def set_unwritten_result_checks(enabled: bool) -> None:

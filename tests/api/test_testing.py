@@ -33,6 +33,15 @@ def test_the_noop_target_is_registered_and_runs():
     np.testing.assert_array_equal(jax.jit(call)(x), x)
 
 
+def test_the_copy_target_is_registered_and_copies():
+    assert xlabind_testing.COPY_TARGET in xlabind_testing.registered_targets()["cpu"]
+    x = jnp.arange(5.0) * 1.5
+    like = jax.ShapeDtypeStruct(x.shape, x.dtype)
+    np.testing.assert_array_equal(
+        jax.jit(jax.ffi.ffi_call(xlabind_testing.COPY_TARGET, like))(x), x
+    )
+
+
 def test_unwritten_result_checks_turn_off_and_on():
     def nothing(x, *, out):
         pass

@@ -108,7 +108,7 @@ def xlabind_in_place_copy(n: int, checked: bool = True) -> Case:
 
 def native_copy(n: int) -> Case:
     def f(x):
-        return jax.ffi.ffi_call("xlabind_copy", like(x))(x)
+        return jax.ffi.ffi_call(xlabind_testing.COPY_TARGET, like(x))(x)
 
     x = vector(n)
     return Case(
@@ -120,7 +120,7 @@ def native_copy_and_write(n: int) -> Case:
     """The native copy, then the in-place callback's own NumPy write on arrays
     of the same size, in one timed call: what the in-place copy would cost if
     calling Python from XLA were free."""
-    native = jax.jit(lambda x: jax.ffi.ffi_call("xlabind_copy", like(x))(x))
+    native = jax.jit(lambda x: jax.ffi.ffi_call(xlabind_testing.COPY_TARGET, like(x))(x))
     x = vector(n)
     source, target = np.asarray(x).copy(), np.empty(n)
 

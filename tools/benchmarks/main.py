@@ -18,7 +18,7 @@ timed on the CPU:
     check off: a function that writes nothing is refused with it on;
   * an in-place callback that writes its result once (``out[...] = x``)
     with the check on and off (what the check costs), against a native copy
-    (``xlabind_copy``, one memcpy), at n = 1 and n = 10^6, and at n = 1
+    (``COPY_TARGET``, one memcpy), at n = 1 and n = 10^6, and at n = 1
     against the native copy followed by the same NumPy write (what calling
     Python from XLA adds);
   * the primal call of a differentiable op (``xlabind.linear``) next to the

@@ -57,6 +57,8 @@ CHECK_STATUS_TARGET = "xlabind_check_status"
 STATUS_TARGET_SUFFIX = ".xlabind_status"
 #: FFI target of a native handler that does nothing (a baseline for timings).
 NOOP_TARGET = "xlabind_noop"
+#: FFI target of a native CPU handler that copies its operand into its result.
+COPY_TARGET = "xlabind_copy"
 #: The size in bytes of a call's status (xlabind/native/call_status.h), which the
 #: primitive declares without loading this module.
 STATUS_BYTES: int = _primitive.STATUS_BYTES
