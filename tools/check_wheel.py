@@ -252,9 +252,14 @@ def main() -> int:
     args = parser.parse_args()
     import tempfile
 
-    workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="xlabind-check-wheel-"))
     tests = CORE_TESTS if args.tests == "core" else INSTALL_TESTS
-    result = check(args.wheel.resolve(), args.site.resolve(), workdir, tests=tests, jobs=args.jobs)
+    # The default folder (the installed wheel, the tests' copies: 36 MB) goes
+    # once the check is done.
+    with tempfile.TemporaryDirectory(prefix="xlabind-check-wheel-") as temporary:
+        workdir = args.workdir or pathlib.Path(temporary)
+        result = check(
+            args.wheel.resolve(), args.site.resolve(), workdir, tests=tests, jobs=args.jobs
+        )
     print(
         f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "
         f"jaxlib {result['versions']['jaxlib']}; the demo ran"

@@ -733,8 +733,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--out",
-        default=os.environ.get("OUT") or tempfile.mkdtemp(prefix="xlabind-gpu-check-"),
-        help="where the build, logs and summary go",
+        default=os.environ.get("OUT"),
+        help="where the build, logs and summary go (default: a new folder under the temp dir)",
     )
     parser.add_argument(
         "--build-only", action="store_true", help="build and import the extension, then stop"
@@ -852,7 +852,9 @@ def main(argv: list[str] | None = None) -> int:
         later = sum(floors[n] for n in names[names.index(step) + 1 :]) if step in names else 0
         return deadline.left(cap * scale, later)
 
-    out = pathlib.Path(args.out).resolve()
+    # Made only when no folder was named: a default made while parsing leaked
+    # one folder a run even with --out.
+    out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="xlabind-gpu-check-")).resolve()
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     summary: dict = {

@@ -423,7 +423,13 @@ def main(argv: list[str] | None = None) -> int:
         import stand_ins
 
         stand_ins.install()
-    work = pathlib.Path(args.workdir or tempfile.mkdtemp(prefix="xlabind-docs-"))
+    if args.workdir is None:  # a folder of its own, removed once the site is zipped
+        with tempfile.TemporaryDirectory(prefix="xlabind-docs-") as work:
+            return _build(args, pathlib.Path(work))
+    return _build(args, pathlib.Path(args.workdir))
+
+
+def _build(args, work: pathlib.Path) -> int:
     source, html = work / "source", work / "html"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
