@@ -241,7 +241,9 @@ def main() -> int:
         required=True,
         help="folder with jax, jaxlib, NumPy, ml_dtypes, SciPy, pytest",
     )
-    parser.add_argument("--workdir", type=pathlib.Path, help="default: a temporary folder")
+    parser.add_argument(
+        "--workdir", type=pathlib.Path, help="kept afterwards (default: a temporary one, removed)"
+    )
     parser.add_argument(
         "--tests",
         choices=("core", "install"),

@@ -410,7 +410,9 @@ def write_sources(source: pathlib.Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the zip of the HTML site to write")
-    parser.add_argument("--workdir", help="where to build (default: a temporary folder)")
+    parser.add_argument(
+        "--workdir", help="where to build, kept afterwards (default: a temporary folder, removed)"
+    )
     parser.add_argument(
         "--stand-ins",
         action="store_true",

@@ -326,9 +326,10 @@ def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
         _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets)
         # Lane of each node relative to the point's first node, points along lanes.
         relative = lax.broadcasted_iota(jnp.int32, (_LANES, block), 0) - lane_ref[...]
-        # Written in one store: a store per tap took a third of the kernel's
-        # lowering off a TPU and a third of its compile on one (v5e, 64^3
-        # order 5: 13.0 s against 17.5; the same values, as fast).
+        # Written in one store: a store per tap took about 60% of the
+        # kernel's interpreted lowering off a TPU, and a quarter of the first
+        # call's compile on one (v5e, 64^3 order 5: 17.5 s against 13.0; the
+        # same values, as fast).
         taps = {}
         for r, stage in enumerate(stages):
             patch = stage[...].T  # (lanes, points)
