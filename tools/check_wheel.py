@@ -252,15 +252,24 @@ def main() -> int:
     )
     parser.add_argument("--jobs", type=int, help="test files at a time (default: one a core)")
     args = parser.parse_args()
+    import contextlib
     import tempfile
 
     tests = CORE_TESTS if args.tests == "core" else INSTALL_TESTS
     # The default folder (the installed wheel, the tests' copies: 36 MB) goes
-    # once the check is done.
-    with tempfile.TemporaryDirectory(prefix="xlabind-check-wheel-") as temporary:
-        workdir = args.workdir or pathlib.Path(temporary)
+    # once the check is done; a named one stays.
+    folder = (
+        contextlib.nullcontext(args.workdir)
+        if args.workdir
+        else tempfile.TemporaryDirectory(prefix="xlabind-check-wheel-")
+    )
+    with folder as workdir:
         result = check(
-            args.wheel.resolve(), args.site.resolve(), workdir, tests=tests, jobs=args.jobs
+            args.wheel.resolve(),
+            args.site.resolve(),
+            pathlib.Path(workdir),
+            tests=tests,
+            jobs=args.jobs,
         )
     print(
         f"{args.wheel.name}: installed alone beside jax {result['versions']['jax']}, "

@@ -19,7 +19,6 @@ data, so prose, table and charts cannot disagree.
 
 from __future__ import annotations
 
-import atexit
 import io
 import json
 import math
@@ -29,10 +28,10 @@ import tempfile
 from collections.abc import Callable
 
 # matplotlib writes a font cache on first import: somewhere writable, not the
-# home folder (Bazel's sandbox may have none), and removed at exit.
+# home folder (Bazel's sandbox may have none); the folder object, kept
+# here, removes it at exit.
 if "MPLCONFIGDIR" not in os.environ:
     _config = tempfile.TemporaryDirectory(prefix="xlabind-matplotlib-")
-    atexit.register(_config.cleanup)
     os.environ["MPLCONFIGDIR"] = _config.name
 
 import matplotlib
