@@ -76,30 +76,35 @@ SHARDED = textwrap.dedent("""
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import xlabind
     from xlabind.ops import map_coordinates
     mesh = Mesh(np.array(jax.devices()), ("d",))
     grid = jnp.sin(jnp.arange(20.0))
     x = jax.device_put(jnp.linspace(0.0, 18.0, 64), NamedSharding(mesh, P("d")))
-    if sys.argv[2] == "python":
-        import xlabind
 
-        def doubled(x):
-            x = np.asarray(x)
-            if (x < 0).any():
-                raise ValueError(f"a negative point, {x.min()}")
-            return 2 * x
+    def sharded_jax(x):
+        return jax.scipy.ndimage.map_coordinates(grid, [x], 1, "mirror") * 2
 
-        op = xlabind.callback(doubled, lambda x: x, sharding_rule="n -> n")
-        sharded_lambda = jax.jit(lambda x: op(x) + 1)
-        try:  # a failure on one device, from a program another process compiled
-            sharded_lambda(x.at[40].set(-1.0)).block_until_ready()
-        except Exception as e:
-            print(str(e).splitlines()[0].split("ValueError: ")[-1])
-    else:
-        ours = sys.argv[2] == "xlabind"
-        interpolate = map_coordinates if ours else jax.scipy.ndimage.map_coordinates
-        sharded_lambda = jax.jit(lambda x: interpolate(grid, [x], 1, "mirror") * 2)
-    print(sharded_lambda(x)[:4].tolist())
+    def sharded_xlabind(x):
+        return map_coordinates(grid, [x], 1, "mirror") * 2
+
+    def doubled(x):
+        x = np.asarray(x)
+        if (x < 0).any():
+            raise ValueError(f"a negative point, {x.min()}")
+        return 2 * x
+
+    op = xlabind.callback(doubled, lambda x: x, sharding_rule="n -> n")
+
+    def sharded_python(x):
+        return op(x) + 1
+
+    for f in (sharded_jax, sharded_xlabind, sharded_python):
+        print(f.__name__, jax.jit(f)(x)[:4].tolist())
+    try:  # a failure on one device, from a program another process compiled
+        jax.jit(sharded_python)(x.at[40].set(-1.0)).block_until_ready()
+    except Exception as e:
+        print(str(e).splitlines()[0].split("ValueError: ")[-1])
     """)
 
 
@@ -108,26 +113,26 @@ def test_sharded_programs_hit_from_other_processes(tmp_path):
     # alike in every process: the second and third processes find the first's
     # entries, as for jax's own map_coordinates in the same program; a Python
     # function's too (it was named by an object id, new in every process: a
-    # new entry each run), its failure on one device still reported.
-    counts = {}
-    for kind in ("jax", "xlabind", "python"):
-        cache = tmp_path / kind
-        cache.mkdir()
-        outputs, sizes = [], []
-        for _ in range(3):
-            done = subprocess.run(
-                [sys.executable, "-c", SHARDED, str(cache), kind],
-                capture_output=True,
-                text=True,
-                timeout=300,
-                env={**os.environ, "JAX_PLATFORMS": "cpu"},
-            )
-            assert done.returncode == 0, done.stderr[-3000:]
-            outputs.append(done.stdout)
-            sizes.append(len(os.listdir(cache)))
-        assert outputs[0] == outputs[1] == outputs[2]
-        counts[kind] = sizes
-    assert counts["jax"][0] == counts["jax"][2], counts  # the anchor: jax's own hits
-    assert counts["xlabind"] == [counts["xlabind"][0]] * 3, counts
-    assert counts["python"] == [counts["python"][0]] * 3, counts
+    # new entry each run), its failure on one device still reported. One
+    # cache for the three, each program's entries told apart by its name.
+    kinds = ("sharded_jax", "sharded_xlabind", "sharded_python")
+    outputs, counts = [], []
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", SHARDED, str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        outputs.append(done.stdout)
+        names = os.listdir(tmp_path)
+        counts.append({kind: sum(kind in name for name in names) for kind in kinds})
+    assert outputs[0] == outputs[1] == outputs[2], outputs
+    for kind in kinds:
+        assert f"{kind} [" in outputs[0], outputs[0]
+        assert counts[0][kind] > 0, counts  # written by the first process
+    assert counts[0]["sharded_jax"] == counts[2]["sharded_jax"], counts  # the anchor: jax's own hits
+    assert counts[0] == counts[1] == counts[2], counts
     assert "a negative point, -1.0" in outputs[2], outputs[2]
