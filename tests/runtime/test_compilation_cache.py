@@ -133,6 +133,8 @@ def test_sharded_programs_hit_from_other_processes(tmp_path):
     for kind in kinds:
         assert f"{kind} [" in outputs[0], outputs[0]
         assert counts[0][kind] > 0, counts  # written by the first process
-    assert counts[0]["sharded_jax"] == counts[2]["sharded_jax"], counts  # the anchor: jax's own hits
+    assert counts[0]["sharded_jax"] == counts[2]["sharded_jax"], (
+        counts
+    )  # the anchor: jax's own hits
     assert counts[0] == counts[1] == counts[2], counts
     assert "a negative point, -1.0" in outputs[2], outputs[2]
