@@ -38,42 +38,29 @@ def pip_install(rctx, lock, target):
         str(rctx.path(lock)),
     ]
     rctx.report_progress("pip install -r %s" % lock)
-    result = rctx.execute(
-        args,
-        timeout = 1800,
-        quiet = True,
-        environment = {
-            # Debian's pip refuses installs into an "externally managed" Python
-            # even with --target; this install touches only the repository.
-            "PIP_BREAK_SYSTEM_PACKAGES": "1",
-        },
-    )
-    if result.return_code != 0:
-        fail("pip install of %s failed (exit %d):\n%s\n%s" % (
-            lock,
-            result.return_code,
-            result.stdout,
-            result.stderr,
-        ))
+    _run(rctx, "pip install of %s" % lock, args, {
+        # Debian's pip refuses installs into an "externally managed" Python
+        # even with --target; this install touches only the repository.
+        "PIP_BREAK_SYSTEM_PACKAGES": "1",
+    })
 
     # The packages' bytecode, compiled here once: tests run in sandboxes that
     # cannot write it, and would otherwise compile jax from source in every
     # process (about a second each). Not their own tests/ folders, which
     # nothing imports (a fifth of the source), and on every core (pip's own
     # compile used one).
-    result = rctx.execute(
+    _run(
+        rctx,
+        "compiling the bytecode of %s" % lock,
         [python, "-c", _COMPILE_ALL, str(rctx.path(target))],
-        timeout = 1800,
-        quiet = True,
-        environment = {"PYTHONDONTWRITEBYTECODE": ""},
+        {"PYTHONDONTWRITEBYTECODE": ""},
     )
+
+def _run(rctx, what, args, environment):
+    """Runs `args` in the repository; fails naming `what`, with its output."""
+    result = rctx.execute(args, timeout = 1800, quiet = True, environment = environment)
     if result.return_code != 0:
-        fail("compiling the bytecode of %s failed (exit %d):\n%s\n%s" % (
-            lock,
-            result.return_code,
-            result.stdout,
-            result.stderr,
-        ))
+        fail("%s failed (exit %d):\n%s\n%s" % (what, result.return_code, result.stdout, result.stderr))
 
 def lock_pins(rctx, lock):
     """`lock`'s pins (its `name==version` and sha256 lines) as shell comment
