@@ -1,8 +1,7 @@
 """The versions xlabind works with: one table for the wheel's lower bounds and
 the import check, whose lower bound is the lower-bound lock and which holds
-the pinned lock (the newest ml_dtypes and NumPy for this CPython). Only what
-is known to fail refuses (jaxlib below the FFI API floor, NumPy 1); an
-untested newer release warns once and works."""
+the pinned lock's versions. Only what is known to fail refuses (jaxlib below
+the FFI API floor, NumPy 1); an untested newer release warns once and works."""
 
 import os
 import pathlib
