@@ -50,6 +50,14 @@ def fits(table, limit: int | None = None) -> bool:
     return table.size * table.dtype.itemsize <= limit and table.dtype == jnp.float32
 
 
+def _unroll() -> int:
+    """How many points each turn of a kernel's point loop takes: 8 on the
+    chip; one when interpreted, where the copies change no value and only
+    give XLA more program to compile (a seventh of test_tpu_ops' compile time
+    off a TPU)."""
+    return 1 if INTERPRET else 8
+
+
 def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
     """In a gather kernel: the table copied into vector memory before the
     first block (one copy: a BlockSpec'd input would be double-buffered,
@@ -70,7 +78,7 @@ def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
             stage[pl.ds(i, 1), :] = table_ref[pl.ds(r + offset, 1), :]
         return carry
 
-    lax.fori_loop(0, block, load, 0, unroll=8)
+    lax.fori_loop(0, block, load, 0, unroll=_unroll())
 
 
 def _kernel(block: int, taps: int):
@@ -174,7 +182,7 @@ def _scatter_kernel(block: int, taps: int):
             out_ref[pl.ds(r, 1), :] = out_ref[pl.ds(r, 1), :] + rows_ref[pl.ds(i, 1), :]
             return carry
 
-        lax.fori_loop(0, block, add, 0, unroll=8)
+        lax.fori_loop(0, block, add, 0, unroll=_unroll())
 
     return kernel
 
@@ -391,7 +399,7 @@ def _patch_scatter_kernel(block: int, offsets: tuple[int, ...], k: int, blocks: 
                 sums_ref[at, :] = sums_ref[at, :] + stage[pl.ds(i, 1), :]
             return carry
 
-        lax.fori_loop(0, block, add, 0, unroll=8)
+        lax.fori_loop(0, block, add, 0, unroll=_unroll())
 
         # One copy of the sums in vector memory (a resident output block
         # would be double-buffered), written out after the last block.
