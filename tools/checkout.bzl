@@ -74,6 +74,13 @@ NOT_SOURCES = [
     "**/.ruff_cache/**",
 ]
 
+# Folders at the root that hold no sources and need no BUILD file (as
+# tests/support/checkout.py's NOT_SOURCE_FOLDERS and TOP_NOT_SOURCE_FOLDERS):
+# Python's cache, which .ci/run's Python 3.14 step leaves there (the root's
+# __init__.py, imported as xlabind), and the wheel's folder. Listed among the
+# root's folders, either one ran the checkout's tests again after a CI run.
+ROOT_NOT_SOURCE_FOLDERS = ["__pycache__", "dist"]
+
 CheckoutFoldersInfo = provider(
     doc = "The folders of the workspace's root, for checkout_manifest.",
     fields = {"folders": "their names"},
