@@ -51,7 +51,7 @@ COPY_TARGET: str = _extension.COPY_TARGET
 def set_unwritten_result_checks(enabled: bool) -> None:
     """Whether a call checks that the Python function wrote every result it
     was given (on by default); a benchmark's no-op turns it off to time the
-    call alone."""
+    call alone. Read at each call: programs compiled before it take it too."""
     _extension.set_checks_unwritten_results(enabled)
     _python_on_tpu.CHECKS_UNWRITTEN = bool(enabled)
 
