@@ -27,6 +27,12 @@ os.environ["XLA_FLAGS"] = (
     + ("--xla_cpu_use_fusion_emitters=false " if _OLD_EMITTERS else "")
     + os.environ.get("XLA_FLAGS", "")
 )
+# Only the plugins this runner names: pytest would otherwise load every plugin
+# installed beside the interpreter Bazel runs, which the suite never declared
+# (pyenv's here has hypothesis and pytest-benchmark: 0.8 s of every test
+# process), and one that reorders tests would reorder the shards' split.
+# Inherited by the pytest processes the tests start themselves.
+os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
 
 import pytest
 
