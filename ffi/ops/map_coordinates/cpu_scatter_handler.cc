@@ -33,41 +33,48 @@ constexpr int64_t kPrivateGridBudget = int64_t{256} << 20;
 constexpr int64_t kNodeAddsPerPrivateElement = 3;
 
 // Adds every value's cotangent in [begin, end) into the grid nodes it was
-// interpolated from.
+// interpolated from, by the kernel of one compile-time shape. Out of line: each
+// shape's loop compiles on its own (cpu_gather_handler.cc's GatherRange).
+template <typename T, int kOrder, int kNdim, bool kFast>
+[[gnu::noinline]] void ScatterRange(const Geometry& geometry, bool vector,
+                                    const Coordinates<T>& coords, const T* cotangents, T* grid,
+                                    int64_t begin, int64_t end) {
+  const Geometry g = geometry;  // in registers (see GatherRange)
+  ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
+    T* grid_b = grid + grid_offset;
+    if constexpr (kFast) {  // 1 to 3 dimensions
+      if (vector) {
+        auto point = [&](int64_t k) {
+          ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
+                                                AddTo{});
+        };
+        const T* run_coords[kNdim];
+        for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
+        if constexpr (kOrder == 0) {
+          ScatterNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+        } else if constexpr (kOrder == 1) {
+          ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
+        } else {
+          ScatterSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, cotangents + i, count,
+                                                 point);
+        }
+        return;
+      }
+    }
+    for (int64_t k = 0; k < count; ++k) {
+      ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k], AddTo{});
+    }
+  });
+}
+
+// The same for the kernel of the call's shape.
 template <typename T>
-void ScatterRange(const Geometry& geometry, const Coordinates<T>& coords, const T* cotangents,
-                  T* grid, int64_t begin, int64_t end) {
-  const Geometry g = geometry;  // in registers (see Gather)
+void ScatterRange(const Geometry& g, const Coordinates<T>& coords, const T* cotangents, T* grid,
+                  int64_t begin, int64_t end) {
   const bool vector = Avx2KernelsApply(g) || SplineAvx2KernelsApply(g);
   DispatchCpu(g, [&](auto order, auto rank, auto fast) {
-    constexpr int kOrder = decltype(order)::value, kNdim = decltype(rank)::value;
-    constexpr bool kFast = decltype(fast)::value;
-    ForRuns(g, begin, end, [&](int64_t i, int64_t grid_offset, int64_t at, int64_t count) {
-      T* grid_b = grid + grid_offset;
-      if constexpr (kFast) {  // 1 to 3 dimensions
-        if (vector) {
-          auto point = [&](int64_t k) {
-            ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
-                                                  AddTo{});
-          };
-          const T* run_coords[kNdim];
-          for (int a = 0; a < kNdim; ++a) run_coords[a] = coords.axis[a] + at;
-          if constexpr (kOrder == 0) {
-            ScatterNearestRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
-          } else if constexpr (kOrder == 1) {
-            ScatterRunAvx2<T, kNdim>(g, grid_b, run_coords, cotangents + i, count, point);
-          } else {
-            ScatterSplineRunAvx2<T, kOrder, kNdim>(g, grid_b, run_coords, cotangents + i, count,
-                                                   point);
-          }
-          return;
-        }
-      }
-      for (int64_t k = 0; k < count; ++k) {
-        ScatterPoint<T, kOrder, kNdim, kFast>(g, grid_b, coords, at + k, cotangents[i + k],
-                                              AddTo{});
-      }
-    });
+    ScatterRange<T, decltype(order)::value, decltype(rank)::value, decltype(fast)::value>(
+        g, vector, coords, cotangents, grid, begin, end);
   });
 }
 
