@@ -6,6 +6,7 @@ them in tests/docs/test_docs.py."""
 import copy
 import json
 import math
+import os
 import pathlib
 import re
 import xml.etree.ElementTree as ElementTree
@@ -155,3 +156,10 @@ def test_the_site_has_no_image_but_the_drawn_figures():
             if name.startswith("_images/")
         }
     assert images == {f"{name}.svg" for name in figures.FIGURES}
+
+
+def test_a_bazel_test_keeps_matplotlibs_cache_in_its_own_temporary_folder():
+    # The test runner skips Python's teardown, so a folder of figures.py's own
+    # would outlive every test process that draws.
+    assert os.environ["MPLCONFIGDIR"].startswith(os.environ["TEST_TMPDIR"])
+    assert pathlib.Path(os.environ["MPLCONFIGDIR"]).is_dir()  # matplotlib wrote it

@@ -28,11 +28,16 @@ import tempfile
 from collections.abc import Callable
 
 # matplotlib writes a font cache on first import: somewhere writable, not the
-# home folder (Bazel's sandbox may have none); the folder object, kept
-# here, removes it at exit.
+# home folder (Bazel's sandbox may have none). In a Bazel test, the test's own
+# temporary folder, which Bazel removes: the test runner (tests/run_pytest.py)
+# exits without Python's teardown, where a temporary folder object would
+# remove its folder. Elsewhere such an object, kept here, removes it at exit.
 if "MPLCONFIGDIR" not in os.environ:
-    _config = tempfile.TemporaryDirectory(prefix="xlabind-matplotlib-")
-    os.environ["MPLCONFIGDIR"] = _config.name
+    if "TEST_TMPDIR" in os.environ:
+        os.environ["MPLCONFIGDIR"] = os.path.join(os.environ["TEST_TMPDIR"], "matplotlib")
+    else:
+        _config = tempfile.TemporaryDirectory(prefix="xlabind-matplotlib-")
+        os.environ["MPLCONFIGDIR"] = _config.name
 
 import matplotlib
 from matplotlib.figure import Figure
