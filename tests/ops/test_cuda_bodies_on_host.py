@@ -26,30 +26,48 @@ jax.config.update("jax_enable_x64", True)
 xlabind.register_ffi_targets(native_api_ops)
 OP = sys.modules["xlabind.ops.map_coordinates"]
 MODES_ALL = MODES + ["grid-constant", "grid-wrap", "grid-mirror"]
+CUSTOM_CALLS = [
+    "native_api_cuda_gather_bodies",
+    "native_api_cuda_scatter_bodies",
+    "xlabind_map_coordinates",
+    "xlabind_map_coordinates_transpose",
+]
+
+
+def _forget_the_binding(fn):
+    """`fn` jitted, with the op's bound function and the traces that saw it
+    forgotten (jax keeps those of `fn` and of the op's inner jitted function).
+    Only those: jax.clear_caches() would drop every program of the process,
+    and compiling jnp.asarray's and the conversions' programs again was half
+    of this file's 736 lowerings."""
+    OP._bound.cache_clear()
+    OP._map_coordinates.clear_cache()
+    jitted = jax.jit(fn)
+    jitted.clear_cache()
+    return jitted
 
 
 @pytest.fixture
 def on_cuda_bodies(monkeypatch):
     """Runs `fn` with the op bound to the kernels' bodies, then to the CPU
-    handlers (each binding jitted afresh); returns both results."""
+    handlers (each binding traced afresh); returns both results. With
+    `texts`, also appends each run's program text to it."""
     bodies = (
         xlabind.ffi_target("native_api_cuda_gather_bodies", platforms=("cpu",)),
         xlabind.ffi_target("native_api_cuda_scatter_bodies", platforms=("cpu",)),
     )
 
-    def both(fn, *args):
+    def both(fn, *args, texts=None):
         results = []
         for gather, scatter in (bodies, (OP._GATHER, OP._SCATTER)):
             with monkeypatch.context() as patch:
                 patch.setattr(OP, "_GATHER", gather)
                 patch.setattr(OP, "_SCATTER", scatter)
-                # jax keeps the traces of the op's inner jitted functions, with
-                # the binding they saw: both forgotten.
-                OP._bound.cache_clear()
-                jax.clear_caches()
-                results.append(jax.tree_util.tree_map(np.asarray, jax.jit(fn)(*args)))
-        OP._bound.cache_clear()
-        jax.clear_caches()
+                jitted = _forget_the_binding(fn)
+                results.append(jax.tree_util.tree_map(np.asarray, jitted(*args)))
+                if texts is not None:
+                    texts.append(jitted.lower(*args).as_text())
+        _forget_the_binding(fn)
         return results
 
     return both
@@ -60,21 +78,29 @@ def same(got, want):
         np.testing.assert_array_equal(g, w)
 
 
-def test_the_harness_runs_the_bodies_not_the_cpu_handlers(on_cuda_bodies, monkeypatch):
-    # Bound to the bodies' target, the op's custom call names it.
-    gather = xlabind.ffi_target("native_api_cuda_gather_bodies", platforms=("cpu",))
-    monkeypatch.setattr(OP, "_GATHER", gather)
-    OP._bound.cache_clear()
-    try:
-        text = (
-            jax.jit(lambda g, c: map_coordinates(g, [c], 1))
-            .lower(jnp.ones(4), jnp.ones(3))
-            .as_text()
-        )
-    finally:
-        monkeypatch.undo()
-        OP._bound.cache_clear()
-    assert "native_api_cuda_gather_bodies" in text and '"xlabind_map_coordinates"' not in text
+def test_the_harness_runs_the_bodies_then_the_cpu_handlers(on_cuda_bodies):
+    """Each run's program calls the binding it was given, for the values and
+    the transpose, and none leaks into the next run or the next call."""
+
+    def values_and_grid_gradient(g, c):
+        y, pullback = jax.vjp(lambda g: map_coordinates(g, [c], 1), g)
+        return y, pullback(y)[0]
+
+    texts = []
+    for _ in range(2):
+        on_cuda_bodies(values_and_grid_gradient, jnp.ones(4), jnp.ones(3), texts=texts)
+    called = [
+        [name for name in CUSTOM_CALLS if f"stablehlo.custom_call @{name}(" in text]
+        for text in texts
+    ]
+    bodies = ["native_api_cuda_gather_bodies", "native_api_cuda_scatter_bodies"]
+    cpu = ["xlabind_map_coordinates", "xlabind_map_coordinates_transpose"]
+    assert called == [bodies, cpu, bodies, cpu], called
+    # Outside the harness, the op is bound to the CPU handlers again.
+    text = (
+        jax.jit(lambda g, c: map_coordinates(g, [c], 1)).lower(jnp.ones(4), jnp.ones(3)).as_text()
+    )
+    assert "@xlabind_map_coordinates(" in text and "bodies" not in text
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
