@@ -69,7 +69,7 @@ def report() -> tuple[list[str], bool]:
             "no GPU visible to jax: CUDA callbacks and kernels lower, but run only "
             "where jax sees a CUDA device (pip install 'jax[cuda13]')"
         )
-    lines.append(tpu_status(platforms))
+    lines.extend(platform_lines(platforms))
     cache = _jax_internals.config_flag("jax_compilation_cache_dir")
     if cache:
         lines.append(
@@ -80,17 +80,38 @@ def report() -> tuple[list[str], bool]:
     return lines, message is None
 
 
-def tpu_status(platforms: dict[str, list[str]]) -> str:
-    """What runs on a TPU (docs/guides/tpu.md), for the devices jax sees."""
-    what = (
-        "Python functions run on the host through XLA's host callbacks (copies in and "
-        "out, as jax.pure_callback); native FFI targets cannot run there (XLA on TPUs "
-        "runs no user FFI handlers); xlabind.ops runs there as JAX and a Pallas kernel"
-    )
-    if "tpu" in platforms:
-        kinds = platforms["tpu"]
-        return f"TPU ({len(kinds)} x {kinds[0]}): {what}"
-    return f"no TPU visible to jax; on a TPU machine, {what}"
+def platform_lines(platforms: dict[str, list[str]]) -> list[str]:
+    """What runs on each platform of the platform table (_platforms.py), for
+    the devices jax sees (`platforms`: jax's device platform -> device kinds)."""
+    from xlabind._platforms import PLATFORMS, USER_PLATFORMS
+
+    how_python = {
+        "buffers": "Python functions run on XLA's own buffers (no copies)",
+        "host_transfers": (
+            "Python functions run on the host through XLA's host callbacks (copies in and "
+            "out, as jax.pure_callback)"
+        ),
+    }
+    lines = []
+    for name in USER_PLATFORMS:
+        record = PLATFORMS[name]
+        label = name.upper()
+        if record.runs_handlers:
+            native = "native FFI targets run as custom calls"
+        else:
+            native = (
+                f"native FFI targets cannot run there (XLA on {label}s runs no user FFI "
+                f"handlers) but through a JAX formulation for it, as xlabind.ops runs there "
+                f"as JAX and Pallas kernels"
+            )
+        what = f"{how_python[record.python_calls]}; {native}"
+        # jax names CUDA devices' platform "gpu".
+        kinds = platforms.get(name) or (platforms.get("gpu") if name == "cuda" else None)
+        if kinds:
+            lines.append(f"{label} ({len(kinds)} x {kinds[0]}): {what}")
+        else:
+            lines.append(f"no {label} visible to jax; on a {label} machine, {what}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

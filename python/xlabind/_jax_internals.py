@@ -48,6 +48,7 @@ PRIVATE_NAMES: dict[str, tuple[str, ...]] = {
     # Takes the module context first from 0.10 (detached_ordered_token).
     "jax._src.interpreters.mlir:set_sharding": _ALL,
     "jax._src.interpreters.mlir:TokenSet": _ALL,
+    "jax._src.interpreters.mlir:lower_per_platform": _ALL,
     "jax._src.sharding_impls:SPMDAxisContext": _ALL,
     "jax._src.sharding_impls:ShardingContext": _ALL,
     "jax._src.util:weakref_cache_key_types": _ALL,
@@ -79,6 +80,8 @@ __all__ = [
     "ordered_token",
     "InconclusiveDimensionOperation",
     "is_symbolic_dim",
+    "lower_per_platform",
+    "lowering_platforms",
     "set_ordered_token",
     "gspmd_aborts_in_partly_manual",
     "manual_axes",
@@ -110,6 +113,24 @@ def needs_devices_to_lower(primitive) -> None:
     """Makes jax lower `primitive` with the device assignment known (custom
     partitioning and one-device placement need it)."""
     _dispatch.prim_requires_devices_during_lowering.add(primitive)
+
+
+def lowering_platforms(ctx) -> tuple[str, ...]:
+    """The platforms the call being lowered is lowered for: one, or several
+    in a program lowered for each (jax.export(..., platforms=...)), whose
+    branches each see their own."""
+    return tuple(ctx.platforms or ctx.module_context.platforms)
+
+
+def lower_per_platform(ctx, description: str, rules: dict, effects, *operands, **params):
+    """One branch per platform of the program, each lowered by its rule in
+    `rules`, selected when the program runs (jax's own branching, given the
+    result types as the list it adds its tokens' types to: jax hands an
+    uncached lowering a tuple). `effects`: the call's own."""
+    from jax._src.interpreters import mlir as _mlir
+
+    ctx = ctx.replace(avals_out=list(ctx.avals_out))
+    return _mlir.lower_per_platform(ctx, description, rules, None, effects, *operands, **params)
 
 
 # -- varying manual axes (jax.shard_map with check_vma) ------------------------
@@ -295,23 +316,38 @@ def detached_ordered_token(ctx):
     return ctx.replace(tokens_in=tokens)
 
 
-def emit_host_callback(ctx, host, token, operands, *, has_side_effect: bool):
+def emit_host_callback(ctx, host, token, operands, *, has_side_effect: bool, name: str):
     """(results, token out): `host` called on the host with the operands, as
     jax.pure_callback and io_callback lower (on a TPU: XLA's send/recv host
     transfers, one channel each), placed on the program's first device, as
-    they place it. `token` is the ordered effect's token, or None."""
+    they place it. `token` is the ordered effect's token, or None. `name`:
+    the bound function's, for the error where this machine cannot lower it."""
     sharding = _callback._callback_op_sharding(ctx.module_context.axis_context, None, ctx.avals_out)
-    results, token_out, _ = _callback.emit_python_callback(
-        ctx,
-        host,
-        token,
-        list(operands),
-        ctx.avals_in,
-        ctx.avals_out,
-        has_side_effect=has_side_effect,
-        returns_token=token is not None,
-        sharding=sharding,
-    )
+    try:
+        results, token_out, _ = _callback.emit_python_callback(
+            ctx,
+            host,
+            token,
+            list(operands),
+            ctx.avals_in,
+            ctx.avals_out,
+            has_side_effect=has_side_effect,
+            returns_token=token is not None,
+            sharding=sharding,
+        )
+    except ValueError as error:
+        # jax sets up the transfers with the lowering platform's client; a
+        # machine without that platform has none ("the platform for the
+        # specified backend ... is different from the lowering platform").
+        if "is different from the lowering platform" not in str(error):
+            raise
+        platform = tuple(ctx.module_context.platforms)[0]
+        raise NotImplementedError(
+            f"xlabind: '{name}' is a Python function, which a {platform.upper()} program "
+            f"calls through host transfers that only jax on a machine with a "
+            f"{platform.upper()} can set up; this machine's jax runs on "
+            f"{jax.default_backend().upper()}. Lower the program where it will run."
+        ) from error
     return list(results), token_out
 
 

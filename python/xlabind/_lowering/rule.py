@@ -1,31 +1,62 @@
-"""Lowering of the `xlabind_call` primitive, per platform: the custom call that
-runs a bound function's implementation on XLA's buffers.
+"""Lowering of the `xlabind_call` primitive, per platform, as the platform
+table (_platforms.py) says: what runs a bound function's call there, whether
+a sharding rule may place it per device, or why nothing can.
 
-The platform's rule asks the bound function's implementation for the custom
-call (_runtime/python_functions.py: the Python-callback handler with a
-registry key; _runtime/native_targets.py: the FFI target with its attributes), and gives
-it the placement that makes it run once per program, or once per device on
-its shard (partitioning.py). A function with effect="ordered" gets jax's token
-threaded through its call, as io_callback threads it (_runtime/ffi_custom_call.py).
+The implementation gives the emitter for the platform's record
+(_runtime/python_functions.py: the Python-callback handler with a registry
+key, or host transfers around a host callback; _runtime/native_targets.py:
+the FFI target with its attributes, or its JAX formulation), and
+partitioning.py the placement that makes it run once per program, or once
+per device on its shard. A function with effect="ordered" gets jax's token
+threaded through its call, as io_callback threads it
+(_runtime/ffi_custom_call.py).
+
+One rule per primitive, registered as jax's rule for every platform, looks
+the platform up: in a program lowered for several platforms at once
+(jax.export(..., platforms=...)) it emits one branch per platform itself,
+since jax's own branching fails for a primitive lowered uncached (jax
+0.9-0.12 add a tuple of result types to a list).
 """
 
 from __future__ import annotations
+
+import functools
 
 from jax.interpreters import mlir
 
 from xlabind import _jax_internals
 from xlabind._lowering import partitioning
-from xlabind._primitive.primitive import Call, xlabind_call_p
+from xlabind._platforms import Platform, platform_record
+from xlabind._primitive.primitive import PRIMITIVES, Call, xlabind_call_p
 
 
-def _lowering_for(platform: str):
-    def rule(ctx, *operands, call: Call):
-        _refuse_export(ctx, call)
-        if call.fn.effect == "ordered" and partitioning.spans_devices(ctx):
-            return partitioning.lower_on_first_device(ctx, call, operands)
-        return partitioning.lower(ctx, call, operands, _emitter(ctx, call, platform))
+def _rule(ctx, *operands, call: Call):
+    platforms = _jax_internals.lowering_platforms(ctx)
+    if len(platforms) == 1:
+        return _lower_on(platform_record(platforms[0]), ctx, *operands, call=call)
+    rules = {p: functools.partial(_lower_on, platform_record(p)) for p in platforms}
+    effects = _jax_internals.effects_of(call.fn.effect)
+    return _jax_internals.lower_per_platform(
+        ctx, "xlabind_call", rules, effects, *operands, call=call
+    )
 
-    return rule
+
+def _lower_on(platform: Platform, ctx, *operands, call: Call):
+    if platform.refusal is not None:
+        raise NotImplementedError(
+            f"xlabind: '{call.op.name}' cannot run inside a {platform.name.upper()} "
+            f"computation: {platform.refusal}."
+        )
+    _refuse_export(ctx, call)
+    emit = _emitter(ctx, call, platform)
+    if not call.fn.implementation.placed_on(platform):
+        # Once per program, where jax's own host callbacks run: XLA partitions
+        # no host transfer, so no sharding rule applies (the operands are
+        # gathered to the first device, as for jax.pure_callback).
+        return emit(ctx, *operands)
+    if call.fn.effect == "ordered" and partitioning.spans_devices(ctx):
+        return partitioning.lower_on_first_device(ctx, call, operands)
+    return partitioning.lower(ctx, call, operands, emit)
 
 
 def _refuse_export(ctx, call: Call) -> None:
@@ -34,7 +65,7 @@ def _refuse_export(ctx, call: Call) -> None:
         raise implementation.export_error(call.fn.name)
 
 
-def _emitter(ctx, call: Call, platform: str):
+def _emitter(ctx, call: Call, platform: Platform):
     """The implementation's emit(ctx, *operands) for `platform`, its keepalive
     handed to the program being lowered."""
     emit, keepalive = call.fn.implementation.emitter(platform, call.fn, call)
@@ -57,43 +88,6 @@ def _threading_token(op, emit):
     return ordered
 
 
-_jax_internals.needs_devices_to_lower(xlabind_call_p)
-for _platform in ("cpu", "cuda"):
-    mlir.register_lowering(xlabind_call_p, _lowering_for(_platform), platform=_platform)
-
-
-def _unsupported_platform(ctx, *operands, call: Call):
-    del ctx, operands
-    raise NotImplementedError(
-        f"xlabind: '{call.op.name}' cannot run inside a ROCm computation: xlabind runs on "
-        f"CPU and CUDA devices only."
-    )
-
-
-mlir.register_lowering(xlabind_call_p, _unsupported_platform, platform="rocm")
-
-
-def _tpu_rule(ctx, *operands, call: Call):
-    """On a TPU a call runs once per program, where jax's own callbacks run:
-    XLA partitions no host transfer, so no sharding rule applies (the
-    operands are gathered to the first device, as for jax.pure_callback)."""
-    _uncached_from_now_on()
-    _refuse_export(ctx, call)
-    return _emitter(ctx, call, "tpu")(ctx, *operands)
-
-
-def _uncached_from_now_on() -> None:
-    """Each host transfer of a TPU program needs a channel of its own, so two
-    alike calls must not share one lowering (jax registers its own callbacks
-    uncacheable). jax's flag is per primitive, not per platform, and its
-    uncached multi-platform lowering fails (jax 0.10), so it is set only once
-    a program is lowered for a TPU: the call being lowered is cached alone,
-    every later one lowers anew."""
-    global _TPU_SEEN
-    if not _TPU_SEEN:
-        _TPU_SEEN = True
-        mlir.register_lowering(xlabind_call_p, _tpu_rule, platform="tpu", cacheable=False)
-
-
-_TPU_SEEN = False
-mlir.register_lowering(xlabind_call_p, _tpu_rule, platform="tpu")
+for _primitive in PRIMITIVES:
+    _jax_internals.needs_devices_to_lower(_primitive)
+    mlir.register_lowering(_primitive, _rule, cacheable=_primitive is xlabind_call_p)

@@ -30,7 +30,7 @@ from jax.interpreters import batching
 
 from xlabind._primitive.explicit_sharding import explicit_axes
 from xlabind._primitive.factors import insert_factor, new_factor
-from xlabind._primitive.primitive import Call, bind, xlabind_call_p
+from xlabind._primitive.primitive import PRIMITIVES, Call, bind
 
 
 def batch_rule(args, dims, *, call: Call):
@@ -248,4 +248,5 @@ _METHODS: dict[str, Callable[..., Any]] = {
     "native": _native,
 }
 
-batching.primitive_batchers[xlabind_call_p] = batch_rule
+for _primitive in PRIMITIVES:
+    batching.primitive_batchers[_primitive] = batch_rule

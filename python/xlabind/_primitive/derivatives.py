@@ -34,7 +34,7 @@ from jax import dtypes
 from jax.interpreters import ad
 
 from xlabind._primitive.explicit_sharding import explicit_axes, gathered
-from xlabind._primitive.primitive import Call, bind, xlabind_call_p
+from xlabind._primitive.primitive import PRIMITIVES, Call, bind
 
 # (op, primals, tangents with ad.Zero, call) -> output tangents (ad.Zero allowed)
 TangentFn = Callable[..., list]
@@ -209,5 +209,6 @@ def _typed_like(ct, aval):
     return jax.sharding.reshard(ct, aval.sharding)
 
 
-ad.primitive_jvps[xlabind_call_p] = jvp_rule
-ad.primitive_transposes[xlabind_call_p] = transpose_rule
+for _primitive in PRIMITIVES:
+    ad.primitive_jvps[_primitive] = jvp_rule
+    ad.primitive_transposes[_primitive] = transpose_rule

@@ -41,6 +41,15 @@ STATUS_BYTES = 4096
 
 xlabind_call_p = Primitive("xlabind_call")
 xlabind_call_p.multiple_results = True
+# The same primitive for calls whose lowering jax must not share between alike
+# calls (_platforms.Platform.python_lowering_cacheable: a TPU's host transfers
+# need a channel each). jax's lowering cache is per primitive, and its uncached
+# lowering for several platforms at once fails (jax 0.10), so calls that can be
+# cached (native targets, their formulations) keep the cached one.
+xlabind_uncached_call_p = Primitive("xlabind_call")
+xlabind_uncached_call_p.multiple_results = True
+#: Both: every rule is registered for each.
+PRIMITIVES = (xlabind_call_p, xlabind_uncached_call_p)
 
 # Per operand (or result): per native vmap level, innermost first, the axis
 # that level added, or None where the array is not batched at that level.
@@ -145,7 +154,9 @@ internals.cached_weakly(Call)
 
 def bind(call: Call, operands: Sequence[Any]) -> list:
     """Binds the primitive; returns the flat results."""
-    return xlabind_call_p.bind(*internals.agree_on_varying_axes(operands), call=call)
+    cached = getattr(call.fn.implementation, "lowering_cacheable", True)
+    primitive = xlabind_call_p if cached else xlabind_uncached_call_p
+    return primitive.bind(*internals.agree_on_varying_axes(operands), call=call)
 
 
 def status_aval() -> jax.core.ShapedArray:
@@ -153,7 +164,6 @@ def status_aval() -> jax.core.ShapedArray:
     return jax.core.ShapedArray((STATUS_BYTES,), np.uint8)
 
 
-@xlabind_call_p.def_effectful_abstract_eval
 def _abstract_eval(*operand_avals, call: Call):
     # Shapes and dtypes from the call; how the results are split, from the
     # operands now (a transpose's result avals are its primal's arguments').
@@ -171,10 +181,14 @@ def _abstract_eval(*operand_avals, call: Call):
     )
 
 
-@xlabind_call_p.def_impl
 def _eager(*operands, call: Call):
     # Eager calls compile once per call signature, into a cache the definition
     # owns (not jax's global primitive cache, which would keep the user's
     # function alive for good).
     with jax.disable_jit(False):
         return call.fn.eager_executable(call)(*operands)
+
+
+for _primitive in PRIMITIVES:
+    _primitive.def_effectful_abstract_eval(_abstract_eval)
+    _primitive.def_impl(_eager)

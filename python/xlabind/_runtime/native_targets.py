@@ -15,7 +15,7 @@ import numpy as np
 from jax.extend.mlir.dialects import stablehlo
 from jax.interpreters import mlir
 
-from xlabind._platforms import platform_name, platform_names
+from xlabind._platforms import Platform, platform_name, platform_names
 from xlabind._primitive.static_kwargs import freeze
 from xlabind._runtime import extension as _extension
 from xlabind._runtime import ffi_custom_call
@@ -41,9 +41,15 @@ class FfiTarget:
     platforms: tuple[str, ...] = ("cpu",)
     attributes: tuple[tuple[str, Any], ...] = ()
     takes_token: bool = False
-    #: What a TPU program lowers in the target's place (TPUs run no native
-    #: handlers): ``fn(*operands, result_avals, **attributes)``, a list of results.
-    tpu_formulation: Callable[..., list] | None = None
+    #: (platform, fn): what a program on a platform that runs no native
+    #: handlers (a TPU) lowers in the target's place: ``fn(*operands,
+    #: result_avals, **attributes)``, a list of results.
+    formulations: tuple[tuple[str, Callable[..., list]], ...] = ()
+
+    @property
+    def tpu_formulation(self) -> Callable[..., list] | None:
+        """The formulation for TPUs, or None."""
+        return dict(self.formulations).get("tpu")
 
 
 def ffi_target(
@@ -51,6 +57,7 @@ def ffi_target(
     *,
     platforms=("cpu",),
     takes_token: bool = False,
+    formulations: Mapping[str, Callable[..., list]] | None = None,
     tpu_formulation: Callable[..., list] | None = None,
     **attributes,
 ) -> FfiTarget:
@@ -76,10 +83,12 @@ def ffi_target(
     targets first, e.g. with :func:`xlabind.register_ffi_targets`.
 
     TPUs run no native handlers: a program lowered for a TPU refuses the
-    target, naming it, unless ``tpu_formulation`` gives the same computation
-    in JAX, ``fn(*operands, result_avals, **attributes) -> [results...]``
-    (``result_avals``: the results' shapes and dtypes; the attributes as
-    above), which a TPU program lowers in the target's place.
+    target, naming it, unless ``formulations={"tpu": fn}`` gives the same
+    computation in JAX, ``fn(*operands, result_avals, **attributes) ->
+    [results...]`` (``result_avals``: the results' shapes and dtypes; the
+    attributes as above), which a program lowered for a TPU lowers in the
+    target's place, whatever machine lowers it (``tpu_formulation=fn`` is
+    the same).
 
     Example:
       >>> import jax.numpy as jnp, xlabind
@@ -99,13 +108,23 @@ def ffi_target(
         raise TypeError(
             f"xlabind.ffi_target({name!r}): takes_token must be a bool, got {takes_token!r}"
         )
-    if tpu_formulation is not None and not callable(tpu_formulation):
+    where = f"xlabind.ffi_target({name!r})"
+    if not isinstance(formulations, (Mapping, type(None))):
         raise TypeError(
-            f"xlabind.ffi_target({name!r}): tpu_formulation must be callable, "
-            f"got {type(tpu_formulation).__name__}"
+            f"{where}: formulations must be a dict of platform -> function, "
+            f"got {type(formulations).__name__}"
         )
+    by_platform = dict(formulations or {})
+    if tpu_formulation is not None:
+        by_platform["tpu"] = tpu_formulation
+    checked = {}
+    for platform, fn in by_platform.items():
+        what = "tpu_formulation" if fn is tpu_formulation else f"formulations[{platform!r}]"
+        if not callable(fn):
+            raise TypeError(f"{where}: {what} must be callable, got {type(fn).__name__}")
+        checked[platform_name(where, platform)] = fn
     frozen = tuple(sorted((k, freeze(v)) for k, v in attributes.items()))
-    return FfiTarget(name, platforms, frozen, takes_token, tpu_formulation)
+    return FfiTarget(name, platforms, frozen, takes_token, tuple(checked.items()))
 
 
 def is_native(fn: Any) -> TypeGuard[FfiTarget | Mapping[str, FfiTarget]]:
@@ -218,15 +237,17 @@ def check_targets(
             )
 
 
-def tpu_refusal(op_name: str, target_name: str) -> str:
-    """Why a native target cannot run in a TPU program, and what to use."""
+def handler_refusal(op_name: str, target_name: str, platform: str) -> str:
+    """Why a native target cannot run on a platform that runs no native
+    handlers (a TPU), and what to use."""
+    where = platform.upper()
     return (
-        f"xlabind: '{op_name}' calls the native FFI target '{target_name}', and TPUs run no "
-        f"native FFI handlers (XLA on a TPU has no registry of user handlers, for C++ or "
-        f"CUDA alike). On a TPU, bind a Python function instead (xlabind.nonlinear and the "
-        f"other constructors run it on the host through XLA's host callbacks), write the "
-        f"computation in JAX or Pallas, or place the inputs on a CPU device "
-        f"(jax.device_put(x, jax.devices('cpu')[0]))."
+        f"xlabind: '{op_name}' calls the native FFI target '{target_name}', and {where}s run "
+        f"no native FFI handlers (XLA on a {where} has no registry of user handlers, for C++ "
+        f"or CUDA alike). On a {where}, bind a Python function instead (xlabind.nonlinear and "
+        f"the other constructors run it on the host through XLA's host callbacks), give the "
+        f"target a JAX formulation (xlabind.ffi_target(..., formulations={{'{platform}': fn}})), "
+        f"or place the inputs on a CPU device (jax.device_put(x, jax.devices('cpu')[0]))."
     )
 
 
@@ -240,9 +261,19 @@ class NativeImplementation:
     #: A pure computation: on arrays no device splits, every device may run
     #: it on its own copy (partitioning.py), as XLA runs its own ops.
     replicable = True
+    #: Alike calls lower alike, on every platform.
+    lowering_cacheable = True
 
     def __init__(self, targets: dict[str, FfiTarget]):
         self.targets = targets
+        #: Platform -> the JAX formulation of the targets there.
+        self.formulations = {p: f for t in targets.values() for p, f in t.formulations}
+
+    @staticmethod
+    def placed_on(platform: Platform) -> bool:
+        """A custom call and a formulation alike may run per device on a shard."""
+        del platform
+        return True
 
     @property
     def primary_function(self) -> FfiTarget:
@@ -260,11 +291,16 @@ class NativeImplementation:
     def check_dtype(self, name: str, what: str, dtype) -> None:
         del name, what, dtype  # the handler decides what it accepts
 
-    def emitter(self, platform: str, op, call):
-        """(emit(ctx, *operands) -> the call's results, keepalive or None)."""
-        if platform == "tpu":
-            return self._tpu_emitter(op, call), None
-        target = self.targets.get(platform)
+    def emitter(self, record: Platform, op, call):
+        """(emit(ctx, *operands) -> the call's results, keepalive or None), on
+        `record`'s platform: the target's custom call where the platform runs
+        handlers, else its formulation for the platform, else refused."""
+        platform = record.name
+        target = self.targets.get(platform) if record.runs_handlers else None
+        if target is None and platform in self.formulations:
+            return self._formulation_emitter(platform, op, call), None
+        if not record.runs_handlers:
+            raise NotImplementedError(handler_refusal(op.name, self.primary_function.name, platform))
         if target is None:
             raise NotImplementedError(
                 f"xlabind: '{op.name}' has no {platform.upper()} implementation (its FFI "
@@ -314,16 +350,11 @@ class NativeImplementation:
             )
         ), None
 
-    def _tpu_emitter(self, op, call):
-        """XLA on a TPU runs no user FFI handlers. A target with a JAX
-        formulation (its tpu_formulation: xlabind.ops's) lowers as it; any other
-        is refused, naming the target and what to use instead."""
-        target = self.targets.get("cpu") or next(iter(self.targets.values()))
-        formulation = next(
-            (t.tpu_formulation for t in self.targets.values() if t.tpu_formulation), None
-        )
-        if formulation is None:
-            raise NotImplementedError(tpu_refusal(op.name, target.name))
+    def _formulation_emitter(self, platform: str, op, call):
+        """The targets' JAX formulation for `platform` (xlabind.ops's for TPUs),
+        lowered in the custom call's place with the same attributes."""
+        target = self.primary_function
+        formulation = self.formulations[platform]
         attributes = {**dict(target.attributes), **call.kwargs.as_dict()}
         if op.vmap_method == "native" and call.batch_axes is not None:
             attributes["batch_axes"] = call.batch_axes

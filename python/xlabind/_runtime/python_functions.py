@@ -26,7 +26,13 @@ import numpy as np
 from jax.interpreters import mlir
 
 from xlabind import _jax_internals
-from xlabind._platforms import platform_name, platform_names
+from xlabind._platforms import (
+    PLATFORMS,
+    PYTHON_LOWERING_CACHEABLE,
+    Platform,
+    platform_name,
+    platform_names,
+)
 from xlabind._runtime import extension as _extension
 from xlabind._runtime import ffi_custom_call, python_on_cuda, python_on_tpu
 
@@ -69,6 +75,14 @@ class PythonImplementation:
     exportable = False
     #: A Python function runs once per program on arrays no device splits.
     replicable = False
+    #: Whether two alike calls may share one lowering: not where a platform
+    #: runs Python through host transfers (_platforms.py).
+    lowering_cacheable = PYTHON_LOWERING_CACHEABLE
+
+    @staticmethod
+    def placed_on(platform: Platform) -> bool:
+        """Whether a sharding rule may place the call per device on `platform`."""
+        return platform.places_python_calls
 
     @staticmethod
     def export_error(name: str) -> NotImplementedError:
@@ -110,10 +124,12 @@ class PythonImplementation:
 
     def function_for(self, platform: str, name: str) -> Callable:
         fn = self.functions.get(platform)
-        if fn is None and platform == "tpu":
-            # A TPU program runs Python on host copies of its operands: the
-            # CPU function is the host function unless one is given for TPUs.
-            fn = self.functions.get("cpu")
+        fallback = PLATFORMS[platform].python_fallback if platform in PLATFORMS else None
+        if fn is None and fallback is not None:
+            # Host transfers hand the function host copies of its operands:
+            # the fallback platform's function is the host function unless
+            # one is given for this platform.
+            fn = self.functions.get(fallback)
         if fn is None:
             have = " and ".join(self.functions)
             first = next(iter(self.functions))
@@ -136,11 +152,18 @@ class PythonImplementation:
                 f"Python; supported dtypes: {supported}"
             )
 
-    def emitter(self, platform: str, op, call):
+    def emitter(self, record: Platform, op, call):
         """(emit(ctx, operands, token) -> (the call's results, token out), what the
-        lowered program must keep alive until it is compiled)."""
-        if platform == "tpu":
-            return self._tpu_emitter(op, call), None
+        lowered program must keep alive until it is compiled), on `record`'s
+        platform."""
+        if record.host_transfers:
+            return self._host_transfer_emitter(record.name, op, call), None
+        if record.python_calls != "buffers":
+            raise NotImplementedError(
+                f"xlabind: '{op.name}' is a Python function, which cannot run inside a "
+                f"{record.name.upper()} computation."
+            )
+        platform = record.name
         _extension.register_callback_handlers(platform)
         entry = self.registry_entry(platform, op.name, call)
         attributes = {"callback_key": np.uint64(entry.key)}
@@ -161,12 +184,13 @@ class PythonImplementation:
 
         return emit, entry
 
-    def _tpu_emitter(self, op, call):
-        """A TPU program calls the function on the host through XLA's
-        host-callback transfers (python_on_tpu.py): no registry entry, since
-        jax registers the host function with the program it lowers."""
+    def _host_transfer_emitter(self, platform: str, op, call):
+        """A program on `platform` (a TPU) calls the function on the host
+        through XLA's host-callback transfers (python_on_tpu.py): no registry
+        entry, since jax registers the host function with the program it
+        lowers."""
         name = op.name
-        fn: Any = self.function_for("tpu", name)
+        fn: Any = self.function_for(platform, name)
         kwargs = call.kwargs.as_dict()
         if call.fn.vmap_method == "native":
             kwargs["batch_axes"] = call.batch_axes
@@ -185,6 +209,13 @@ class PythonImplementation:
             builder = out_tree.unflatten
 
         def emit(ctx, operands, token=None):
+            if len(ctx.module_context.platforms) > 1:
+                raise NotImplementedError(
+                    f"xlabind: '{name}' is a Python function, which a {platform.upper()} "
+                    f"program calls through host transfers; those cannot be lowered for "
+                    f"several platforms at once (nor can jax.pure_callback's). Lower the "
+                    f"program for one platform."
+                )
             avals_out = list(ctx.avals_out[:-1] if call.reports_status else ctx.avals_out)
             host = python_on_tpu.host_function(
                 fn,
@@ -204,6 +235,7 @@ class PythonImplementation:
                 token,
                 operands,
                 has_side_effect=op.effect is not None,
+                name=name,
             )
             if call.reports_status:  # one host call per program: it never fails alone
                 results.append(mlir.ir_constant(np.zeros(_extension.STATUS_BYTES, np.uint8)))

@@ -54,12 +54,12 @@ _SPLINE_PAD = 12
 _GATHER = xlabind.ffi_target(
     "xlabind_map_coordinates",
     platforms=("cpu", "cuda"),
-    tpu_formulation=tpu_formulation.map_coordinates_gather,
+    formulations={"tpu": tpu_formulation.map_coordinates_gather},
 )
 _SCATTER = xlabind.ffi_target(
     "xlabind_map_coordinates_transpose",
     platforms=("cpu", "cuda"),
-    tpu_formulation=tpu_formulation.map_coordinates_scatter,
+    formulations={"tpu": tpu_formulation.map_coordinates_scatter},
 )
 
 

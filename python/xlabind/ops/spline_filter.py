@@ -27,12 +27,12 @@ from xlabind.ops import tpu_formulation
 _FILTER = xlabind.ffi_target(
     "xlabind_spline_filter",
     platforms=("cpu", "cuda"),
-    tpu_formulation=tpu_formulation.spline_filter,
+    formulations={"tpu": tpu_formulation.spline_filter},
 )
 _FILTER_TRANSPOSE = xlabind.ffi_target(
     "xlabind_spline_filter_transpose",
     platforms=("cpu", "cuda"),
-    tpu_formulation=tpu_formulation.spline_filter_transpose,
+    formulations={"tpu": tpu_formulation.spline_filter_transpose},
 )
 
 #: Each mode's extension of the signal, as the filter's recursions start from
