@@ -192,3 +192,39 @@ def test_nested_shard_map_over_the_context_mesh(axis_type, what, mesh_set):
         y = f(x)
     want = {"map_coordinates": 6 * x_np, "linear, differentiated": 4 * x_np}.get(what, 2 * x_np)
     np.testing.assert_allclose(y, want, rtol=1e-5)
+
+
+# -- the same programs lowered for a TPU (issue 72, items 4 and 5) -------------
+# Off a TPU, CPU programs lower as the platform table's TPU record says (the
+# ops' JAX formulation, Pallas kernels interpreted: tests/support/tpu_lowering.py).
+
+
+@pytest.fixture
+def as_on_a_tpu():
+    from tpu_lowering import tpu_rule_for_cpu_programs
+
+    with tpu_rule_for_cpu_programs():
+        yield
+
+
+def _warp(grid, c):
+    return map_coordinates(grid, list(c), 1, "wrap")
+
+
+@pytest.mark.usefixtures("as_on_a_tpu")
+def test_a_tpu_program_places_the_formulation_on_each_devices_points(axis_type):
+    mesh = make_mesh(axis_type)
+    grid = jnp.arange(512.0).reshape(8, 8, 8)
+    coords = np.random.default_rng(0).uniform(-2, 10, (3, 1024)).astype(np.float32)
+    want = jax.scipy.ndimage.map_coordinates(grid, list(coords), 1, "wrap")
+    want_grad = jax.grad(
+        lambda g: jax.scipy.ndimage.map_coordinates(g, list(coords), 1, "wrap").sum()
+    )(grid)
+    c = split(mesh, coords, None, "d")
+    with jax.set_mesh(mesh):
+        values = jax.jit(_warp)(grid, c)
+        grad = jax.jit(jax.grad(lambda g, c: _warp(g, c).sum()))(grid, c)
+    np.testing.assert_allclose(values, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-4)
+    # Each device interpolates its own points: nothing gathers the coordinates.
+    assert collectives(_warp, grid, c) == []
