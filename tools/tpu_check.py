@@ -22,7 +22,7 @@ import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-TPU_TESTS = ["tests/tpu/test_tpu.py", "tests/tpu/test_tpu_ops.py"]
+TPU_TESTS = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests" / "tpu").glob("test_*.py"))
 
 
 class Log:

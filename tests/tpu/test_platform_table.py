@@ -30,6 +30,11 @@ def fresh_lowerings():
     jax.clear_caches()
 
 
+def on_cpu(x):
+    """`x` on the CPU, so that a program on it lowers for the CPU on a TPU machine too."""
+    return jax.device_put(x, jax.devices("cpu")[0])
+
+
 def warp(grid, coords):
     return map_coordinates(grid, list(coords), order=1, mode="wrap")
 
@@ -93,7 +98,7 @@ def test_a_platform_whose_record_refuses_names_the_function_and_the_reason(monke
     with pytest.raises(
         NotImplementedError, match=r"'numpy_sine' cannot run inside a CPU .*nothing runs here"
     ):
-        jax.jit(op)(jnp.ones(3))
+        jax.jit(op)(on_cpu(jnp.ones(3)))
 
 
 def test_a_record_decides_how_python_runs_there(monkeypatch):
@@ -101,7 +106,7 @@ def test_a_record_decides_how_python_runs_there(monkeypatch):
     running Python (host transfers) runs the same function through them."""
     transfers = dataclasses.replace(_platforms.PLATFORMS["tpu"], name="cpu")
     op = xlabind.callback(np.sin, lambda x: x, name="numpy_sine")
-    x = jnp.linspace(0, 1, 5)
+    x = on_cpu(jnp.linspace(0, 1, 5))
     monkeypatch.setitem(_platforms.PLATFORMS, "cpu", transfers)
     text = jax.jit(op).trace(x).lower().as_text()
     assert "xlabind_python_callback" not in text
@@ -120,7 +125,7 @@ def test_a_formulation_runs_where_its_record_runs_no_handlers(monkeypatch):
         "cpu",
         dataclasses.replace(_platforms.PLATFORMS["cpu"], registry_name=None),
     )
-    np.testing.assert_array_equal(jax.jit(op)(jnp.arange(3.0)), [0.0, 2.0, 4.0])
+    np.testing.assert_array_equal(jax.jit(op)(on_cpu(jnp.arange(3.0))), [0.0, 2.0, 4.0])
 
 
 def test_formulations_are_checked_when_declared():
