@@ -190,3 +190,140 @@ def test_what_derivative_functions_see_under_jacfwd_and_jacrev(method):
     else:  # broadcast_all, and native (the primal aligned, or broadcast by the rule)
         assert seen["jvp"] == [((3, 3), (3, 3))], seen
         assert all(t == (3, 3) for _, t in seen["vjp"]), seen
+
+
+def broadcast_product(kind, seen):
+    """x * w (multilinear) or sin(x * w) (nonlinear), bound with
+    vmap_method="expand_dims", whose derivative functions return every result
+    with all the leading axes their operands broadcast to: the contract
+    docs/semantics.md states, under which an argument the vmap does not batch
+    (size 1 in front) gets a cotangent with the batch in front."""
+
+    def batch_of(*arrays):
+        return np.broadcast_shapes(*(np.shape(a) for a in arrays))
+
+    def cotangent(value, *arrays):
+        seen.append(tuple(np.shape(a) for a in arrays))
+        return np.broadcast_to(value, batch_of(*arrays)).copy()
+
+    def shape(x, w):
+        return jax.ShapeDtypeStruct(batch_of(x, w), x.dtype)
+
+    if kind == "multilinear":
+        return xlabind.multilinear(
+            lambda x, w: x * w,
+            [lambda w, ct: cotangent(w * ct, w, ct), lambda x, ct: cotangent(x * ct, x, ct)],
+            shape,
+            vmap_method="expand_dims",
+        )
+
+    def vjp(x, w, ct):
+        g = np.cos(x * w) * ct
+        return cotangent(g * w, x, w, ct), cotangent(g * x, x, w, ct)
+
+    return xlabind.nonlinear(
+        lambda x, w: np.sin(x * w),
+        shape,
+        jvp=lambda x, w, tx, tw: np.cos(x * w) * (tx * w + x * tw),
+        vjp=vjp,
+        vmap_method="expand_dims",
+    )
+
+
+def reference_product(kind):
+    return (lambda x, w: x * w) if kind == "multilinear" else (lambda x, w: jnp.sin(x * w))
+
+
+def loss_of(f):
+    return lambda x, w: jnp.sum(jnp.cos(f(x, w)))
+
+
+# Per composition: (x, w, in_axes) -> the function of f to compare; x and w are
+# batched (first axis) or not as in_axes says.
+COMPOSITIONS = {
+    "grad_of_vmap": lambda f, in_axes: jax.grad(
+        lambda x, w: jnp.sum(jax.vmap(loss_of(f), in_axes)(x, w)), (0, 1)
+    ),
+    "vmap_of_grad": lambda f, in_axes: jax.vmap(jax.grad(loss_of(f), (0, 1)), in_axes),
+    "jit_grad_of_vmap": lambda f, in_axes: jax.jit(COMPOSITIONS["grad_of_vmap"](f, in_axes)),
+    "jacrev_of_vmap": lambda f, in_axes: jax.jacrev(jax.vmap(f, in_axes), (0, 1)),
+    "jacfwd_of_vmap": lambda f, in_axes: jax.jacfwd(jax.vmap(f, in_axes), (0, 1)),
+    "vmap_of_jacrev": lambda f, in_axes: jax.vmap(jax.jacrev(f, (0, 1)), in_axes),
+    "vmap_of_jacfwd": lambda f, in_axes: jax.vmap(jax.jacfwd(f, (0, 1)), in_axes),
+    # The other argument batched by a second vmap, outside or inside the derivative.
+    "vmap_of_vmap_of_grad": lambda f, in_axes: jax.vmap(
+        jax.vmap(jax.grad(loss_of(f), (0, 1)), in_axes), in_axes[::-1]
+    ),
+    "grad_of_vmap_of_vmap": lambda f, in_axes: jax.grad(
+        lambda x, w: jnp.sum(jax.vmap(jax.vmap(loss_of(f), in_axes), in_axes[::-1])(x, w)),
+        (0, 1),
+    ),
+    "vmap_of_grad_of_vmap": lambda f, in_axes: jax.vmap(
+        jax.grad(lambda x, w: jnp.sum(jax.vmap(loss_of(f), in_axes)(x, w)), (0, 1)),
+        in_axes[::-1],
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", ["nonlinear", "multilinear"])
+@pytest.mark.parametrize("composition", sorted(COMPOSITIONS))
+@pytest.mark.parametrize("unbatched", ["x", "w"])
+def test_expand_dims_derivatives_of_an_unbatched_argument(kind, composition, unbatched):
+    """Issue 72, item 14: one derivative function serves jax.grad of jax.vmap
+    and jax.vmap of jax.grad, though the vmap leaves one argument unbatched."""
+    seen = []
+    op = broadcast_product(kind, seen)
+    in_axes = (0, None) if unbatched == "w" else (None, 0)
+    rng = np.random.default_rng(3)
+    batched, single = rng.normal(size=(4, 3)), rng.normal(size=3)
+    if composition.count("vmap") == 2:
+        single = rng.normal(size=(2, 3))  # batched by the second vmap
+    x, w = (batched, single) if unbatched == "w" else (single, batched)
+    x, w = jnp.asarray(x), jnp.asarray(w)
+    transform = COMPOSITIONS[composition]
+    got = transform(op, in_axes)(x, w)
+    want = transform(reference_product(kind), in_axes)(x, w)
+    for g, r in zip(got, want):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
+    if "jacfwd" not in composition:
+        assert seen, "the derivative function was not called"
+
+
+def test_an_expand_dims_vjp_sees_and_returns_the_same_shapes_inside_and_outside_grad():
+    """The VJP is called as if jax.vmap had batched it by its own method: the
+    unbatched w with a size-1 axis in front, and its cotangent returned with
+    the batch (xlabind sums it where jax.grad is outside the vmap)."""
+    seen = []
+    op = broadcast_product("nonlinear", seen)
+    x, w = jnp.arange(12.0).reshape(4, 3) / 12, jnp.array([0.5, 1.0, 1.5])
+    for composition in ("grad_of_vmap", "vmap_of_grad"):
+        seen.clear()
+        grads = COMPOSITIONS[composition](op, (0, None))(x, w)
+        assert seen == [((4, 3), (1, 3), (4, 3))] * 2, composition  # one per cotangent
+        assert [g.shape for g in grads] == [
+            (4, 3),
+            (3,) if composition == "grad_of_vmap" else (4, 3),
+        ]
+
+
+def test_an_expand_dims_jvp_sees_the_same_shapes_inside_and_outside_jvp():
+    """As the VJP does: the tangent of the unbatched w has the batch in front
+    under jax.jvp of jax.vmap too, as under jax.vmap of jax.jvp."""
+    seen = []
+
+    def jvp(x, w, tx, tw):
+        seen.append((x.shape, w.shape, tx.shape, tw.shape))
+        return np.cos(x * w) * (tx * w + x * tw)
+
+    op = xlabind.nonlinear(
+        lambda x, w: np.sin(x * w), lambda x, w: x, jvp=jvp, vmap_method="expand_dims"
+    )
+    x, w = jnp.arange(12.0).reshape(4, 3) / 12, jnp.array([0.5, 1.0, 1.5])
+    tx, tw = jnp.ones((4, 3)), jnp.array([1.0, -1.0, 2.0])
+    _, outside = jax.jvp(jax.vmap(op, (0, None)), (x, w), (tx, tw))
+    _, inside = jax.vmap(lambda *a: jax.jvp(op, a[:2], a[2:]), (0, None, 0, None))(x, w, tx, tw)
+    _, want = jax.jvp(jax.vmap(lambda x, w: jnp.sin(x * w), (0, None)), (x, w), (tx, tw))
+    np.testing.assert_allclose(outside, want, rtol=1e-12)
+    np.testing.assert_allclose(inside, want, rtol=1e-12)
+    assert seen == [((4, 3), (1, 3), (4, 3), (4, 3))] * 2

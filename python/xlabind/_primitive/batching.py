@@ -87,6 +87,7 @@ def _leading_batch(size, args, dims, op, call, broadcast):
     # transposing gives its cotangent the batch size, and jax sums it back.
     linear = {i for group in op.rules.groups(len(args)) for i in group} if op.rules else set()
     aliased = {i for i, _ in call.aliases}
+    batched = []
     for i, (a, d) in enumerate(zip(args, dims)):
         leading = batch
         if d is None:
@@ -97,11 +98,18 @@ def _leading_batch(size, args, dims, op, call, broadcast):
                 leading = f"{batch}_one{i}"  # a size-1 axis: nothing to split
         else:
             a = jnp.moveaxis(a, d, 0)
+        batched.append(leading == batch)
         operands.append(a)
         if call.factors is not None:
             factors.append((leading,) + call.factors[i])
     avals = tuple(jax.core.ShapedArray((size, *av.shape), av.dtype) for av in call.result_avals)
     changes = {"result_avals": avals, "aliases": _kept_aliases(op, call, operands, avals)}
+    if not broadcast:
+        # Which operands have a size-1 axis in place of the batch: a derivative
+        # call (derived_layouts.py) is then made as under jax.vmap, summing a
+        # cotangent over the batch for an argument that has none.
+        earlier = call.expanded if call.expanded is not None else ((),) * len(args)
+        changes["expanded"] = tuple(e + (b,) for e, b in zip(earlier, batched))
     if call.factors is not None:
         changes.update(
             factors=tuple(factors), out_factors=tuple((batch,) + f for f in call.out_factors)

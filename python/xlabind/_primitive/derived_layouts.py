@@ -1,5 +1,5 @@
 """How a rule calls a derived function (a transpose, a JVP, a VJP) on arrays
-laid out by its parent's native vmap levels.
+laid out by its parent's native or expand_dims vmap levels.
 
 A derived call's operands are the parent's arguments, results, or their
 (co)tangents; each is laid out like the parent's array it stands for. Its
@@ -10,16 +10,23 @@ batched there either (it is the sum over that level).
 Rather than guess where the derived function puts its batch axes, the call is
 rebuilt from the unbatched call, one `jax.vmap` per level with the levels'
 axes: each level then goes through the derived function's own vmap rule
-(native with its own result-shape function, or sequential), and jax moves
-every result axis where the parent needs it. Levels at which no operand is
-batched are skipped, and results are summed over levels the parent's array
-does not have.
+(native with its own result-shape function, expand_dims, or sequential), and
+jax moves every result axis where the parent needs it. Levels at which no
+operand is batched are skipped, and results are summed over levels the
+parent's array does not have.
+
+Under expand_dims an argument a level does not batch has a size-1 axis for
+it: the rebuilt call takes the element without it, and a result standing for
+that argument (its cotangent) is summed over the level back to size 1. So a
+derived function sees, and returns, the same shapes whether `jax.vmap` was
+applied outside the derivative or inside it: its results always have the
+batch in front.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -56,7 +63,8 @@ def bind_derived(
         out_factors = tuple(by_kind[kind][j] for kind, j in result_entries)
         summed, whole = derived_factors(parent, factors, out_factors)
     aligned = _inherited_pairs(parent, operand_entries)
-    if parent.batch_axes is None or parent.out_batch_axes is None:
+    levels = _levels(parent, expanded=True)
+    if levels is None:
         return op.bind(
             operands,
             parent.kwargs,
@@ -68,9 +76,8 @@ def bind_derived(
             whole=whole,
             aligned=aligned,
         )
-    table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
-    in_axes = [table[kind][i] for kind, i in operand_entries]
-    out_axes = [table[kind][j] for kind, j in result_entries]
+    in_axes = [levels.axes[kind][i] for kind, i in operand_entries]
+    out_axes = [levels.axes[kind][j] for kind, j in result_entries]
     core_avals = [
         jax.core.ShapedArray(without_axes(aval.shape, axes), aval.dtype)
         for aval, axes in zip(result_avals, out_axes)
@@ -96,9 +103,7 @@ def bind_derived(
             aligned=aligned,
         )
 
-    return call_under_levels(
-        parent, unbatched, operands, operand_entries, result_avals, result_entries
-    )
+    return _under_levels(levels, unbatched, operands, operand_entries, result_avals, result_entries)
 
 
 def _inherited_pairs(parent: Call, operand_entries: Sequence[Entry]) -> tuple:
@@ -122,15 +127,64 @@ def call_under_levels(
     result_entries: Sequence[Entry],
 ) -> list:
     """`unbatched(*operands) -> results`, written for one element, applied to
-    operands laid out by `parent`'s native vmap levels (see the module docstring)."""
-    if parent.batch_axes is None or parent.out_batch_axes is None:
+    operands laid out by `parent`'s native vmap levels (see the module docstring).
+    Under expand_dims the arrays come as they are: `unbatched` is JAX code
+    (a traceable rule), whose broadcasting of a size-1 axis JAX transposes."""
+    levels = _levels(parent, expanded=False)
+    if levels is None:
         return list(unbatched(*operands))
-    table = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
-    in_axes = [table[kind][i] for kind, i in operand_entries]
-    out_axes = [table[kind][j] for kind, j in result_entries]
+    return _under_levels(levels, unbatched, operands, operand_entries, result_avals, result_entries)
+
+
+class _Levels(NamedTuple):
+    """The vmap levels of a parent call, per kind of entry ("arg", "out"), per
+    array, per level (innermost first)."""
+
+    #: How many levels.
+    depth: int
+    #: Where the level's axis sits in the array, or None where it has none.
+    axes: dict[str, tuple[tuple[int | None, ...], ...]]
+    #: Whether the level batches the array (else the axis, if any, has size 1).
+    batched: dict[str, tuple[tuple[bool, ...], ...]]
+
+
+def _levels(parent: Call, expanded: bool) -> _Levels | None:
+    """`parent`'s native vmap levels, and with `expanded` its expand_dims
+    levels, or None where it has none."""
+    if parent.batch_axes is not None and parent.out_batch_axes is not None:
+        axes = {"arg": parent.batch_axes, "out": parent.out_batch_axes}
+        batched = {
+            kind: tuple(tuple(a is not None for a in entry) for entry in table)
+            for kind, table in axes.items()
+        }
+        return _Levels(len(parent.batch_axes[0]) if parent.batch_axes else 0, axes, batched)
+    if not expanded or not parent.expanded:
+        return None
+    # Each expand_dims level put its axis in front of every operand and result;
+    # an operand it does not batch has size 1 there, a result always the batch.
+    depth = len(parent.expanded[0])
+    front = tuple(depth - 1 - level for level in range(depth))
+    n_results = len(parent.result_avals)
+    return _Levels(
+        depth,
+        {"arg": (front,) * len(parent.expanded), "out": (front,) * n_results},
+        {"arg": parent.expanded, "out": ((True,) * depth,) * n_results},
+    )
+
+
+def _under_levels(
+    levels: _Levels,
+    unbatched,
+    operands: Sequence[Any],
+    operand_entries: Sequence[Entry],
+    result_avals,
+    result_entries: Sequence[Entry],
+) -> list:
+    ins = [(levels.axes[kind][i], levels.batched[kind][i]) for kind, i in operand_entries]
+    outs = [(levels.axes[kind][j], levels.batched[kind][j]) for kind, j in result_entries]
     fn = unbatched
-    for level in range(len(parent.batch_axes[0]) if parent.batch_axes else 0):
-        fn = _add_level(fn, level, in_axes, out_axes, result_avals)
+    for level in range(levels.depth):
+        fn = _add_level(fn, level, ins, outs, result_avals)
     return list(fn(*operands))
 
 
@@ -147,36 +201,53 @@ def _position_at(level: int, axes: tuple) -> int | None:
     return own - sum(1 for a in axes[level + 1 :] if a is not None and a < own)
 
 
-def _add_level(fn, level, in_axes, out_axes, result_avals):
-    ins = tuple(_position_at(level, axes) for axes in in_axes)
-    outs = [_position_at(level, axes) for axes in out_axes]
+def _add_level(fn, level, ins, outs, result_avals):
+    """`fn` (arrays with levels below `level`) applied to arrays with `level` too;
+    `ins` and `outs`: per operand and result, (axes, batched) over all levels."""
+    positions = [_position_at(level, axes) for axes, _ in ins]
+    mapped_axes = tuple(p if batched[level] else None for p, (_, batched) in zip(positions, ins))
+    out_positions = [_position_at(level, axes) for axes, _ in outs]
+    out_batched = [batched[level] for _, batched in outs]
     sizes = [
-        aval.shape[axes[level]] if axes[level] is not None else None
-        for aval, axes in zip(result_avals, out_axes)
+        aval.shape[axes[level]] if batched[level] else 1
+        for aval, (axes, batched) in zip(result_avals, outs)
     ]
 
-    if all(a is None for a in ins):
+    def unexpanded(xs):
+        # An operand with a size-1 axis (expand_dims) at a level that does not
+        # batch it is the element itself there.
+        return [
+            x if p is None or m is not None else jnp.squeeze(x, p)
+            for x, p, m in zip(xs, positions, mapped_axes)
+        ]
+
+    if all(a is None for a in mapped_axes):
         # Nothing is batched at this level: the results are the same for every
         # element; broadcast them where the parent's arrays have the level.
         def broadcast(*xs):
-            results = fn(*xs)
+            results = fn(*unexpanded(xs))
             return [
                 r
                 if q is None
                 else jnp.broadcast_to(jnp.expand_dims(r, q), (*r.shape[:q], size, *r.shape[q:]))
-                for r, q, size in zip(results, outs, sizes)
+                for r, q, size in zip(results, out_positions, sizes)
             ]
 
         return broadcast
 
     mapped = jax.vmap(
-        lambda *xs: list(fn(*xs)), in_axes=ins, out_axes=[0 if q is None else q for q in outs]
+        lambda *xs: list(fn(*xs)),
+        in_axes=mapped_axes,
+        out_axes=[0 if q is None else q for q in out_positions],
     )
 
     def batched(*xs):
-        results = mapped(*xs)
+        results = mapped(*unexpanded(xs))
         # A result the parent does not batch at this level is the transpose of a
-        # broadcast: the sum over the level.
-        return [r.sum(axis=0) if q is None else r for r, q in zip(results, outs)]
+        # broadcast: the sum over the level (kept as a size-1 axis under expand_dims).
+        return [
+            r if b else r.sum(axis=0 if q is None else q, keepdims=q is not None)
+            for r, q, b in zip(results, out_positions, out_batched)
+        ]
 
     return batched

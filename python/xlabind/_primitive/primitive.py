@@ -90,6 +90,10 @@ class Call:
     #: A rule that changes the shapes (a vmap, a per-device shard) keeps only the
     #: pairs that still match; derived calls (transposes, JVPs, VJPs) have none.
     aliases: tuple[tuple[int, int], ...] = ()
+    #: Under vmap_method="expand_dims": per operand, one flag per vmap level
+    #: (innermost first; each level's axis goes in front of the earlier ones'):
+    #: whether that level batches the operand (False: a size-1 axis stands in).
+    expanded: tuple[tuple[bool, ...], ...] | None = None
 
     @property
     def custom_call_options(self) -> dict:
@@ -131,6 +135,8 @@ class Call:
             parts.append(f"kwargs={self.kwargs!r}")
         if self.batch_axes is not None:
             parts.append(f"batch_axes={self.batch_axes}")
+        if self.expanded is not None:
+            parts.append(f"expanded={self.expanded}")
         if self.factors is not None:
             parts.append(
                 "sharding="
