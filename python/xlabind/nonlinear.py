@@ -248,9 +248,12 @@ def nonlinear(
         per result of ``fn`` (flattened), returning one cotangent per
         differentiable argument (a bare array when there is one, else a
         tuple): the linear transpose of ``jvp`` in its tangents (no complex
-        conjugation). An xlabind function with derivatives of its own makes
-        ``jax.hessian`` work. ``None`` (the default): reverse mode comes from
-        transposing ``jvp`` when it is :func:`xlabind.traceable`; otherwise
+        conjugation). Under ``vmap_method="expand_dims"`` each cotangent has
+        the batch in front, also that of an argument it receives with size 1
+        there (xlabind sums it), inside ``jax.grad`` or outside it alike. An
+        xlabind function with derivatives of its own makes ``jax.hessian``
+        work. ``None`` (the default): reverse mode comes from transposing
+        ``jvp`` when it is :func:`xlabind.traceable`; otherwise
         forward mode only, and ``jax.grad`` raises a TypeError asking for
         ``vjp``.
       vjp_shape_dtypes: Result shapes of ``vjp``, only needed for
