@@ -9,13 +9,18 @@ cast as on the CPU (the check python_functions.py passes in); an in-place one wr
 into host arrays that become the results, which must come back filled (the
 same first/last-element sentinel check, switched by
 xlabind.testing.set_unwritten_result_checks), and must return None; an
-exception names the function. The user's function runs with the CPU as
+exception names the function, and an interrupt (KeyboardInterrupt,
+SystemExit) is raised again in the main thread, as the CPU handler does it
+(ffi/common/python_errors.cc). The user's function runs with the CPU as
 jax's default device, as jax's own callbacks run: jax code in it then never
 waits for the chip that is waiting for it.
 """
 
 from __future__ import annotations
 
+import _thread
+import ctypes
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -79,6 +84,113 @@ def _host_device():
         return None
 
 
+def _handed_back(result: Any, dtype: np.dtype) -> np.ndarray:
+    """`result` as XLA's host transfer takes it: a C-contiguous array of exactly
+    `dtype`. The chip's transfer reinterprets each result's bytes, which a
+    strided view (a transpose, x[::2]) of a multi-byte dtype does not allow;
+    np.ascontiguousarray is not used since it makes a 0-d array 1-d."""
+    return np.asarray(result, dtype=dtype, order="C")
+
+
+def _utf8_safe(text: str) -> str:
+    """`text` with what UTF-8 cannot encode (a lone surrogate, as a failed
+    decode leaves) backslash-escaped, as the CPU handler escapes it: the
+    error's text is converted to UTF-8 in C++, which crashes on it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# An interrupt on its way to the main thread: at most one at a time, so that a
+# computation that fails in several calls (a sequential vmap) raises it once.
+_pending: _InterruptForMainThread | None = None
+_pending_lock = threading.Lock()  # never taken by a carrier, which may run while it is held
+_this_thread = threading.local()
+
+# CPython calls a pending call as func(arg) in the main thread at its next
+# bytecode boundary, and raises what it left set when it returns -1:
+# PyObject_IsTrue(carrier) is such a function, and the carrier's __bool__
+# raises the interrupt.
+_add_pending_call = ctypes.pythonapi.Py_AddPendingCall
+_add_pending_call.argtypes = [ctypes.c_void_p, ctypes.py_object]
+_add_pending_call.restype = ctypes.c_int
+_TRUTH_TEST = ctypes.cast(ctypes.pythonapi.PyObject_IsTrue, ctypes.c_void_p)
+
+
+class _InterruptForMainThread:
+    """Raises its interrupt when CPython's pending-call queue tests its truth,
+    in the main thread."""
+
+    def __init__(self, interrupt: BaseException):
+        self.interrupt: BaseException | None = interrupt
+
+    def schedule(self) -> bool:
+        # The queue holds a borrowed pointer: _pending keeps the carrier alive.
+        return _add_pending_call(_TRUTH_TEST, self) == 0
+
+    def __bool__(self) -> bool:
+        global _pending
+        if getattr(_this_thread, "unwinding", False) and self.schedule():
+            # The main thread runs the call itself (a CPU program that runs
+            # inline) and is still leaving it: raised here, the interrupt
+            # would become the call's error text instead of reaching the
+            # caller, so it waits for the next boundary after the call.
+            return False
+        _pending = None
+        interrupt, self.interrupt = self.interrupt, None
+        assert interrupt is not None  # the queue raises each carrier's interrupt once
+        raise interrupt
+
+
+def _drop_tracebacks(error: BaseException) -> None:
+    """Clears the traceback of `error` and of the exceptions chained to it: the
+    call's frames (and the host arrays they hold) die with the call."""
+    chained: BaseException | None = error
+    for _ in range(64):
+        if chained is None:
+            return
+        chained.__traceback__ = None
+        chained = chained.__context__ or chained.__cause__
+
+
+def _forward_interrupt(interrupt: BaseException) -> bool:
+    """Schedules `interrupt` to be raised again in the main thread as soon as
+    Python runs there (the way CPython delivers SIGINT itself); whether it will be."""
+    global _pending
+    _drop_tracebacks(interrupt)
+    with _pending_lock:
+        if _pending is not None:
+            return True  # one is on its way already
+        carrier = _InterruptForMainThread(interrupt)
+        _pending = carrier
+        if threading.current_thread() is threading.main_thread():
+            _this_thread.unwinding = True
+        if carrier.schedule():
+            return True
+        _pending = None
+        _this_thread.unwinding = False
+    # The queue is full: fall back on the SIGINT machinery for Ctrl-C.
+    if isinstance(interrupt, KeyboardInterrupt):
+        _thread.interrupt_main()
+        return True
+    return False
+
+
+def _callback_error(name: str, error: BaseException) -> CallbackError:
+    """The error a failed call hands XLA: the function's name and the
+    exception's, in UTF-8-safe text; an interrupt is also sent on to the main
+    thread, and the text says so."""
+    kind = type(error).__name__
+    try:
+        text = f"xlabind callback '{name}' raised {kind}: {error}"
+    except Exception:  # its __str__ failed too
+        text = f"xlabind callback '{name}' raised {kind}: <unprintable>"
+    if not isinstance(error, Exception) and _forward_interrupt(error):
+        text += (
+            f"\n(xlabind raises this {kind} again in the main thread once the computation "
+            f"has failed, so that `except Exception:` does not swallow it)"
+        )
+    return CallbackError(_utf8_safe(text))
+
+
 def host_function(
     fn: Callable,
     name: str,
@@ -96,7 +208,8 @@ def host_function(
     program's operands. `aliases` are (operand, result) pairs whose result
     starts as a copy of the operand (an in-place update). `check(name,
     index, value, dtype, shape)` is the CPU call's check of a returned result
-    (python_functions.checked_result)."""
+    (python_functions.checked_result). Each result comes back C-contiguous,
+    of exactly its declared dtype and shape."""
     shapes = [(tuple(a.shape), np.dtype(a.dtype)) for a in result_avals]
     aliased = {j: i for i, j in aliases}
 
@@ -105,7 +218,7 @@ def host_function(
             assert flatten is not None
             values = flatten(fn(*operands, **kwargs))
             return [
-                np.asarray(check(name, i, v, dtype, shape), dtype)
+                _handed_back(check(name, i, v, dtype, shape), dtype)
                 for i, (v, (shape, dtype)) in enumerate(zip(values, shapes))
             ]
         results = [np.empty(shape, dtype) for shape, dtype in shapes]
@@ -126,17 +239,22 @@ def host_function(
         for j in marked:
             if _unwritten(results[j]):
                 raise _unwritten_error(name, j, len(results), jaxbind)
-        return results
+        return [_handed_back(r, dtype) for r, (_, dtype) in zip(results, shapes)]
 
     def host(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
-        operands = tuple(np.asarray(x) for x in operands)
         try:
+            arrays = tuple(np.asarray(x) for x in operands)
             with jax.default_device(_host_device()):
-                return tuple(call(operands))
-        except Exception as error:
-            raise CallbackError(
-                f"xlabind callback '{name}' raised {type(error).__name__}: {error}"
-            ) from error
+                return tuple(call(arrays))
+        except BaseException as error:
+            # Made before anything can raise a forwarded interrupt in this
+            # frame; `from error` keeps the original (never turned into text).
+            failure = _callback_error(name, error)
+            raise failure from error
+        finally:
+            # The last statement before the error leaves this frame: nothing
+            # after it runs a pending call in the main thread.
+            _this_thread.unwinding = False
 
     host.__qualname__ = f"xlabind TPU host call of {name}"
     return host

@@ -1,0 +1,363 @@
+"""The host half of a Python function in a TPU program
+(python/xlabind/_runtime/python_on_tpu.py): results handed to XLA's
+transfer in one piece and of exactly their dtype, interrupts raised again in
+the main thread, and error text that XLA's C++ can encode.
+
+Off a TPU the TPU lowering rule stands in for the CPU one
+(tests/support/tpu_lowering.py), so jax's CPU host callback runs the same
+host function. The processes these tests start run on the CPU (one process
+at a time may hold a chip); what only a chip shows is marked `chip_only`.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import tpu_lowering
+from tpu_lowering import ON_TPU, tpu_rule_for_cpu_programs
+
+import xlabind
+from xlabind._runtime import extension, python_functions, python_on_tpu
+
+chip_only = pytest.mark.skipif(
+    not ON_TPU, reason="needs a TPU chip (tools/tpu_check.py runs it on one)"
+)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def tpu_rule():
+    with tpu_rule_for_cpu_programs():
+        yield
+
+
+def aval(shape, dtype):
+    """What host_function reads of a result's abstract value (any dtype xlabind
+    supports, also those jax.ShapeDtypeStruct refuses)."""
+    return types.SimpleNamespace(shape=tuple(shape), dtype=np.dtype(dtype))
+
+
+def returning_host(fn, results, name="fn"):
+    return python_on_tpu.host_function(
+        fn,
+        name,
+        {},
+        results,
+        in_place=False,
+        flatten=lambda returned: [returned],
+        check=python_functions.checked_result,
+    )
+
+
+def run_on_the_cpu(code: str, timeout: float = 300, **env) -> subprocess.CompletedProcess:
+    """`code` in a fresh Python process on the CPU, with tests/support importable."""
+    support = os.path.dirname(os.path.abspath(tpu_lowering.__file__))
+    prelude = f"import sys\nsys.path.insert(0, {support!r})\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "JAX_PLATFORMS": "cpu", **env},
+    )
+
+
+# -- results in one piece, of exactly their dtype ------------------------------
+
+VIEWS = {
+    "transpose": lambda x: x.transpose(2, 0, 1),
+    "strided_slice": lambda x: x[::2],
+    "element": lambda x: x[1, 2, 1],  # a NumPy scalar: a 0-d result stays 0-d
+}
+DTYPES = sorted(extension.SUPPORTED_DTYPES, key=str)
+
+
+def small_values(shape, dtype):
+    """0s and 1s, which every supported dtype holds, in `dtype`."""
+    return (np.arange(int(np.prod(shape))) % 2).reshape(shape).astype(dtype)
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_a_returned_view_is_handed_back_c_contiguous_in_its_dtype(dtype, view):
+    # The chip's transfer reinterprets each result's bytes: a strided float32
+    # or bfloat16 view failed there with "the last axis must be contiguous".
+    x = small_values((4, 3, 2), dtype)
+    expected = np.asarray(VIEWS[view](x))
+    host = returning_host(VIEWS[view], [aval(expected.shape, dtype)])
+    (result,) = host(x)
+    assert type(result) is np.ndarray and result.flags.c_contiguous
+    assert result.dtype == dtype and result.shape == expected.shape
+    assert result.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_in_place_results_are_handed_back_c_contiguous_in_their_dtype(dtype):
+    def fill(x, out):
+        out[0][...] = x.transpose(2, 0, 1)
+        out[1][...] = x[::2]
+
+    x = small_values((4, 3, 2), dtype)
+    host = python_on_tpu.host_function(
+        fill,
+        "fill",
+        {},
+        [aval((2, 4, 3), dtype), aval((2, 3, 2), dtype)],
+        in_place=True,
+        check=python_functions.checked_result,
+    )
+    results = host(x)
+    for result, expected in zip(results, (x.transpose(2, 0, 1), x[::2])):
+        assert result.flags.c_contiguous and result.dtype == dtype
+        assert result.tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+@pytest.mark.parametrize("view", ["transpose", "strided_slice"])
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.bfloat16, jnp.int8], ids=str)
+def test_a_program_gets_a_returned_view_whole(dtype, view):
+    x = jnp.arange(24).reshape(4, 3, 2).astype(dtype)
+    fn = VIEWS[view]
+    op = xlabind.callback(fn, lambda x: jax.eval_shape(fn, x), name=f"{view}_view")
+    np.testing.assert_array_equal(jax.jit(op)(x), fn(np.asarray(x)))
+
+
+# -- interrupts: raised again in the main thread (tests/runtime/test_interrupts.py's
+# cases, through the TPU path) ---------------------------------------------------
+
+INTERRUPT_PRELUDE = """
+import os, signal, time
+import jax, jax.numpy as jnp, numpy as np, xlabind
+from tpu_lowering import tpu_rule_for_cpu_programs
+tpu_rule = tpu_rule_for_cpu_programs()  # held: the rule lasts while it is open
+tpu_rule.__enter__()
+ok = jax.jit(xlabind.callback(lambda x: x * 2, lambda x: x))
+
+def training_loop(step, rounds=3, make_input=lambda: jnp.ones(3)):
+    # The habit that would swallow Ctrl-C: JaxRuntimeError is an Exception.
+    for _ in range(rounds):
+        try:
+            step(make_input()).block_until_ready()
+        except Exception as e:
+            print("swallowed", type(e).__name__)
+"""
+
+
+def run_interrupt_case(body: str) -> subprocess.CompletedProcess:
+    return run_on_the_cpu(INTERRUPT_PRELUDE + textwrap.dedent(body))
+
+
+def test_keyboard_interrupt_reaches_the_caller():
+    done = run_interrupt_case("""
+        def interrupted(x):
+            raise KeyboardInterrupt
+        step = jax.jit(xlabind.callback(interrupted, lambda x: x))
+        try:
+            training_loop(step)
+        except KeyboardInterrupt:
+            print("caught KeyboardInterrupt")
+        assert float(ok(jnp.ones(()))) == 2.0
+        print("usable")
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "caught KeyboardInterrupt" in done.stdout and "usable" in done.stdout
+    assert done.stdout.count("swallowed") <= 1
+
+
+def test_keyboard_interrupt_from_a_call_on_another_thread_reaches_the_caller():
+    # As on a chip, where XLA runs host callbacks on threads of its own: an
+    # input still being computed makes the CPU run the program on one too.
+    done = run_interrupt_case("""
+        import threading
+        def interrupted(x):
+            print("called on", "main" if threading.current_thread() is
+                  threading.main_thread() else "another", "thread")
+            raise KeyboardInterrupt("stop")
+        step = jax.jit(xlabind.callback(interrupted, lambda x: x))
+        a = jnp.ones((1000, 1000)) / 1000
+        later = jax.jit(lambda a: (a @ a @ a).sum(axis=0)[:3])
+        try:
+            training_loop(step, make_input=lambda: later(a))
+        except KeyboardInterrupt as e:
+            print("caught KeyboardInterrupt", e)
+        assert float(ok(jnp.ones(()))) == 2.0
+        print("usable")
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "caught KeyboardInterrupt stop" in done.stdout and "usable" in done.stdout
+    assert done.stdout.count("swallowed") <= 1
+
+
+def test_system_exit_reaches_the_caller_with_its_code():
+    done = run_interrupt_case("""
+        def exits(x):
+            raise SystemExit(3)
+        step = jax.jit(xlabind.callback(exits, lambda x: x))
+        try:
+            training_loop(step)
+        except SystemExit as e:
+            print("caught SystemExit", e.code)
+        assert float(ok(jnp.ones(()))) == 2.0
+        training_loop(jax.jit(xlabind.callback(exits, lambda x: x)), rounds=1)
+        print("unreachable")
+    """)
+    assert "caught SystemExit 3" in done.stdout, done.stderr[-3000:]
+    assert "unreachable" not in done.stdout
+    assert done.returncode == 3  # the second SystemExit ends the process, as it should
+
+
+def test_sigint_during_a_call_is_a_keyboard_interrupt():
+    done = run_interrupt_case("""
+        def signalled(x):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # Python delivers the signal here, in the function
+            return x
+        step = jax.jit(xlabind.callback(signalled, lambda x: x))
+        try:
+            training_loop(step)
+        except KeyboardInterrupt:
+            print("caught KeyboardInterrupt")
+        assert float(ok(jnp.ones(()))) == 2.0
+        print("usable")
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "caught KeyboardInterrupt" in done.stdout and "usable" in done.stdout
+
+
+def test_the_error_message_says_what_happens_to_the_interrupt():
+    done = run_interrupt_case("""
+        def interrupted(x):
+            raise KeyboardInterrupt("stop")
+        caught = None
+        try:
+            try:
+                jax.jit(xlabind.callback(interrupted, lambda x: x))(jnp.ones(3)).block_until_ready()
+            except Exception as e:
+                caught = e  # no call here: the interrupt waits for the next one
+            for _ in range(10):
+                pass
+        except KeyboardInterrupt as e:
+            # jax's own error handling runs Python code, and the interrupt
+            # replaces the JaxRuntimeError there (which becomes its context).
+            failure = caught if caught is not None else e.__context__
+            print("MESSAGE", type(failure).__name__, str(failure).replace(chr(10), " "))
+            print("then", type(e).__name__, e)
+    """)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "MESSAGE JaxRuntimeError" in done.stdout
+    assert "xlabind callback 'interrupted' raised KeyboardInterrupt: stop" in done.stdout
+    assert "again in the main thread once the computation has failed" in done.stdout
+    assert "then KeyboardInterrupt stop" in done.stdout
+
+
+def test_an_interrupt_is_queued_for_the_main_thread_and_the_error_says_so(monkeypatch):
+    queued = []
+    monkeypatch.setattr(
+        python_on_tpu, "_add_pending_call", lambda func, arg: queued.append(arg) or 0
+    )
+    monkeypatch.setattr(python_on_tpu, "_pending", None)
+
+    def interrupted(x):
+        raise SystemExit(4)
+
+    host = returning_host(interrupted, [aval((3,), np.float32)], name="interrupted")
+    for _ in range(2):  # the second waits for the first to be raised
+        with pytest.raises(python_on_tpu.CallbackError) as caught:
+            host(np.ones(3, np.float32))
+        assert "xlabind callback 'interrupted' raised SystemExit: 4" in str(caught.value)
+        assert "again in the main thread once the computation has failed" in str(caught.value)
+    (carrier,) = queued
+    assert carrier.interrupt.__traceback__ is None  # the call's frames die with it
+    with pytest.raises(SystemExit) as raised:
+        bool(carrier)  # what CPython's queue does, in the main thread
+    assert raised.value.code == 4 and python_on_tpu._pending is None
+
+
+@chip_only
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt("stop"), SystemExit(5)], ids=repr)
+def test_an_interrupt_on_the_chip_reaches_the_caller(interrupt):
+    def interrupted(x):
+        raise interrupt
+
+    step = jax.jit(xlabind.callback(interrupted, lambda x: x))
+    swallowed = []
+    with pytest.raises(type(interrupt)) as caught:
+        for _ in range(3):
+            try:
+                step(jnp.ones(3)).block_until_ready()
+            except Exception as e:
+                swallowed.append(e)
+            for _ in range(10):
+                pass
+    assert caught.value is interrupt
+    assert len(swallowed) <= 1
+    np.testing.assert_array_equal(
+        jax.jit(xlabind.callback(lambda x: x, lambda x: x))(jnp.ones(2)), 1.0
+    )
+
+
+# -- error text that is not UTF-8 ------------------------------------------------
+
+
+def test_a_message_with_a_lone_surrogate_is_escaped():
+    def undecodable(x):
+        raise ValueError("bad \udcff byte")
+
+    host = returning_host(undecodable, [aval((3,), np.float32)], name="undecodable")
+    with pytest.raises(python_on_tpu.CallbackError) as caught:
+        host(np.ones(3, np.float32))
+    error = caught.value
+    # What XLA's C++ encodes (str of the error; nanobind formats no cause).
+    assert str(error) == "xlabind callback 'undecodable' raised ValueError: bad \\udcff byte"
+    str(error).encode("utf-8")
+    assert all(isinstance(a, str) and a.encode("utf-8") for a in error.args)
+    assert isinstance(error.__cause__, ValueError)  # the original, untouched
+
+
+def test_a_name_with_a_lone_surrogate_is_escaped():
+    def broken(x):
+        raise ValueError("plain")
+
+    host = returning_host(broken, [aval((3,), np.float32)], name="op\udcfe")
+    with pytest.raises(python_on_tpu.CallbackError) as caught:
+        host(np.ones(3, np.float32))
+    assert str(caught.value) == "xlabind callback 'op\\udcfe' raised ValueError: plain"
+
+
+def test_a_program_whose_function_raises_undecodable_text_fails_and_the_process_lives():
+    # Through jax's host callback, as on a chip: unescaped, the text crashed
+    # the process in C++ (SIGSEGV), on a chip and on the CPU alike.
+    done = run_on_the_cpu("""
+        import jax, jax.numpy as jnp, numpy as np, xlabind
+        from tpu_lowering import tpu_rule_for_cpu_programs
+        with tpu_rule_for_cpu_programs():
+            def undecodable(x):
+                raise ValueError(b"bad \\xff byte".decode("utf-8", "surrogateescape"))
+            try:
+                jax.jit(xlabind.callback(undecodable, lambda x: x))(jnp.ones(3)).block_until_ready()
+            except Exception as e:
+                print("FAILED", type(e).__name__)
+                print(str(e).encode("utf-8", "backslashreplace").decode("utf-8"))
+            ok = jax.jit(xlabind.callback(lambda x: x * 2, lambda x: x))
+            print("next call", float(ok(jnp.ones(()))))
+    """)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    assert "FAILED" in done.stdout, done.stderr[-3000:]
+    assert "xlabind callback 'undecodable' raised ValueError: bad \\udcff byte" in done.stdout
+    assert "next call 2.0" in done.stdout
+
+
+@chip_only
+def test_undecodable_text_fails_the_chip_cleanly():
+    def undecodable(x):
+        raise ValueError("bad \udcff byte")
+
+    with pytest.raises(Exception, match=r"undecodable' raised ValueError: bad \\udcff byte"):
+        jax.block_until_ready(jax.jit(xlabind.callback(undecodable, lambda x: x))(jnp.ones(3)))
+    np.testing.assert_array_equal(
+        jax.jit(xlabind.callback(lambda x: x, lambda x: x))(jnp.ones(2)), 1.0
+    )
