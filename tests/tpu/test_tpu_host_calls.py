@@ -1,7 +1,8 @@
 """The host half of a Python function in a TPU program
 (python/xlabind/_runtime/python_on_tpu.py): results handed to XLA's
 transfer in one piece and of exactly their dtype, interrupts raised again in
-the main thread, and error text that XLA's C++ can encode.
+the main thread, error text that XLA's C++ can encode, and sub-byte and
+8-bit float arrays carried across the transfer in whole-byte dtypes.
 
 Off a TPU the TPU lowering rule stands in for the CPU one
 (tests/support/tpu_lowering.py), so jax's CPU host callback runs the same
@@ -17,6 +18,7 @@ import types
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 import tpu_lowering
@@ -361,3 +363,147 @@ def test_undecodable_text_fails_the_chip_cleanly():
     np.testing.assert_array_equal(
         jax.jit(xlabind.callback(lambda x: x, lambda x: x))(jnp.ones(2)), 1.0
     )
+
+
+# -- sub-byte and 8-bit float arrays across the transfer ---------------------------
+
+SUB_BYTE = ["int2", "uint2", "int4", "uint4", "float4_e2m1fn"]
+ONE_BYTE_FLOATS = [d.name for d in DTYPES if d.name.startswith("float8_")]
+
+
+def every_value(dtype_name):
+    """Every value of the dtype, and the first once more: an odd length."""
+    dtype = np.dtype(getattr(ml_dtypes, dtype_name))
+    if dtype_name.startswith("float"):  # every bit pattern, one a byte as ml_dtypes keeps them
+        values = np.arange(2 ** ml_dtypes.finfo(dtype).bits, dtype=np.uint8).view(dtype)
+    else:
+        info = ml_dtypes.iinfo(dtype)
+        values = np.arange(info.min, info.max + 1).astype(dtype)
+    return np.concatenate([values, values[:1]])
+
+
+def test_wire_dtypes_are_whole_bytes_plain_numpy_knows():
+    narrow = set(SUB_BYTE) | set(ONE_BYTE_FLOATS)
+    for dtype in DTYPES:
+        wire = python_on_tpu.wire_dtype(dtype)
+        if dtype.name in narrow:
+            assert wire in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.float32)), dtype
+        else:
+            assert wire == dtype, dtype
+
+
+@pytest.mark.parametrize("dtype_name", SUB_BYTE + ONE_BYTE_FLOATS)
+def test_every_value_crosses_the_wire_and_back_exactly(dtype_name):
+    values = every_value(dtype_name)
+    assert len(values) % 2 == 1
+    wire = python_on_tpu.to_wire(values, values.dtype)
+    assert wire.dtype == python_on_tpu.wire_dtype(values.dtype) and wire.flags.c_contiguous
+    if dtype_name in ONE_BYTE_FLOATS:
+        assert wire.tobytes() == values.tobytes()  # the bytes themselves, NaNs too
+    else:
+        np.testing.assert_array_equal(wire.astype(np.float64), values.astype(np.float64))
+    back = python_on_tpu.from_wire(wire, values.dtype)
+    assert back.dtype == values.dtype and back.tobytes() == values.tobytes()
+
+
+@pytest.mark.parametrize("dtype_name", SUB_BYTE + ONE_BYTE_FLOATS)
+def test_the_function_sees_its_dtype_while_the_transfer_sees_whole_bytes(dtype_name):
+    values = every_value(dtype_name)
+    dtype = values.dtype
+    seen = []
+
+    def identity(x):
+        seen.append(x.dtype)
+        return x[::-1]  # a strided view, too
+
+    host = returning_host(identity, [aval(values.shape, dtype)], name="identity")
+    wired = python_on_tpu.wire_function(
+        host, [aval(values.shape, dtype)], [aval(values.shape, dtype)]
+    )
+    (result,) = wired(python_on_tpu.to_wire(values, dtype))
+    assert seen == [dtype]
+    assert result.dtype == python_on_tpu.wire_dtype(dtype) and result.flags.c_contiguous
+    assert python_on_tpu.from_wire(result, dtype).tobytes() == values[::-1].tobytes()
+
+
+@pytest.fixture
+def emitter_with_wire_dtypes(monkeypatch):
+    """The TPU emitter as it is meant to call the host transfer: through
+    python_on_tpu.emit_host_call instead of _jax_internals.emit_host_callback
+    (python_functions.PythonImplementation._tpu_emitter)."""
+    internals = types.SimpleNamespace(**vars(python_functions._jax_internals))
+    internals.emit_host_callback = python_on_tpu.emit_host_call
+    monkeypatch.setattr(python_functions, "_jax_internals", internals)
+    jax.clear_caches()
+    yield
+    jax.clear_caches()
+
+
+MLIR_NAMES = {
+    "int2": "i2",
+    "uint2": "ui2",
+    "int4": "i4",
+    "uint4": "ui4",
+    "float4_e2m1fn": "f4E2M1FN",
+    "float8_e4m3fn": "f8E4M3FN",
+    "float8_e5m2": "f8E5M2",
+}
+
+
+def transfer_lines(text: str) -> list[str]:
+    """The lines of a lowered program that hand arrays to the host and back:
+    jax's CPU host callback off a TPU, the sends and receives on a chip."""
+    transfers = ("python_cpu_callback", "stablehlo.send", "stablehlo.recv")
+    return [line for line in text.splitlines() if any(op in line for op in transfers)]
+
+
+@pytest.mark.parametrize("dtype_name", sorted(MLIR_NAMES))
+@pytest.mark.parametrize("in_place", [False, True])
+def test_emit_host_call_carries_narrow_arrays_in_whole_bytes(
+    emitter_with_wire_dtypes, dtype_name, in_place
+):
+    values = every_value(dtype_name)
+    dtype = values.dtype
+    seen = []
+    if in_place:
+
+        def identity(x, out):
+            seen.append(x.dtype)
+            out[...] = x[::-1]
+    else:
+
+        def identity(x):
+            seen.append(x.dtype)
+            return x[::-1]
+
+    op = xlabind.callback(identity, lambda x: x, in_place=in_place)
+    x = jnp.asarray(values)
+    text = jax.jit(op).lower(x).as_text()
+    transfer = transfer_lines(text)
+    narrow = f"x{MLIR_NAMES[dtype_name]}>"
+    assert transfer and not any(narrow in line for line in transfer), transfer
+    assert narrow in text  # converted in the program, on both sides of the transfer
+    result = jax.jit(op)(x)
+    assert result.dtype == dtype and seen == [dtype]
+    assert np.asarray(result).tobytes() == values[::-1].tobytes()
+
+
+@chip_only
+@pytest.mark.parametrize("dtype_name", ["int4", "uint4", "int2", "float8_e4m3fn", "float8_e5m2"])
+def test_narrow_dtypes_cross_the_chip_transfer(dtype_name):
+    # Killed the process (SIGILL) on a v5e until the emitter carried them in
+    # whole bytes (python_on_tpu.emit_host_call); odd lengths too.
+    values = every_value(dtype_name)
+    op = xlabind.callback(lambda x: x[::-1], lambda x: x)
+    x = jnp.asarray(values)
+    # Checked on the program's text first: run, such a transfer would end
+    # the whole test process instead of failing this test.
+    transfer = transfer_lines(jax.jit(op).lower(x).as_text())
+    narrow = f"x{MLIR_NAMES[dtype_name]}>"
+    assert transfer and not any(narrow in line for line in transfer), (
+        f"the program sends {dtype_name} arrays across the host transfer, which killed the "
+        f"process on a v5e; the TPU emitter must go through python_on_tpu.emit_host_call"
+    )
+    result = jax.jit(op)(x)
+    assert result.dtype == values.dtype
+    assert np.asarray(result).tobytes() == values[::-1].tobytes()

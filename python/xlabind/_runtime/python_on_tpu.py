@@ -14,6 +14,14 @@ SystemExit) is raised again in the main thread, as the CPU handler does it
 (ffi/common/python_errors.cc). The user's function runs with the CPU as
 jax's default device, as jax's own callbacks run: jax code in it then never
 waits for the chip that is waiting for it.
+
+XLA's host transfer of int2, int4 and uint4 arrays (which it packs several
+to a byte) and of float8 ones killed the process on a v5e chip.
+`emit_host_call` carries every sub-byte dtype and 1-byte float across the
+transfer in a whole-byte dtype NumPy knows (`wire_dtype`): converted or
+bitcast in the program on each side of it, and back on the host
+(`wire_function`), so that the user's function still sees its declared
+dtypes.
 """
 
 from __future__ import annotations
@@ -25,7 +33,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
+import ml_dtypes
 import numpy as np
+from jax.extend.mlir import ir
+from jax.extend.mlir.dialects import stablehlo
+from jax.interpreters import mlir
+
+from xlabind import _jax_internals
 
 # One byte pattern written into the first and last element of an in-place
 # result before the call; a function that writes nothing leaves it there.
@@ -258,3 +272,143 @@ def host_function(
 
     host.__qualname__ = f"xlabind TPU host call of {name}"
     return host
+
+
+# -- wire dtypes -------------------------------------------------------------
+
+_BITCAST, _CONVERT = "bitcast", "convert"
+
+
+def _wire_table() -> dict[np.dtype, tuple[np.dtype, str]]:
+    table = {}
+    for dtype_name, wire, how in (
+        # Value-preserving conversions: every value of the narrow type is one of
+        # the wide type's, and comes back exactly. (A bitcast cannot change the
+        # bit width, and XLA packs these several to a byte: an odd-length int4
+        # array has no whole number of bytes.)
+        ("int2", np.int8, _CONVERT),
+        ("int4", np.int8, _CONVERT),
+        ("uint2", np.uint8, _CONVERT),
+        ("uint4", np.uint8, _CONVERT),
+        ("float4_e2m1fn", np.float32, _CONVERT),
+        # One byte each: the bytes themselves, exact for NaNs too.
+        ("float8_e3m4", np.uint8, _BITCAST),
+        ("float8_e4m3", np.uint8, _BITCAST),
+        ("float8_e4m3b11fnuz", np.uint8, _BITCAST),
+        ("float8_e4m3fn", np.uint8, _BITCAST),
+        ("float8_e4m3fnuz", np.uint8, _BITCAST),
+        ("float8_e5m2", np.uint8, _BITCAST),
+        ("float8_e5m2fnuz", np.uint8, _BITCAST),
+        ("float8_e8m0fnu", np.uint8, _BITCAST),
+    ):
+        if hasattr(ml_dtypes, dtype_name):  # an older ml_dtypes lacks some
+            table[np.dtype(getattr(ml_dtypes, dtype_name))] = (np.dtype(wire), how)
+    return table
+
+
+_WIRE = _wire_table()
+
+
+def _wire_of(dtype: np.dtype) -> tuple[np.dtype, str | None]:
+    """(the dtype `dtype` crosses in, how it becomes that) or (dtype, None)."""
+    return _WIRE.get(dtype, (dtype, None))
+
+
+def wire_dtype(dtype: Any) -> np.dtype:
+    """The dtype an array of `dtype` crosses XLA's host transfer in: itself,
+    or for a sub-byte type or a 1-byte float one a TPU chip transfers safely."""
+    return _wire_of(np.dtype(dtype))[0]
+
+
+def _wire_aval(aval: Any) -> Any:
+    wire = wire_dtype(aval.dtype)
+    return aval if wire == np.dtype(aval.dtype) else aval.update(dtype=wire)
+
+
+def from_wire(array: np.ndarray, dtype: Any) -> np.ndarray:
+    """A host array that crossed in `wire_dtype(dtype)`, as `dtype` again."""
+    dtype = np.dtype(dtype)
+    wire, how = _wire_of(dtype)
+    array = np.asarray(array)
+    if how is None or array.dtype == dtype:
+        return array
+    if array.dtype != wire:
+        raise TypeError(f"xlabind: a {dtype} array crosses as {wire}, got {array.dtype}")
+    return array.view(dtype) if how == _BITCAST else array.astype(dtype)
+
+
+def to_wire(array: np.ndarray, dtype: Any) -> np.ndarray:
+    """A host array of `dtype` as XLA's host transfer takes it: C-contiguous,
+    in `wire_dtype(dtype)`."""
+    dtype = np.dtype(dtype)
+    wire, how = _wire_of(dtype)
+    array = _handed_back(array, dtype)
+    if how is None:
+        return array
+    return array.view(wire) if how == _BITCAST else array.astype(wire)
+
+
+def wire_function(
+    host: Callable[..., tuple[np.ndarray, ...]],
+    operand_avals: Sequence[Any],
+    result_avals: Sequence[Any],
+) -> Callable[..., tuple[np.ndarray, ...]]:
+    """`host` (host_function's) for operands and results that cross in their
+    wire dtypes: each operand is given to it in its declared dtype again, and
+    each result handed back in its wire dtype."""
+    operand_dtypes = [np.dtype(a.dtype) for a in operand_avals]
+    result_dtypes = [np.dtype(a.dtype) for a in result_avals]
+
+    def wired(*operands: np.ndarray) -> tuple[np.ndarray, ...]:
+        arrays = [from_wire(x, d) for x, d in zip(operands, operand_dtypes)]
+        results = host(*arrays)
+        return tuple(to_wire(r, d) for r, d in zip(results, result_dtypes))
+
+    wired.__qualname__ = getattr(host, "__qualname__", "xlabind TPU host call")
+    return wired
+
+
+def _converted_in_program(value: Any, dtype: np.dtype, how: str) -> Any:
+    """`value` as `dtype` (same shape), in the program being lowered."""
+    ir_type = ir.RankedTensorType.get(
+        ir.RankedTensorType(value.type).shape, mlir.dtype_to_ir_type(dtype)
+    )
+    return (stablehlo.bitcast_convert if how == _BITCAST else stablehlo.convert)(ir_type, value)
+
+
+def _to_wire_in_program(value: Any, aval: Any) -> Any:
+    """`value` (of `aval`) in its wire dtype, in the program being lowered."""
+    wire, how = _wire_of(np.dtype(aval.dtype))
+    return value if how is None else _converted_in_program(value, wire, how)
+
+
+def _from_wire_in_program(value: Any, aval: Any) -> Any:
+    """`value` (`aval` in its wire dtype) as `aval` again, in the program being lowered."""
+    dtype = np.dtype(aval.dtype)
+    how = _wire_of(dtype)[1]
+    return value if how is None else _converted_in_program(value, dtype, how)
+
+
+def emit_host_call(ctx, host, token, operands, *, has_side_effect: bool, name: str):
+    """(results, token out): _jax_internals.emit_host_callback of `host` (a
+    host_function), with each operand and result of a dtype the chip's host
+    transfer cannot carry crossing in its wire dtype (`wire_dtype`): converted
+    in the program before the send and after the receive, and back on the
+    host around `host` (`wire_function`)."""
+    avals_in, avals_out = list(ctx.avals_in), list(ctx.avals_out)
+    wire_in = [_wire_aval(a) for a in avals_in]
+    wire_out = [_wire_aval(a) for a in avals_out]
+    if all(w is a for w, a in zip(wire_in + wire_out, avals_in + avals_out)):
+        return _jax_internals.emit_host_callback(
+            ctx, host, token, operands, has_side_effect=has_side_effect, name=name
+        )
+    operands = [_to_wire_in_program(v, a) for v, a in zip(operands, avals_in)]
+    results, token = _jax_internals.emit_host_callback(
+        ctx.replace(avals_in=wire_in, avals_out=wire_out),
+        wire_function(host, avals_in, avals_out),
+        token,
+        operands,
+        has_side_effect=has_side_effect,
+        name=name,
+    )
+    return [_from_wire_in_program(v, a) for v, a in zip(results, avals_out)], token
