@@ -1,8 +1,10 @@
 """The host half of a Python function in a TPU program
 (python/xlabind/_runtime/python_on_tpu.py): results handed to XLA's
 transfer in one piece and of exactly their dtype, interrupts raised again in
-the main thread, error text that XLA's C++ can encode, and sub-byte and
-8-bit float arrays carried across the transfer in whole-byte dtypes.
+the main thread, error text that XLA's C++ can encode, sub-byte and 8-bit
+float arrays carried across the transfer in whole-byte dtypes; and the
+ordered example of docs/semantics.md wherever the device runs behind
+Python.
 
 Off a TPU the TPU lowering rule stands in for the CPU one
 (tests/support/tpu_lowering.py), so jax's CPU host callback runs the same
@@ -11,11 +13,13 @@ at a time may hold a chip); what only a chip shows is marked `chip_only`.
 """
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
 import types
 
+import doc_blocks
 import jax
 import jax.numpy as jnp
 import ml_dtypes
@@ -507,3 +511,48 @@ def test_narrow_dtypes_cross_the_chip_transfer(dtype_name):
     result = jax.jit(op)(x)
     assert result.dtype == values.dtype
     assert np.asarray(result).tobytes() == values[::-1].tobytes()
+
+
+# -- docs/semantics.md's ordered example, wherever the device runs behind ---------
+
+
+def ordered_example():
+    (block,) = [
+        b
+        for b in doc_blocks.blocks(pathlib.Path("docs/semantics.md"))
+        if 'effect="ordered"' in b.code and "step(jnp.zeros(3))" in b.code
+    ]
+    return block
+
+
+class InputsStillBeingComputed:
+    """jax.numpy for the example, except that ones and zeros come from a
+    computation that is still running when the example dispatches its step,
+    as a TPU runs behind Python: the CPU then runs the step later too."""
+
+    def __init__(self):
+        self._matrix = jnp.ones((1000, 1000)) / 1000
+        self._later = jax.jit(lambda x, a: x + 0 * (a @ a @ a).sum())
+
+    def __getattr__(self, name):
+        return getattr(jnp, name)
+
+    def ones(self, *shape):
+        return self._later(jnp.ones(*shape), self._matrix)
+
+    def zeros(self, *shape):
+        return self._later(jnp.zeros(*shape), self._matrix)
+
+
+def test_the_ordered_example_holds_when_the_device_runs_behind():
+    block = ordered_example()
+    exec(
+        block.compiled(),
+        {"jax": jax, "jnp": InputsStillBeingComputed(), "np": np, "xlabind": xlabind},
+    )
+
+
+@chip_only
+def test_the_ordered_example_holds_on_the_chip():
+    block = ordered_example()
+    exec(block.compiled(), {"jax": jax, "jnp": jnp, "np": np, "xlabind": xlabind})
