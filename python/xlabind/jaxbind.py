@@ -24,6 +24,12 @@ the transposes allow, a callback that rebinds an entry of ``out``
 (``out[0] = y`` instead of ``out[0][()] = y``) is an error instead of
 returning uninitialised memory, and a batched result whose shape does not
 fit the unbatched one is an error instead of a wrong answer.
+
+What stays: a call made once per device (inside ``jax.shard_map``) takes no
+collective of its own, as in jaxbind, so it may sit in a branch or loop that
+only some devices take; a failure there ends its own device's run only.
+``stop_all_devices=True`` opts into xlabind's failure exchange instead
+(docs/semantics.md, "Failures on one device").
 """
 
 from __future__ import annotations
@@ -250,7 +256,7 @@ def get_linear_call(
     *,
     first_n_args_fixed: int = 0,
     func_can_batch: bool = False,
-    stop_all_devices: bool = True,
+    stop_all_devices: bool = False,
 ) -> Callable:
     """A linear (or, with a tuple of transposes, multilinear) function as a JAX call.
 
@@ -260,8 +266,9 @@ def get_linear_call(
     multilinear form, transpose i as ``T_i(out, (*args_without_i,
     *cotangents), kwargs_dump)``. See the module docstring for conventions.
     ``stop_all_devices`` (xlabind's, not jaxbind's) is
-    :func:`xlabind.linear`'s: ``False`` spares each per-device call the
-    collective that stops every device when one fails.
+    :func:`xlabind.linear`'s, off by default as jaxbind has no such
+    collective: ``True`` makes a failure in one device's call stop every
+    device, and then no call may sit in a branch that only some devices take.
 
     Example:
       >>> import jax, jax.numpy as jnp
@@ -321,14 +328,15 @@ def get_nonlinear_call(
     *,
     first_n_args_fixed: int = 0,
     func_can_batch: bool = False,
-    stop_all_devices: bool = True,
+    stop_all_devices: bool = False,
 ) -> Callable:
     """A nonlinear function with its ``(jvp, vjp)`` callbacks as a JAX call.
 
     ``jvp(out, (*args, *tangents_of_non_fixed_args), kwargs_dump)`` writes the
     result tangents; ``vjp(out, (*args, *cotangents), kwargs_dump)`` writes one
     cotangent per non-fixed argument. ``stop_all_devices`` (xlabind's, not
-    jaxbind's) is :func:`xlabind.nonlinear`'s.
+    jaxbind's) is :func:`xlabind.nonlinear`'s, off by default as for
+    :func:`get_linear_call`.
 
     Example:
       >>> import jax, jax.numpy as jnp, numpy as np

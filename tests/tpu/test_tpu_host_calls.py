@@ -2,9 +2,9 @@
 (python/xlabind/_runtime/python_on_tpu.py): results handed to XLA's
 transfer in one piece and of exactly their dtype, interrupts raised again in
 the main thread, error text that XLA's C++ can encode, sub-byte and 8-bit
-float arrays carried across the transfer in whole-byte dtypes; and the
-ordered example of docs/semantics.md wherever the device runs behind
-Python.
+float arrays carried across the transfer in whole-byte dtypes; the ordered
+example of docs/semantics.md wherever the device runs behind Python; and a
+jaxbind call in a branch only some devices take.
 
 Off a TPU the TPU lowering rule stands in for the CPU one
 (tests/support/tpu_lowering.py), so jax's CPU host callback runs the same
@@ -556,3 +556,44 @@ def test_the_ordered_example_holds_when_the_device_runs_behind():
 def test_the_ordered_example_holds_on_the_chip():
     block = ordered_example()
     exec(block.compiled(), {"jax": jax, "jnp": jnp, "np": np, "xlabind": xlabind})
+
+
+# -- jaxbind in a branch that only some devices take ------------------------------
+
+
+def test_a_jaxbind_call_in_a_branch_only_some_devices_take_finishes():
+    # jaxbind's calls took no collective; with the failure exchange the devices
+    # that skip the branch never joined it, and XLA aborted the process at 40 s.
+    done = run_on_the_cpu(
+        """
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import PartitionSpec as P
+        from xlabind import jaxbind
+
+        def double(out, args, kwargs_dump):
+            out[0][...] = 2 * args[0]
+
+        def shapes(x, **kwargs):
+            return ((x.shape, x.dtype),)
+
+        linear = jaxbind.get_linear_call(double, double, shapes, shapes)
+        nonlinear = jaxbind.get_nonlinear_call(double, (double, double), shapes, shapes)
+        mesh = jax.sharding.Mesh(np.array(jax.devices()), ("d",))
+        assert len(jax.devices()) == 8
+        index = lambda: jax.lax.axis_index("d")
+        in_cond = jax.shard_map(
+            lambda x: jax.lax.cond(index() == 0, lambda x: linear(x)[0], lambda x: x, x),
+            mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+        in_switch = jax.shard_map(
+            lambda x: jax.lax.switch(jnp.minimum(index(), 2),
+                                     [lambda x: x, lambda x: nonlinear(x)[0], lambda x: -x], x),
+            mesh=mesh, in_specs=P("d"), out_specs=P("d"))
+        print("cond", np.asarray(jax.jit(in_cond)(jnp.ones(8))).tolist())
+        print("switch", np.asarray(jax.jit(in_switch)(jnp.ones(8))).tolist())
+        """,
+        timeout=30,
+        XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "cond [2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]" in done.stdout
+    assert "switch [1.0, 2.0, -1.0, -1.0, -1.0, -1.0, -1.0, -1.0]" in done.stdout
