@@ -229,7 +229,7 @@ class PythonImplementation:
                 jaxbind=jaxbind,
                 check=checked_result,
             )
-            results, token = _jax_internals.emit_host_callback(
+            results, token = python_on_tpu.emit_host_call(
                 ctx.replace(avals_out=avals_out),
                 host,
                 token,
