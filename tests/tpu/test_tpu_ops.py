@@ -345,3 +345,53 @@ def test_coordinate_arrays_of_several_dimensions(order):
     grid_grad = jax.jit(jax.grad(lambda g: f(g, *coords).sum()))(grid)
     flat_grad = jax.jit(jax.grad(lambda g: map_coordinates(g, flat, order, "reflect").sum()))(grid)
     np.testing.assert_allclose(grid_grad, flat_grad, rtol=1e-5, atol=1e-5)
+
+
+EXPORT_CHECKS = [
+    jax.export.DisabledSafetyCheck.custom_call(name)
+    for name in (
+        "xlabind_map_coordinates",
+        "xlabind_map_coordinates_transpose",
+        "xlabind_spline_filter",
+        "xlabind_spline_filter_transpose",
+    )
+]
+
+
+def exported_for_a_tpu(f, *args):
+    """The StableHLO text of jit(f) exported for a TPU, from whatever machine runs the tests."""
+    exported = jax.export.export(jax.jit(f), platforms=("tpu",), disabled_checks=EXPORT_CHECKS)
+    return exported(*args).mlir_module()
+
+
+@pytest.mark.parametrize(
+    "order, mode, route",
+    [
+        *[(order, MODES[order % len(MODES)], "tap table") for order in range(6)],
+        (1, "wrap", "patches"),
+        (4, "nearest", "patches"),
+    ],
+    ids=str,
+)
+def test_a_program_exported_for_a_tpu_runs_the_chips_kernels(monkeypatch, order, mode, route):
+    """The formulation is lowered only for TPU programs, so its kernels are
+    the chip's (Mosaic), not interpreted, whichever machine lowers it: a CPU
+    exporting for a TPU too, where Pallas must not ask for the chip's
+    description. Forward, both gradients and the prefilter."""
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    if route == "patches":
+        monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
+        monkeypatch.setattr(tpu_kernels, "MAX_SCATTER_TABLE_BYTES", 0)
+    jax.clear_caches()
+    grid = jax.ShapeDtypeStruct((9, 8, 7), jnp.float32)
+    coords = jax.ShapeDtypeStruct((3, 300), jnp.float32)
+    f = lambda g, c: map_coordinates(g, list(c), order, mode).sum()
+    programs = {
+        "forward": exported_for_a_tpu(f, grid, coords),
+        "grid gradient": exported_for_a_tpu(jax.grad(f), grid, coords),
+    }
+    if order > 0:  # order 0 is flat in the coordinates
+        programs["coordinate gradient"] = exported_for_a_tpu(jax.grad(f, 1), grid, coords)
+    kernels = {what: text.count("tpu_custom_call") for what, text in programs.items()}
+    assert all(count >= 1 for count in kernels.values()), kernels
+    assert all("stablehlo.gather" not in text for text in programs.values())

@@ -273,7 +273,7 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
     taps = (k + 1) ** ndim
     ext_shape = (grid_shape[0], *(n + 2 * (k + 1) for n in grid_shape[1:]))
     cells = grid_shape[0] * math.prod(m - k for m in ext_shape[1:])
-    if not (tpu_kernels.available() and dtype == jnp.float32):
+    if dtype != jnp.float32:
         return None
     table = jax.ShapeDtypeStruct((taps, cells), dtype)
     whole = tpu_kernels.fits(table, tpu_kernels.MAX_SCATTER_TABLE_BYTES)
@@ -501,7 +501,7 @@ def map_coordinates_gather(grid, *coords, order, mode, derivative, **_):
         order=int(order),
         mode=int(mode),
         derivative=tuple(derivative),
-        use_kernel=tpu_kernels.available(),
+        use_kernel=True,
     )
     return [_batched(fn, grid, list(coords), len(coords))]
 

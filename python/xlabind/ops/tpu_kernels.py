@@ -22,7 +22,9 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-#: Run the kernel interpreted off a TPU (tests set it; CPU programs never need it).
+#: Run the kernels interpreted: the formulation is lowered only for TPU
+#: programs, where the kernels are the chip's; tests that run it in CPU
+#: programs (tests/support/tpu_lowering.py) set this, as no CPU lowers Mosaic.
 INTERPRET = False
 #: The most vector memory (128 MiB on a v5e) a packed table may take: the
 #: gather holds one copy of it, the scatter two (Pallas double-buffers outputs).
@@ -32,12 +34,8 @@ MAX_SCATTER_TABLE_BYTES = 32 << 20
 MAX_PATCH_TABLE_BYTES = 100 << 20
 VMEM_LIMIT_BYTES = 120 << 20
 _LANES = 128
+_LANE_BITS = 7  # log2(_LANES)
 _BLOCK = 2048
-
-
-def available() -> bool:
-    """Whether the programs being lowered run the kernel: on a TPU, or interpreted."""
-    return INTERPRET or jax.default_backend() == "tpu"
 
 
 def fits(table, limit: int | None = None) -> bool:
@@ -73,7 +71,7 @@ def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
         copy.wait()
 
     def load(i, carry):
-        r = row_ref[i]
+        r = _point_row(row_ref, i)
         for stage, offset in zip(stages, offsets):
             stage[pl.ds(i, 1), :] = table_ref[pl.ds(r + offset, 1), :]
         return carry
@@ -111,14 +109,23 @@ def _blocking(points: int) -> tuple[int, int]:
 
 def _point_specs(block: int) -> list:
     """The specs of the operands every kernel takes first: each point's row
-    (read by the scalar unit) and its place in the row, by blocks of points."""
+    (read by the scalar unit) and its place in the row, by blocks of points.
+    The rows are (points // 128, 128): Pallas checks a one-dimensional
+    block against the chip it lowers on (jax's tpu_info), so that a TPU
+    program exported on a machine without one would fail to lower."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
     return [
-        pl.BlockSpec((block,), lambda b: (b,), memory_space=pltpu.SMEM),
+        pl.BlockSpec((block // _LANES, _LANES), lambda b: (b, 0), memory_space=pltpu.SMEM),
         pl.BlockSpec((1, block), lambda b: (0, b)),
     ]
+
+
+def _point_row(row_ref, i):
+    """Point i's row, from the block's rows as _point_specs lays them out."""
+    # Shifts and masks: the scalar unit's cheapest division by 128.
+    return row_ref[lax.shift_right_logical(i, _LANE_BITS), lax.bitwise_and(i, _LANES - 1)]
 
 
 def _sequential(vmem_limit: int):
@@ -159,7 +166,8 @@ def _point_blocks(cell, taps: int):
     block, padded = _blocking(cell.shape[0])
     cell = jnp.pad(cell, (0, padded - cell.shape[0]))
     per_row = _LANES // taps
-    return block, padded, cell // per_row, (cell % per_row).reshape(1, padded)
+    row = (cell // per_row).reshape(-1, _LANES)
+    return block, padded, row, (cell % per_row).reshape(1, padded)
 
 
 def _scatter_kernel(block: int, taps: int):
@@ -178,7 +186,7 @@ def _scatter_kernel(block: int, taps: int):
         rows_ref[...] = jnp.concatenate(spread, axis=0).T  # (points, lanes)
 
         def add(i, carry):
-            r = row_ref[i]
+            r = _point_row(row_ref, i)
             out_ref[pl.ds(r, 1), :] = out_ref[pl.ds(r, 1), :] + rows_ref[pl.ds(i, 1), :]
             return carry
 
@@ -350,10 +358,10 @@ def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
 
 
 def _patch_operands(row, lane, padded: int):
+    """The rows and lanes padded to whole blocks, laid out as _point_specs reads them."""
     points = row.shape[0]
-    return jnp.pad(row, (0, padded - points)), jnp.pad(lane, (0, padded - points)).reshape(
-        1, padded
-    )
+    row = jnp.pad(row, (0, padded - points)).reshape(-1, _LANES)
+    return row, jnp.pad(lane, (0, padded - points)).reshape(1, padded)
 
 
 def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
@@ -393,7 +401,7 @@ def _patch_scatter_kernel(block: int, offsets: tuple[int, ...], k: int, blocks: 
             stage[...] = spread.T  # (points, lanes)
 
         def add(i, carry):
-            r = row_ref[i]
+            r = _point_row(row_ref, i)
             for stage, offset in zip(stages, offsets):
                 at = pl.ds(r + offset, 1)
                 sums_ref[at, :] = sums_ref[at, :] + stage[pl.ds(i, 1), :]
