@@ -395,3 +395,21 @@ def test_a_program_exported_for_a_tpu_runs_the_chips_kernels(monkeypatch, order,
     kernels = {what: text.count("tpu_custom_call") for what, text in programs.items()}
     assert all(count >= 1 for count in kernels.values()), kernels
     assert all("stablehlo.gather" not in text for text in programs.values())
+
+
+@pytest.mark.parametrize("order", [0, 1, 3])
+@pytest.mark.parametrize("points", [(0,), (0, 4), (4, 0)], ids=str)
+def test_no_points_have_no_values_and_no_gradient(order, points):
+    """Coordinates with no point (an empty dimension anywhere): empty
+    values, eager and jitted, a zero grid gradient and empty coordinate
+    gradients (the kernels' blocks cannot be empty)."""
+    grid, _ = grid_and_points((5, 6, 7), seed=order)
+    coords = jnp.zeros((3, *points), jnp.float32)
+    f = lambda g, c: map_coordinates(g, list(c), order, "constant", cval=0.5)
+    eager, jitted = f(grid, coords), jax.jit(f)(grid, coords)
+    assert eager.shape == jitted.shape == points
+    total = lambda g, c: f(g, c).sum()
+    grid_gradient = jax.jit(jax.grad(total))(grid, coords)
+    np.testing.assert_array_equal(grid_gradient, np.zeros(grid.shape, np.float32))
+    coordinate_gradient = jax.jit(jax.grad(total, 1))(grid, coords)
+    assert coordinate_gradient.shape == coords.shape

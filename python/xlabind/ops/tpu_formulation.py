@@ -494,8 +494,19 @@ def _batched(fn, grid, coords, ndim: int):
     return fn(g, [c.reshape(-1, points) for c in cs]).reshape(*batch, points)
 
 
+def _empty(shape) -> bool:
+    """Whether an array of `shape` holds no element (a symbolic dimension,
+    jax.export's, is at least 1)."""
+    return any(isinstance(d, int) and d == 0 for d in shape)
+
+
 def map_coordinates_gather(grid, *coords, order, mode, derivative, **_):
     """xlabind_map_coordinates: (grid, coordinates...) -> values."""
+    ndim = len(coords)
+    batch = np.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
+    if _empty((*batch, coords[0].shape[-1], *grid.shape)):
+        # No point, or nothing to read (the kernels' blocks would be empty).
+        return [jnp.zeros((*batch, coords[0].shape[-1]), grid.dtype)]
     fn = functools.partial(
         _interpolate,
         order=int(order),
@@ -512,6 +523,8 @@ def map_coordinates_scatter(*args, order, mode, derivative, result_avals, **_):
     derivative in the grid of one gather per node."""
     *coords, cotangent = args
     (grid_aval,) = result_avals
+    if _empty((*cotangent.shape, *grid_aval.shape)):
+        return [jnp.zeros(grid_aval.shape, grid_aval.dtype)]
     through_kernel = _kernel_scatter_batched(
         grid_aval, list(coords), cotangent, int(order), int(mode), tuple(derivative)
     )
