@@ -5,6 +5,10 @@ tools/tpu_check.py runs it on a TPU chip; off a TPU the TPU lowering rule
 stands in for the CPU one and the Pallas kernel runs interpreted, so CI
 checks the same formulation's numbers (not that the chip compiles it)."""
 
+import fractions
+import math
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -413,3 +417,62 @@ def test_no_points_have_no_values_and_no_gradient(order, points):
     np.testing.assert_array_equal(grid_gradient, np.zeros(grid.shape, np.float32))
     coordinate_gradient = jax.jit(jax.grad(total, 1))(grid, coords)
     assert coordinate_gradient.shape == coords.shape
+
+
+PERIODS = {"wrap": lambda n: n, "mirror": lambda n: 2 * n - 2, "reflect": lambda n: 2 * n}
+
+
+def huge_and_boundary_coordinates(n, seed=0):
+    """float32 coordinates of every magnitude: random exponents up to the
+    largest float, both signs, and the edges of int32 and of float32's
+    integers, with their values' coordinates within one period (exact:
+    the modes are periodic)."""
+    rng = np.random.default_rng(seed)
+    exponents = rng.integers(-2, 128, 200)
+    at = rng.uniform(-1, 1, 200) * 2.0**exponents
+    edges = [3 * 2**40, 95 * 2**33, 2**31, 2**31 - 1, 2**30, 2**24 + 2, 2**23 + 0.5, 3.4e38]
+    at = np.concatenate([at, edges, np.negative(edges), [12062151, 2**23 - 0.5]])
+    return at.astype(np.float32)
+
+
+def within_one_period(at, period):
+    """Each coordinate minus a multiple of `period`, exactly (as rationals)."""
+    reduced = []
+    for c in at.astype(np.float64):
+        q = fractions.Fraction(c)
+        reduced.append(float(q - period * math.floor(q / period)))
+    return np.asarray(reduced)
+
+
+@pytest.mark.parametrize("mode", ["wrap", "mirror", "reflect"])
+@pytest.mark.parametrize("order", range(6))
+def test_huge_coordinates_reduce_exactly_by_the_period(order, mode):
+    """Every float32 coordinate has its value ("Every coordinate has a value"
+    in docs/guides/interpolation.md): that of the same point moved into the
+    first period. A float remainder is not exact on a TPU for huge
+    operands, and c + 0.5 rounds from 2^23 on (even orders' nearest node)."""
+    grid = np.random.default_rng(order).normal(size=11).astype(np.float32)
+    at = huge_and_boundary_coordinates(11, seed=order)
+    got = jax.jit(lambda g, c: map_coordinates(g, [c], order, mode))(grid, at)
+    if order == 0:  # rounded half away from zero first: not the same when moved across 0
+        at64 = at.astype(np.float64)
+        at = np.sign(at64) * np.floor(np.abs(at64) + 0.5)
+    moved = within_one_period(at, PERIODS[mode](11))
+    expected = scipy_values(grid, [moved], order, mode)
+    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.abs(grid).max())
+
+
+@pytest.mark.parametrize("mode", ["wrap", "mirror", "reflect"])
+def test_the_period_is_taken_without_a_float_remainder(monkeypatch, mode):
+    """XLA's float remainder on a TPU is not exact for huge operands (3 *
+    2^40 wrapped onto 0.0 there): the program a TPU runs reduces the
+    coordinates in integers."""
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    jax.clear_caches()
+    text = exported_for_a_tpu(
+        lambda g, c: map_coordinates(g, [c], 3, mode),
+        jax.ShapeDtypeStruct((11,), jnp.float32),
+        jax.ShapeDtypeStruct((300,), jnp.float32),
+    )
+    remainders = [line for line in text.splitlines() if "stablehlo.remainder" in line]
+    assert remainders and not [line for line in remainders if re.search(r"f(32|64)>", line)]

@@ -132,10 +132,37 @@ def _spline_weights(k: int, x, d: int) -> list:
     return [_bspline_derivative(k, d, x + k // 2 - j) for j in range(k + 1)]
 
 
-def _modulo(x, period: int):
-    """x (integral floats) modulo `period`, in [0, period): exact (fmod)."""
-    r = lax.rem(x, jnp.asarray(period, x.dtype))
-    return jnp.where(r < 0, r + period, r)
+def _index_modulo(x, period: int):
+    """x (finite integral floats, any magnitude) modulo `period` (< 2^31),
+    in [0, period), int32, exactly. A float remainder is not exact on a TPU
+    for huge operands; integers are: x itself where it fits an integer,
+    else its significand m and exponent e (x = m 2^e), m's residue doubled
+    e times modulo the period, a few bits a step."""
+    finfo = jnp.finfo(x.dtype)
+    wide = jnp.dtype(f"int{finfo.bits}")
+    exact = 2.0 ** (finfo.bits - 2)  # |x| below it converts to `wide` exactly
+    small = jnp.abs(x) < exact
+    residue = jnp.remainder(jnp.where(small, x, 0).astype(wide), period).astype(jnp.int32)
+
+    def huge(residue):
+        bits = lax.bitcast_convert_type(x, wide)
+        exponent = ((bits >> finfo.nmant) & ((1 << finfo.nexp) - 1)) - (finfo.maxexp - 1)
+        shift = (exponent - finfo.nmant).astype(jnp.int32)  # x = significand 2^shift
+        significand = (bits & ((1 << finfo.nmant) - 1)) | (1 << finfo.nmant)
+        r = jnp.remainder(significand, period).astype(jnp.uint32)
+        # r < period: r 2^step stays below 2^32.
+        step = 32 - int(period).bit_length()
+        most = finfo.maxexp - 1 - finfo.nmant  # the largest shift a finite float has
+
+        def double(i, r):
+            by = jnp.clip(shift - i * step, 0, step).astype(jnp.uint32)
+            return (r << by) % jnp.uint32(period)
+
+        r = lax.fori_loop(0, -(-most // step), double, r).astype(jnp.int32)
+        r = jnp.where(x < 0, (period - r) % period, r)
+        return jnp.where(small, residue, r)
+
+    return lax.cond(jnp.all(small), lambda r: r, huge, residue)
 
 
 def _axis(c, n: int, k: int, mode: int, d: int):
@@ -154,8 +181,14 @@ def _axis(c, n: int, k: int, mode: int, d: int):
             if d == 0
             else ([-jnp.ones_like(u), jnp.ones_like(u)] if d == 1 else [jnp.zeros_like(u)] * 2)
         )
+    elif k & 1:
+        base = jnp.floor(cf)
+        weights = _spline_weights(k, cf - base, d)
     else:
-        base = jnp.floor(cf + (0.0 if k & 1 else 0.5))
+        # Half up, as floor(cf + 0.5) in exact arithmetic (the CPU kernels'
+        # double): cf + 0.5 rounds in cf's own type from 2^(mantissa - 1) on.
+        below = jnp.floor(cf)
+        base = jnp.where(cf - below >= 0.5, below + 1, below)
         weights = _spline_weights(k, cf - base, d)
     weights = [w.astype(c.dtype) for w in weights]
     pad = k + 1
@@ -164,7 +197,7 @@ def _axis(c, n: int, k: int, mode: int, d: int):
         # An infinite coordinate reads the edge (nearest) or the outside
         # (constant): its nodes all lie in the extension, weighted as the
         # kernel weights them.
-        start = jnp.where(finite, start, jnp.where(c > 0, n, -pad))
+        start = jnp.where(finite, start, jnp.where(c > 0, n, -pad)).astype(jnp.int32)
         at_edge = [1.0 if (j == 0 and d == 0) else 0.0 for j in range(k + 1)]
         if k == 1 and d == 1:
             at_edge = [-1.0, 1.0]
@@ -172,7 +205,7 @@ def _axis(c, n: int, k: int, mode: int, d: int):
         flip = None
     else:
         period = n if mode == WRAP else (2 * n - 2 if mode == MIRROR else 2 * n)
-        start = _modulo(_modulo(base, period) - k // 2, period)
+        start = jnp.remainder(_index_modulo(base, period) - k // 2, period)
         flip = None
         if mode == MIRROR:
             flip = start > n - 1
@@ -182,7 +215,7 @@ def _axis(c, n: int, k: int, mode: int, d: int):
             start = jnp.where(flip, period - 1 - start - k, start)
     if flip is not None:
         weights = [jnp.where(flip, r, w) for w, r in zip(weights, weights[::-1])]
-    cell = (jnp.where(nan, 0, start) + pad).astype(jnp.int32)
+    cell = jnp.where(nan, 0, start) + pad
     return cell, weights, nan
 
 
