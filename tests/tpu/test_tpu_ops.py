@@ -476,3 +476,60 @@ def test_the_period_is_taken_without_a_float_remainder(monkeypatch, mode):
     )
     remainders = [line for line in text.splitlines() if "stablehlo.remainder" in line]
     assert remainders and not [line for line in remainders if re.search(r"f(32|64)>", line)]
+
+
+def test_a_symbolic_point_count_exports_for_a_tpu(monkeypatch):
+    """docs/semantics.md's example ("Export and symbolic shapes") exported
+    for a TPU: the formulation never compares the symbolic point count with
+    a block of points (jax: "inconclusive"), forward and grid gradient."""
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    jax.clear_caches()
+    (n,) = jax.export.symbolic_shape("n")
+    grid = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    at = jax.ShapeDtypeStruct((n,), jnp.float32)
+    sample = lambda g, i, j: map_coordinates(g, [i, j], order=1)
+    forward = exported_for_a_tpu(sample, grid, at, at)
+    gradient = exported_for_a_tpu(jax.grad(lambda g, i, j: sample(g, i, j).sum()), grid, at, at)
+    assert "tpu_custom_call" in forward and "tpu_custom_call" in gradient
+
+
+@pytest.mark.parametrize("points", [3, 5000])
+def test_a_symbolic_point_count_has_the_values_of_a_known_one(monkeypatch, points):
+    """The same program exported for the CPU, with the TPU rule and its
+    kernels interpreted: the points run in chunks of a fixed size (here
+    2048: 5000 points take three, the last one padded), values and grid
+    gradient as the program for the known count."""
+    monkeypatch.setattr(tpu_formulation, "SYMBOLIC_CHUNK_POINTS", 2048, raising=False)
+    jax.clear_caches()
+    (n,) = jax.export.symbolic_shape("n")
+    grid, (i, j) = grid_and_points((9, 8), points=points, seed=4)
+    weights = np.random.default_rng(5).normal(size=points).astype(np.float32)
+    sample = jax.jit(lambda g, i, j: map_coordinates(g, [i, j], 1, "nearest"))
+    pulled = jax.jit(jax.grad(lambda g, i, j, w: jnp.vdot(sample(g, i, j), w)))
+    at = jax.ShapeDtypeStruct((n,), jnp.float32)
+    g = jax.ShapeDtypeStruct(grid.shape, jnp.float32)
+    export = lambda f, *args: jax.export.export(
+        f, platforms=("cpu",), disabled_checks=EXPORT_CHECKS
+    )(*args)
+    np.testing.assert_allclose(
+        export(sample, g, at, at).call(grid, i, j), sample(grid, i, j), rtol=1e-6, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        export(pulled, g, at, at, at).call(grid, i, j, weights),
+        pulled(grid, i, j, weights),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_a_symbolic_grid_shape_is_refused_by_name():
+    """The tables are made for the grid's shape: a symbolic one is a clear error."""
+    (n,) = jax.export.symbolic_shape("n")
+    at = jax.ShapeDtypeStruct((5,), jnp.float32)
+    with pytest.raises(NotImplementedError, match="grid's shape must be known"):
+        exported_for_a_tpu(
+            lambda g, i, j: map_coordinates(g, [i, j], 1),
+            jax.ShapeDtypeStruct((n, 8), jnp.float32),
+            at,
+            at,
+        )

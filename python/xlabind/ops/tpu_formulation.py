@@ -300,8 +300,8 @@ def _geometry(ext_shape, coords, k, mode, derivative, grid_shape):
 def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivative):
     """The grid's cotangent through the kernels (scatter_rows where the tap
     table fits, else scatter_patches), or None where they do not apply: the
-    table's cotangent, then the table's own derivative back to the grid (a
-    sum of shifted slices, in XLA)."""
+    table's cotangent, summed over the chunks of points, then the table's
+    own derivative back to the grid (a sum of shifted slices, in XLA)."""
     k, ndim = order, len(coords)
     taps = (k + 1) ** ndim
     ext_shape = (grid_shape[0], *(n + 2 * (k + 1) for n in grid_shape[1:]))
@@ -313,41 +313,50 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
     chunks = [] if whole else _patch_chunks(ext_shape, k)
     if not (whole or chunks):
         return None
-    axes, cell, weights, nan = _geometry(ext_shape, coords, k, mode, derivative, grid_shape)
-    ct = cotangent.reshape(-1).astype(dtype)
-    contribution = weights * jnp.where(nan, 0, ct)
+    parts = [_PatchChunk(ext_shape, k, chunk) for chunk in chunks]
+
+    def table_cotangent(arrays):
+        """One chunk of points' (the table's cotangent, each grid's NaN term)."""
+        *cs, ct = arrays
+        axes, cell, weights, nan = _geometry(ext_shape, cs, k, mode, derivative, grid_shape)
+        ct = ct.reshape(-1).astype(dtype)
+        contribution = weights * jnp.where(nan, 0, ct)
+        if whole:
+            table_ct = tpu_kernels.scatter_rows(contribution, cell, cells)
+        else:
+            table_ct = []
+            for part in parts:
+                row, lane, inside = part.position(axes, grid_shape[0])
+                table_ct.append(
+                    tpu_kernels.scatter_patches(
+                        contribution if inside is None else jnp.where(inside, contribution, 0),
+                        row,
+                        lane,
+                        part.offsets,
+                        k,
+                        part.rows,
+                    )
+                )
+        # A NaN point reads node 0 with a NaN weight (as in the gather).
+        first = jnp.where(nan, jnp.asarray(jnp.nan, dtype) * ct, 0)
+        return table_ct, first.reshape(grid_shape[0], -1).sum(1)
+
     if whole:
-        table_ct = tpu_kernels.scatter_rows(contribution, cell, cells)
 
         def table_of(ext):
             return jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
 
     else:
-        parts = [_PatchChunk(ext_shape, k, chunk) for chunk in chunks]
-        table_ct = []
-        for part in parts:
-            row, lane, inside = part.position(axes, grid_shape[0])
-            table_ct.append(
-                tpu_kernels.scatter_patches(
-                    contribution if inside is None else jnp.where(inside, contribution, 0),
-                    row,
-                    lane,
-                    part.offsets,
-                    k,
-                    part.rows,
-                )
-            )
 
         def table_of(ext):
             return [part.table(ext) for part in parts]
 
+    table_ct, first = _summed_over_point_chunks(table_cotangent, [*coords, cotangent])
     _, pullback = jax.vjp(
         lambda g: table_of(jax.vmap(lambda e: extended(e, k, mode))(g)),
         jnp.zeros(grid_shape, dtype),
     )
     (grid_ct,) = pullback(table_ct)
-    # A NaN point reads node 0 with a NaN weight (as in the gather).
-    first = jnp.where(nan, jnp.asarray(jnp.nan, dtype) * ct, 0).reshape(grid_shape[0], -1).sum(1)
     flat = grid_ct.reshape(grid_shape[0], -1)
     return flat.at[:, 0].add(first).reshape(grid_shape)
 
@@ -462,63 +471,139 @@ def _interpolate(
 ):
     """Grids (batch, *spatial) and coordinates (batch, points) per axis: the
     batch is read as one table (each element's cells after the previous
-    one's), so that the kernel and the gather run once for all of it.
-    `per_node` reads each node with a gather of its own (no table)."""
+    one's), so that the kernel and the gather run once for all of it, and
+    the points chunk by chunk. `per_node` reads each node with a gather of
+    its own (no table)."""
     k, ndim = order, len(coords)
     batch = grid.shape[0]
     ext = jax.vmap(lambda g: extended(g, k, mode))(grid)
-    axes, cell, weights, nan = _geometry(ext.shape, coords, k, mode, derivative, grid.shape)
     cells = math.prod(m - k for m in ext.shape[1:])
-    element = jnp.arange(batch, dtype=jnp.int32)[:, None]
     taps = (k + 1) ** ndim
     slab_taps = (k + 1) ** (ndim - 1)
     slab_elements = slab_taps * batch * ext.shape[1] * cells // (ext.shape[1] - k)
     whole = not per_node and batch * cells * taps <= MAX_TABLE_ELEMENTS and taps <= MAX_GATHER_TAPS
     slabs = not per_node and ndim > 1 and slab_elements <= MAX_TABLE_ELEMENTS
-    first_node = axes[0][0].reshape(-1)
     kernel = not per_node and use_kernel and grid.dtype == jnp.float32
-    values = rows = None
+    # What the points read, made once for every chunk of them.
     if kernel and tpu_kernels.fits(jax.ShapeDtypeStruct((taps, batch * cells), grid.dtype)):
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
-        rows = tpu_kernels.gather_rows(table.T, cell)  # (taps, points)
+        packed = tpu_kernels.packed_rows(table.T)
+
+        def read(axes, cell, weights):
+            rows = tpu_kernels.gather_packed_rows(packed, taps, cell)  # (taps, points)
+            return jnp.sum(rows * weights, axis=0)
+
     elif kernel and (chunks := _patch_chunks(ext.shape, k)):
-        for chunk in chunks:
-            part = _PatchChunk(ext.shape, k, chunk)
-            row, lane, inside = part.position(axes, batch)
-            part_rows = tpu_kernels.gather_patches(part.table(ext), row, lane, part.offsets, k)
-            part_values = jnp.sum(part_rows * weights, axis=0)
-            # Each point lies in one chunk: the first one's values stand for the rest.
-            values = part_values if values is None else jnp.where(inside, part_values, values)
+        parts = [_PatchChunk(ext.shape, k, chunk) for chunk in chunks]
+        tables = [part.table(ext) for part in parts]
+
+        def read(axes, cell, weights):
+            values = None
+            for part, table in zip(parts, tables):
+                row, lane, inside = part.position(axes, batch)
+                part_rows = tpu_kernels.gather_patches(table, row, lane, part.offsets, k)
+                part_values = jnp.sum(part_rows * weights, axis=0)
+                # Each point lies in one chunk: the first one's values stand for the rest.
+                values = part_values if values is None else jnp.where(inside, part_values, values)
+            return values
+
     elif whole:
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
-        rows = _gather(table, cell)
+
+        def read(axes, cell, weights):
+            return jnp.sum(_gather(table, cell) * weights, axis=0)
+
     elif slabs and slab_taps <= MAX_GATHER_TAPS:
-        rows = _slab_rows(ext, k, first_node, cell, cells)
-    if rows is not None:
-        values = jnp.sum(rows * weights, axis=0)
-    elif values is None:  # one gather per node, from the extended grids
+
+        def read(axes, cell, weights):
+            first_node = axes[0][0].reshape(-1)
+            return jnp.sum(_slab_rows(ext, k, first_node, cell, cells) * weights, axis=0)
+
+    else:  # one gather per node, from the extended grids
         flat = ext.reshape(-1)
         ext_strides = np.cumprod([1, *ext.shape[:0:-1]])[:-1][::-1]
         size = math.prod(ext.shape[1:])
-        firsts = [a[0] for a in axes]
-        values = jnp.zeros(cell.shape, grid.dtype)
-        for t, offset in enumerate(itertools.product(range(k + 1), repeat=ndim)):
-            index = sum((f + o) * int(s) for f, o, s in zip(firsts, offset, ext_strides))
-            index = (index + element * size).reshape(-1)
-            values = values + weights[t] * jnp.take(flat, index, mode="clip")
-    # The kernels read node 0 with a NaN weight: its cotangent is NaN too
-    # (NaN only on those points: elsewhere it would reach every cotangent).
-    first = jnp.broadcast_to(grid.reshape(batch, -1)[:, :1], (batch, coords[0].shape[1]))
-    nan_weight = jnp.where(nan, jnp.asarray(jnp.nan, values.dtype), 0)
-    values = jnp.where(nan, nan_weight * first.reshape(-1), values)
-    return values.reshape(batch, -1)
+        element = jnp.arange(batch, dtype=jnp.int32)[:, None]
+
+        def read(axes, cell, weights):
+            firsts = [a[0] for a in axes]
+            values = jnp.zeros(cell.shape, grid.dtype)
+            for t, offset in enumerate(itertools.product(range(k + 1), repeat=ndim)):
+                index = sum((f + o) * int(s) for f, o, s in zip(firsts, offset, ext_strides))
+                index = (index + element * size).reshape(-1)
+                values = values + weights[t] * jnp.take(flat, index, mode="clip")
+            return values
+
+    def values_of(cs):
+        axes, cell, weights, nan = _geometry(ext.shape, cs, k, mode, derivative, grid.shape)
+        values = read(axes, cell, weights)
+        # The kernels read node 0 with a NaN weight: its cotangent is NaN too
+        # (NaN only on those points: elsewhere it would reach every cotangent).
+        first = jnp.broadcast_to(grid.reshape(batch, -1)[:, :1], cs[0].shape)
+        nan_weight = jnp.where(nan, jnp.asarray(jnp.nan, values.dtype), 0)
+        values = jnp.where(nan, nan_weight * first.reshape(-1), values)
+        return values.reshape(batch, -1)
+
+    return _over_point_chunks(values_of, coords)
+
+
+# -- the points, chunk by chunk ---------------------------------------------
+
+#: The points a chunk takes where their count is symbolic (jax.export): the
+#: program cannot compare it with a block of points, and runs whole chunks
+#: (a few points cost one chunk).
+SYMBOLIC_CHUNK_POINTS = 1 << 16
+
+
+def _point_chunking(points) -> tuple | None:
+    """(chunks, points a chunk) to read `points` points in, or None: at once."""
+    if isinstance(points, int):
+        return None
+    size = SYMBOLIC_CHUNK_POINTS
+    return (points + size - 1) // size, size
+
+
+def _chunked(arrays, chunking):
+    """Arrays (rows, points) as (chunks, rows, points a chunk), padded with zeros."""
+    count, size = chunking
+    chunked = []
+    for a in arrays:
+        rows, points = a.shape
+        a = jnp.pad(a, ((0, 0), (0, count * size - points)))
+        chunked.append(jnp.moveaxis(a.reshape(rows, count, size), 1, 0))
+    return chunked
+
+
+def _over_point_chunks(fn, coords):
+    """fn (coordinates (rows, points) per axis -> values (rows, points)) on
+    the points chunk by chunk (_point_chunking)."""
+    rows, points = coords[0].shape
+    chunking = _point_chunking(points)
+    if chunking is None:
+        return fn(coords)
+    values = lax.map(fn, _chunked(coords, chunking))  # (chunks, rows, points a chunk)
+    count, size = chunking
+    return jnp.moveaxis(values, 0, 1).reshape(rows, count * size)[:, :points]
+
+
+def _summed_over_point_chunks(fn, arrays):
+    """fn (arrays (rows, points) -> arrays of any shape) summed over the
+    chunks of the points (_point_chunking); padding must add nothing."""
+    chunking = _point_chunking(arrays[0].shape[-1])
+    if chunking is None:
+        return fn(arrays)
+    chunks = _chunked(arrays, chunking)
+    shapes = jax.eval_shape(fn, [c[0] for c in chunks])
+    zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+    add = lambda total, chunk: (jax.tree.map(jnp.add, total, fn(chunk)), None)
+    return lax.scan(add, zeros, chunks)[0]
 
 
 def _batched(fn, grid, coords, ndim: int):
     """fn on the kernels' layout: grid (*batch, *spatial), coordinates
     (*batch, points), batch dimensions of 1 broadcasting; fn takes one
     batch dimension."""
-    batch = np.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
+    batch = lax.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
     spatial, points = grid.shape[grid.ndim - ndim :], coords[0].shape[-1]
     cs = [jnp.broadcast_to(c, (*batch, points)) for c in coords]
     if math.prod(grid.shape[: grid.ndim - ndim]) == 1:  # one grid: all points at once
@@ -533,10 +618,21 @@ def _empty(shape) -> bool:
     return any(isinstance(d, int) and d == 0 for d in shape)
 
 
+def _known_grid(shape) -> None:
+    """The grid's shape sizes its tables: it must be known when the program is lowered."""
+    if not all(isinstance(d, int) for d in shape):
+        raise NotImplementedError(
+            "xlabind.ops.map_coordinates on a TPU: the grid's shape must be known when the "
+            f"program is lowered (its tables are made for it); got {shape}, symbolic. "
+            "Symbolic point counts work."
+        )
+
+
 def map_coordinates_gather(grid, *coords, order, mode, derivative, **_):
     """xlabind_map_coordinates: (grid, coordinates...) -> values."""
     ndim = len(coords)
-    batch = np.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
+    _known_grid(grid.shape)
+    batch = lax.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
     if _empty((*batch, coords[0].shape[-1], *grid.shape)):
         # No point, or nothing to read (the kernels' blocks would be empty).
         return [jnp.zeros((*batch, coords[0].shape[-1]), grid.dtype)]
@@ -556,6 +652,7 @@ def map_coordinates_scatter(*args, order, mode, derivative, result_avals, **_):
     derivative in the grid of one gather per node."""
     *coords, cotangent = args
     (grid_aval,) = result_avals
+    _known_grid(grid_aval.shape)
     if _empty((*cotangent.shape, *grid_aval.shape)):
         return [jnp.zeros(grid_aval.shape, grid_aval.dtype)]
     through_kernel = _kernel_scatter_batched(
@@ -588,7 +685,13 @@ def _kernel_scatter_batched(grid_aval, coords, cotangent, order, mode, derivativ
         return None
     cs = [jnp.broadcast_to(c, cotangent.shape).reshape(1, -1) for c in coords]
     result = _kernel_scatter(
-        (1, *grid_aval.shape), grid_aval.dtype, cs, cotangent, order, mode, derivative
+        (1, *grid_aval.shape),
+        grid_aval.dtype,
+        cs,
+        cotangent.reshape(1, -1),
+        order,
+        mode,
+        derivative,
     )
     return None if result is None else result.reshape(grid_aval.shape)
 

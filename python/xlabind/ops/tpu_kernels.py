@@ -222,17 +222,26 @@ def scatter_rows(contribution, cell, cells: int):
     return packed.reshape(-1)[: cells * taps].reshape(cells, taps).T
 
 
-def gather_rows(table, cell):
-    """(taps, points): row `cell[p]` of `table` (cells, taps) for each point."""
-
+def packed_rows(table):
+    """`table` (cells, taps) packed as gather_packed_rows reads it: 128 // taps
+    cells to a row of 128 lanes."""
     cells, taps = table.shape
     rows = _packed_rows(cells, taps)
-    packed = jnp.pad(table.reshape(-1), (0, rows * _LANES - table.size)).reshape(rows, _LANES)
+    return jnp.pad(table.reshape(-1), (0, rows * _LANES - table.size)).reshape(rows, _LANES)
+
+
+def gather_packed_rows(packed, taps: int, cell):
+    """(taps, points): cell `cell[p]`'s taps from a packed_rows table, for each point."""
     points = cell.shape[0]
     block, padded, row, sub = _point_blocks(cell, taps)
     kernel = _kernel(block, taps)
     out = _gather_call(kernel, block, padded, taps, packed, 1, 100 << 20)(row, sub, packed)
     return out[:, :points]
+
+
+def gather_rows(table, cell):
+    """(taps, points): row `cell[p]` of `table` (cells, taps) for each point."""
+    return gather_packed_rows(packed_rows(table), table.shape[1], cell)
 
 
 # -- patches: the grid itself, for tables too large to hold whole ------------
