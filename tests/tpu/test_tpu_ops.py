@@ -533,3 +533,31 @@ def test_a_symbolic_grid_shape_is_refused_by_name():
             at,
             at,
         )
+
+
+@pytest.mark.parametrize("order", [1, 3])
+def test_image_shaped_coordinates_take_the_flat_points_path(monkeypatch, order):
+    """(3, 32, 32) coordinates are rows over one grid: the grid gradient
+    folds them into one flat run of points, the program a TPU runs takes the
+    same kernels as for (3, 1024) (no XLA scatter per node: 7x slower on a
+    v5e for 2^20 points at order 1), and the values agree."""
+    grid, flat = grid_and_points((9, 8, 7), points=1024, seed=order)
+    flat = np.stack(flat)
+    image = flat.reshape(3, 32, 32)
+    gradient = lambda g, c: jax.grad(lambda g: map_coordinates(g, list(c), order, "mirror").sum())(
+        g
+    )
+    np.testing.assert_allclose(
+        jax.jit(gradient)(grid, image), jax.jit(gradient)(grid, flat), rtol=1e-5, atol=1e-5
+    )
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    jax.clear_caches()
+    programs = [
+        exported_for_a_tpu(gradient, jax.ShapeDtypeStruct(grid.shape, jnp.float32), c)
+        for c in (
+            jax.ShapeDtypeStruct(image.shape, jnp.float32),
+            jax.ShapeDtypeStruct(flat.shape, jnp.float32),
+        )
+    ]
+    ops = [(text.count("tpu_custom_call"), text.count("stablehlo.scatter")) for text in programs]
+    assert ops[0] == ops[1] and ops[1][0] >= 1, ops

@@ -678,14 +678,16 @@ def map_coordinates_scatter(*args, order, mode, derivative, result_avals, **_):
 
 
 def _kernel_scatter_batched(grid_aval, coords, cotangent, order, mode, derivative):
-    """_kernel_scatter for the kernels' layout: only one grid (no grid batch),
-    whose points are every batch element's."""
+    """_kernel_scatter for the kernels' layout: only one grid (its batch
+    dimensions all 1: coordinates of several dimensions are rows over one
+    grid), whose points are every row's, as one flat run."""
     ndim = len(coords)
-    if grid_aval.ndim != ndim:
+    spatial = grid_aval.shape[grid_aval.ndim - ndim :]
+    if math.prod(grid_aval.shape[: grid_aval.ndim - ndim]) != 1:
         return None
     cs = [jnp.broadcast_to(c, cotangent.shape).reshape(1, -1) for c in coords]
     result = _kernel_scatter(
-        (1, *grid_aval.shape),
+        (1, *spatial),
         grid_aval.dtype,
         cs,
         cotangent.reshape(1, -1),
