@@ -104,7 +104,8 @@ def platform_lines(platforms: dict[str, list[str]]) -> list[str]:
                 f"handlers) but through a JAX formulation for it, as xlabind.ops runs there "
                 f"as JAX and Pallas kernels"
             )
-        what = f"{how_python[record.python_calls]}; {native}"
+        python = how_python.get(record.python_calls or "", "Python functions cannot run there")
+        what = f"{python}; {native}"
         # jax names CUDA devices' platform "gpu".
         kinds = platforms.get(name) or (platforms.get("gpu") if name == "cuda" else None)
         if kinds:

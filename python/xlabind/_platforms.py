@@ -69,9 +69,7 @@ PLATFORMS: dict[str, Platform] = {
     for p in (
         Platform("cpu", registry_name="cpu", python_calls="buffers"),
         Platform("cuda", registry_name="CUDA", python_calls="buffers"),
-        Platform(
-            "tpu", registry_name=None, python_calls="host_transfers", python_fallback="cpu"
-        ),
+        Platform("tpu", registry_name=None, python_calls="host_transfers", python_fallback="cpu"),
         Platform(
             "rocm",
             registry_name=None,

@@ -56,9 +56,7 @@ def test_a_program_for_cpu_and_tpu_at_once_exports_after_a_tpu_lowering():
 
 def test_each_platform_of_a_multi_platform_program_gets_its_own_lowering():
     grid, coords = jnp.ones((8, 8)), jnp.ones((2, 16))
-    text = (
-        jax.jit(warp).trace(grid, coords).lower(lowering_platforms=("cpu", "tpu")).as_text()
-    )
+    text = jax.jit(warp).trace(grid, coords).lower(lowering_platforms=("cpu", "tpu")).as_text()
     assert "@xlabind_map_coordinates" in text  # the CPU branch: the native kernel
     assert "stablehlo.case" in text  # and a TPU branch beside it
     assert text.count("stablehlo.custom_call @xlabind_map_coordinates(") == 1

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from xlabind import _jax_internals as internals
+from xlabind._platforms import Platform
 from xlabind._primitive import signatures as _signatures
 from xlabind._primitive.factors import Rule, parse_rule
 from xlabind._primitive.primitive import BatchAxes, Call, bind
@@ -146,8 +147,21 @@ class Implementation(Protocol):
         """Raises a TypeError naming `what` unless it can take `dtype`."""
         ...
 
-    def emitter(self, platform: str, op: Definition, call: Call) -> tuple[Callable[..., Any], Any]:
-        """(how to emit the call into a lowering, what the program must keep alive)."""
+    @property
+    def lowering_cacheable(self) -> bool:
+        """Whether alike calls may share one lowering on every platform (which
+        primitive its calls bind: primitive.py)."""
+        ...
+
+    def placed_on(self, platform: Platform) -> bool:
+        """Whether a sharding rule may place its call per device on `platform`."""
+        ...
+
+    def emitter(
+        self, platform: Platform, op: Definition, call: Call
+    ) -> tuple[Callable[..., Any], Any]:
+        """(how to emit the call into a lowering on `platform`'s record, what the
+        program must keep alive)."""
         ...
 
 

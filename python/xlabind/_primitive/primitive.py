@@ -160,7 +160,7 @@ internals.cached_weakly(Call)
 
 def bind(call: Call, operands: Sequence[Any]) -> list:
     """Binds the primitive; returns the flat results."""
-    cached = getattr(call.fn.implementation, "lowering_cacheable", True)
+    cached = call.fn.implementation.lowering_cacheable
     primitive = xlabind_call_p if cached else xlabind_uncached_call_p
     return primitive.bind(*internals.agree_on_varying_axes(operands), call=call)
 

@@ -300,7 +300,8 @@ class NativeImplementation:
         if target is None and platform in self.formulations:
             return self._formulation_emitter(platform, op, call), None
         if not record.runs_handlers:
-            raise NotImplementedError(handler_refusal(op.name, self.primary_function.name, platform))
+            target_name = self.primary_function.name
+            raise NotImplementedError(handler_refusal(op.name, target_name, platform))
         if target is None:
             raise NotImplementedError(
                 f"xlabind: '{op.name}' has no {platform.upper()} implementation (its FFI "
