@@ -561,3 +561,69 @@ def test_image_shaped_coordinates_take_the_flat_points_path(monkeypatch, order):
     ]
     ops = [(text.count("tpu_custom_call"), text.count("stablehlo.scatter")) for text in programs]
     assert ops[0] == ops[1] and ops[1][0] >= 1, ops
+
+
+def tensor_types(text):
+    """Every tensor type a StableHLO text names: (its dimensions, element type)."""
+    found = re.findall(r"tensor<((?:\d+x)*)([a-z]+\d*)>", text)
+    return [(tuple(int(d) for d in dims.split("x") if d), element) for dims, element in found]
+
+
+def reshapes_that_merge_taps_over_points(text, points):
+    """Reshapes of (a, b, ..., points) with two or more of a, b, ... above 1
+    into (a * b * ..., points)."""
+    merged = []
+    pattern = r"stablehlo\.reshape .*\(tensor<([\dx]+)x\w+>\) -> tensor<([\dx]+)x\w+>"
+    for before, after in re.findall(pattern, text):
+        a, b = [tuple(int(d) for d in t.split("x")) for t in (before, after)]
+        taps = [d for d in a[:-1] if d > 1]
+        if len(b) == 2 and a[-1] == b[-1] >= points and len(taps) >= 2:
+            merged.append((a, b))
+    return merged
+
+
+@pytest.mark.parametrize(
+    "side, order, gradient", [(64, 1, False), (64, 3, True), (256, 1, True)], ids=str
+)
+def test_many_points_run_in_chunks_of_bounded_size(monkeypatch, side, order, gradient):
+    """2^24 points lowered for a TPU (shapes only: nothing is allocated):
+    no temporary grows past the coordinates' own size and one chunk's
+    (taps, points) arrays (the tap weights, 4 GiB at order 3, are made a
+    chunk at a time), and no reshape moves a chunk's taps past its points
+    (measured on a v5e: XLA's compile time grew with the points through
+    it, 132 s at 2^24 points for order 1, the program never finishing)."""
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    jax.clear_caches()
+    points = 1 << 24
+    f = lambda g, c: map_coordinates(g, list(c), order, "mirror").sum()
+    text = exported_for_a_tpu(
+        jax.grad(f) if gradient else f,
+        jax.ShapeDtypeStruct((side,) * 3, jnp.float32),
+        jax.ShapeDtypeStruct((3, points), jnp.float32),
+    )
+    largest = max(math.prod(dims) for dims, _ in tensor_types(text))
+    assert largest <= max(3 * points, tpu_formulation.CHUNK_ELEMENTS), largest
+    assert reshapes_that_merge_taps_over_points(text, tpu_kernels.BLOCK_POINTS) == []
+
+
+@pytest.mark.parametrize("order, shape", [(1, (12, 10)), (3, (9, 8, 7))], ids=str)
+def test_points_in_chunks_keep_their_values_and_gradients(monkeypatch, order, shape):
+    """Chunks of 2048 or 4096 points (CHUNK_ELEMENTS made small), the last
+    one padded: values as SciPy's, the grid gradient the transpose."""
+    monkeypatch.setattr(tpu_formulation, "CHUNK_ELEMENTS", 8 * 2048)
+    chunkings = []
+    chunked = tpu_formulation._chunked
+    monkeypatch.setattr(
+        tpu_formulation, "_chunked", lambda a, c: chunkings.append(c) or chunked(a, c)
+    )
+    jax.clear_caches()
+    grid, coords = grid_and_points(shape, points=5000, seed=order)
+    f = jax.jit(lambda g: map_coordinates(g, coords, order, "reflect"))
+    np.testing.assert_allclose(
+        f(grid), scipy_values(grid, coords, order, "reflect"), rtol=2e-4, atol=2e-4 * 4
+    )
+    assert chunkings and all(count * size >= 5000 and count > 1 for count, size in chunkings)
+    weights = np.random.default_rng(2).normal(size=5000).astype(np.float32)
+    gradient = jax.jit(jax.grad(lambda g: jnp.vdot(f(g), weights)))(grid)
+    probe = np.random.default_rng(3).normal(size=shape).astype(np.float32)
+    np.testing.assert_allclose(np.vdot(gradient, probe), np.vdot(f(probe), weights), rtol=2e-4)

@@ -35,7 +35,8 @@ MAX_PATCH_TABLE_BYTES = 100 << 20
 VMEM_LIMIT_BYTES = 120 << 20
 _LANES = 128
 _LANE_BITS = 7  # log2(_LANES)
-_BLOCK = 2048
+#: The points a kernel's block takes (fewer where there are fewer).
+BLOCK_POINTS = 2048
 
 
 def fits(table, limit: int | None = None) -> bool:
@@ -103,7 +104,7 @@ def _packed_rows(cells: int, taps: int) -> int:
 
 def _blocking(points: int) -> tuple[int, int]:
     """(points a block, points padded to whole blocks)."""
-    block = _BLOCK if points >= _BLOCK else -(-points // _LANES) * _LANES
+    block = BLOCK_POINTS if points >= BLOCK_POINTS else -(-points // _LANES) * _LANES
     return block, -(-points // block) * block
 
 
