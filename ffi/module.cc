@@ -18,6 +18,7 @@
 #include "ffi/common/element_types.h"
 #include "ffi/common/noop_handler.h"
 #include "ffi/common/python_call.h"
+#include "ffi/common/python_errors.h"
 #include "ffi/cpu/numpy_views.h"
 #include "xlabind/cpu/python_callback_handler.h"
 #include "ffi/cpu/status_check_handler.h"
@@ -203,6 +204,21 @@ NB_MODULE(_xlabind, m) {
       },
       nb::arg("dtypes"), "Installs {element type code: numpy.dtype} for buffer views.");
 
+  m.def("stop_forwarding_interrupts", &xlabind::StopForwardingInterrupts,
+        "At exit: interrupts raised in callbacks are no longer raised in the main thread.");
+  m.def("close_calls", &xlabind::CloseCallsAndWait, nb::arg("timeout_s"), nb::arg("hold_calls"),
+        "At exit: admits no more calls from other threads, waits up to timeout_s seconds "
+        "for those running Python, and returns how many still are. hold_calls: calls on "
+        "other threads that are refused or finish from now on never return (once Python "
+        "finalizes).");
+  m.def("wait_for_held_threads", &xlabind::WaitForPythonThreadsToHold, nb::arg("threads"),
+        nb::arg("timeout_s"),
+        "At exit, after close_calls(hold_calls=True): waits up to timeout_s seconds until "
+        "each of these threads (idents) that has called a function inline is held; returns "
+        "how many are not.");
+  m.def(
+      "keep_until_exit", [](nb::handle obj) { obj.inc_ref(); }, nb::arg("obj"),
+      "Takes a reference to obj that is never dropped: obj outlives finalization.");
   m.def("set_checks_unwritten_results", &xlabind::SetChecksUnwrittenResults, nb::arg("checks"),
         "Whether in-place results are checked to be written (tools/benchmarks/main.py only).");
   m.def("live_callback_count", &xlabind::LiveCallbackCount,

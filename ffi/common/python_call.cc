@@ -1,5 +1,11 @@
 #include "ffi/common/python_call.h"
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
 namespace xlabind {
 namespace ffi = xla::ffi;
 namespace {
@@ -121,6 +127,79 @@ std::string CheckJaxbindCall(const CallbackData& data, PyObject* returned, PyObj
 
 }  // namespace
 
+namespace {
+
+// The calls' gate at interpreter exit (python_call.h, "Exit").
+struct ExitGate {
+  std::atomic<bool> closed{false};
+  // Whether calls on other threads wait in HoldWhileExiting; set before `closed`.
+  std::atomic<bool> hold_calls{false};
+  // The thread that closed the calls: the one that runs the atexit functions
+  // and then finalizes, which may still call (CPython lets it take the GIL).
+  std::atomic<std::thread::id> exiting_thread{};
+  // When the calls closed; written before `closed`.
+  std::atomic<std::chrono::steady_clock::time_point> closed_at{};
+  // Calls admitted and not finished; a nested call counts as part of the
+  // call it is nested in.
+  std::atomic<int> running{0};
+  std::mutex mutex;
+  // Notified when `running` drops to 0 or `held` grows, once closed.
+  std::condition_variable changed;
+  // Under `mutex`: the Python threads (threading.get_ident()) that have made
+  // a call, and the threads waiting in HoldWhileExiting.
+  std::set<unsigned long> python_callers;
+  std::set<unsigned long> held;
+};
+
+ExitGate& TheExitGate() {
+  static auto* gate = new ExitGate();  // never destroyed: held threads read it to the end
+  return *gate;
+}
+
+// How many calls this thread is inside: a function that calls jax may run a
+// call inline, on its own thread.
+thread_local int call_depth = 0;
+
+// Whether this thread's Python state is one GilScope made (XLA's threads).
+thread_local bool state_made_here = false;
+// Whether this thread is in ExitGate::python_callers already.
+thread_local bool recorded_as_caller = false;
+
+// How long a held thread waits for finalization to begin before it returns
+// anyway: long enough for the atexit functions that run after xlabind's
+// (jax's own, which clear its caches and backends), short enough that one
+// which waits for a held computation delays exit only that long.
+constexpr std::chrono::seconds kHoldForFinalization{30};
+
+bool IsExitingThread(const ExitGate& gate) {
+  return gate.exiting_thread.load() == std::this_thread::get_id();
+}
+
+void FinishRunningCall(ExitGate& gate) {
+  if (gate.running.fetch_sub(1) == 1 && gate.closed.load()) {
+    // Under the mutex, so that the wake-up cannot fall between the waiter's
+    // check and its wait.
+    std::lock_guard<std::mutex> lock(gate.mutex);
+    gate.changed.notify_all();
+  }
+}
+
+// Waits, without the GIL, until `done` (called under the gate's mutex) or
+// `timeout_s` seconds have passed. Requires the GIL.
+template <typename Done>
+void WaitForGate(ExitGate& gate, double timeout_s, Done done) {
+  PyThreadState* saved = PyEval_SaveThread();
+  {
+    std::unique_lock<std::mutex> lock(gate.mutex);
+    gate.changed.wait_for(lock, std::chrono::duration<double>(timeout_s), done);
+  }
+  PyEval_RestoreThread(saved);
+}
+
+std::atomic<bool> checks_unwritten_results{true};
+
+}  // namespace
+
 GilScope::GilScope() {
   if (PyGILState_GetThisThreadState() == nullptr) {
     // A thread Python did not start: its state is made once, with a count of
@@ -132,13 +211,85 @@ GilScope::GilScope() {
     // The interpreter frees it at exit.
     PyGILState_Ensure();
     PyEval_SaveThread();
+    state_made_here = true;
+  } else if (!state_made_here && !recorded_as_caller) {
+    // A Python thread that calls inline: at exit, WaitForPythonThreadsToHold
+    // may wait for it.
+    recorded_as_caller = true;
+    ExitGate& gate = TheExitGate();
+    std::lock_guard<std::mutex> lock(gate.mutex);
+    gate.python_callers.insert(PyThread_get_thread_ident());
   }
   state_ = PyGILState_Ensure();
 }
 
-namespace {
-std::atomic<bool> checks_unwritten_results{true};
-}  // namespace
+CallAdmission::CallAdmission() {
+  if (call_depth++ > 0) {
+    admitted_ = true;  // the outer call is admitted, and counted
+    return;
+  }
+  ExitGate& gate = TheExitGate();
+  // Counted before `closed` is read, and CloseCallsAndWait sets `closed`
+  // before it reads the count (both sequentially consistent): either this
+  // call sees the calls closed, or CloseCallsAndWait waits for it.
+  gate.running.fetch_add(1);
+  admitted_ = (!gate.closed.load() || IsExitingThread(gate)) && !InterpreterIsGone();
+  if (!admitted_) FinishRunningCall(gate);
+}
+
+CallAdmission::~CallAdmission() {
+  if (--call_depth == 0 && admitted_) FinishRunningCall(TheExitGate());
+}
+
+int CloseCallsAndWait(double timeout_s, bool hold_calls) {
+  ExitGate& gate = TheExitGate();
+  gate.hold_calls.store(hold_calls);
+  gate.exiting_thread.store(std::this_thread::get_id());
+  gate.closed_at.store(std::chrono::steady_clock::now());
+  gate.closed.store(true);
+  // A call this thread is inside (an atexit function run from a callback)
+  // cannot finish while this waits.
+  const int own = call_depth > 0 ? 1 : 0;
+  WaitForGate(gate, timeout_s, [&] { return gate.running.load() <= own; });
+  return gate.running.load() - own;
+}
+
+int WaitForPythonThreadsToHold(const std::vector<unsigned long>& threads, double timeout_s) {
+  ExitGate& gate = TheExitGate();
+  // Under the gate's mutex.
+  auto not_held = [&] {
+    int count = 0;
+    for (unsigned long thread : threads) {
+      count += gate.python_callers.count(thread) != 0 && gate.held.count(thread) == 0;
+    }
+    return count;
+  };
+  WaitForGate(gate, timeout_s, [&] { return not_held() == 0; });
+  std::lock_guard<std::mutex> lock(gate.mutex);
+  return not_held();
+}
+
+void HoldWhileExiting() {
+  ExitGate& gate = TheExitGate();
+  if (call_depth > 0 || !gate.closed.load() || !gate.hold_calls.load() || IsExitingThread(gate)) {
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(gate.mutex);
+    gate.held.insert(PyThread_get_thread_ident());
+    gate.changed.notify_all();
+  }
+  const auto deadline = gate.closed_at.load() + kHoldForFinalization;
+  while (!InterpreterIsGone()) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::lock_guard<std::mutex> lock(gate.mutex);
+      gate.held.erase(PyThread_get_thread_ident());
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
 
 bool ChecksUnwrittenResults() { return checks_unwritten_results.load(std::memory_order_relaxed); }
 void SetChecksUnwrittenResults(bool checks) { checks_unwritten_results.store(checks); }

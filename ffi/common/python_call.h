@@ -139,6 +139,61 @@ class ViewList {
 
 xla::ffi::Error CallbackError(const std::string& name, const std::string& what);
 
+// Exit. Once Python's finalization has begun, CPython 3.11 to 3.13 end any
+// other thread that takes the GIL (pthread_exit, whose forced unwind runs
+// through the frames above it). Above a call's Python code sit this module's
+// frames, whose C++ runtime (zig's libc++abi and libunwind) misreads glibc's
+// forced unwind and jumps to a wild address; above a Python thread that waits
+// for a computation sit jaxlib's, which abort on it. So at interpreter exit,
+// an atexit function (python/xlabind/_runtime/extension.py) that runs before
+// finalization has CloseCallsAndWait stop admitting calls from other threads
+// and wait for those running Python to finish; a call refused then fails
+// without taking the GIL. While other Python threads live (daemon threads), a
+// call on another thread that is refused, or finishes, after that does not
+// return either: its computation completing would wake a thread that waits
+// for it into finalization. It waits, without the GIL, for finalization to
+// begin and then for ever (as CPython 3.14 makes such threads wait), and the
+// process ends around it; the atexit function then keeps jax's clients alive,
+// whose destruction would wait for it.
+
+// Whether the current call may run Python (a handler asks before taking the
+// GIL): always, but after CloseCallsAndWait on a thread other than the
+// exiting one, unless the call is nested in one that runs there, and never
+// once finalization has begun. An admitted call is counted until its
+// CallAdmission ends.
+class CallAdmission {
+ public:
+  CallAdmission();
+  ~CallAdmission();
+  CallAdmission(const CallAdmission&) = delete;
+  CallAdmission& operator=(const CallAdmission&) = delete;
+  bool admitted() const { return admitted_; }
+
+ private:
+  bool admitted_;
+};
+
+// Stops admitting calls from other threads than this one (the exiting one),
+// and waits, without the GIL, up to `timeout_s` seconds for the calls running
+// Python to finish. With `hold_calls`, calls on other threads that are refused
+// or finish from now on wait in HoldWhileExiting. Returns how many calls are
+// still running. Requires the GIL.
+int CloseCallsAndWait(double timeout_s, bool hold_calls);
+
+// Waits, without the GIL, up to `timeout_s` seconds until each of `threads`
+// (threading.get_ident() values: the daemon threads at exit) that has called a
+// function inline waits in HoldWhileExiting: between two calls, such a thread
+// is in jaxlib, which it must not leave once finalization begins. Returns how
+// many do not. Requires the GIL, after CloseCallsAndWait with `hold_calls`.
+int WaitForPythonThreadsToHold(const std::vector<unsigned long>& threads, double timeout_s);
+
+// Where a call on another thread than the exiting one waits instead of
+// returning to XLA, once calls are closed with `hold_calls` (see "Exit"):
+// until finalization begins, then for ever. Returns at once otherwise, or
+// if finalization has not begun a while after the calls closed (an atexit
+// function that waits for this very call). Without the GIL.
+void HoldWhileExiting();
+
 // Calls `data.callable` on `views` in its style and checks the outcome: a
 // Python exception, an in-place callable that returned something, views that
 // escaped (detached by `detach`, which receives the escaped indices). Returns
@@ -228,19 +283,13 @@ void SetChecksUnwrittenResults(bool checks);
 // when result `i` of `num_results` still holds what xlabind marked it with.
 std::string UnwrittenResultError(const CallbackData& data, size_t i, size_t num_results);
 
-// The handler body shared by every platform: takes the GIL, lets `platform`
-// make the views of the operands and of the first `num_rets` results (after
-// the token, if any), calls, checks, and lets `platform` finish. No C++
-// exception crosses into XLA.
+// CallPython's work, once the call is admitted.
 template <typename Platform>
-xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs args,
-                           xla::ffi::RemainingRets rets, size_t num_rets, Platform& platform) {
+xla::ffi::Error CallPythonAdmitted(const CallbackData& data, xla::ffi::RemainingArgs args,
+                                   xla::ffi::RemainingRets rets, size_t num_rets,
+                                   Platform& platform) {
   namespace ffi = xla::ffi;
   try {
-    if (InterpreterIsGone()) {
-      return ffi::Error(ffi::ErrorCode::kUnavailable,
-                        "xlabind: the Python interpreter is shutting down");
-    }
     const FrameLayout layout = LayoutOf(args, rets, num_rets);
     GilScope gil;
     ViewList views(layout.num_args + layout.num_results, layout.num_args, Platform::kReleaseView);
@@ -277,6 +326,30 @@ xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs arg
   } catch (...) {
     return ffi::Error::Internal("xlabind: unknown C++ exception in the callback handler");
   }
+}
+
+// The handler body shared by every platform: takes the GIL, lets `platform`
+// make the views of the operands and of the first `num_rets` results (after
+// the token, if any), calls, checks, and lets `platform` finish. No C++
+// exception crosses into XLA. At exit, the call may not run, and may not
+// return (see "Exit" above).
+template <typename Platform>
+xla::ffi::Error CallPython(const CallbackData& data, xla::ffi::RemainingArgs args,
+                           xla::ffi::RemainingRets rets, size_t num_rets, Platform& platform) {
+  namespace ffi = xla::ffi;
+  ffi::Error result = ffi::Error::Success();
+  {
+    CallAdmission admission;
+    if (admission.admitted()) {
+      result = CallPythonAdmitted(data, args, rets, num_rets, platform);
+    } else {
+      result = ffi::Error(ffi::ErrorCode::kUnavailable,
+                          "xlabind callback '" + data.name +
+                              "' did not run: the Python interpreter is shutting down");
+    }
+  }
+  HoldWhileExiting();
+  return result;
 }
 
 // The same call for a program that stops every device when one fails

@@ -2,8 +2,6 @@
 
 #include "ffi/common/python_errors.h"
 
-#include <atomic>
-
 namespace xlabind {
 namespace {
 
@@ -34,18 +32,57 @@ std::string FormatTraceback(PyObject* value) {
   return text;
 }
 
-// One interrupt waits at a time: a computation that fails in several
-// callbacks (a sequential vmap) re-raises once.
-std::atomic<bool> interrupt_pending{false};
+// The interrupt forwarded to the main thread and not raised yet (owned), or
+// null. One waits at a time: a computation that fails in several callbacks
+// (a sequential vmap) re-raises once. Guarded by the GIL, as is all below.
+PyObject* forwarded = nullptr;
+
+// Set at interpreter exit (StopForwardingInterrupts).
+bool interrupts_stopped = false;
 
 // A pending call: runs in the main thread at its next bytecode boundary and
-// raises the exception it was handed (owned reference).
-int RaiseInMainThread(void* exception) {
-  interrupt_pending.store(false);
-  PyObject* value = static_cast<PyObject*>(exception);
+// raises the forwarded interrupt, unless something else took it meanwhile.
+int RaiseInMainThread(void*) {
+  PyObject* value = forwarded;
+  if (value == nullptr) return 0;
+  forwarded = nullptr;
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(value)), value);
   Py_DECREF(value);
   return -1;
+}
+
+// sys.excepthook once an interrupt has been forwarded (`previous` is the hook
+// it replaced). A program whose main thread waits for the failed computation
+// may end with the computation's error uncaught before Python ran anywhere
+// the pending call could raise the interrupt (printing the error can swallow
+// it). A SystemExit is raised here instead, so that Python exits with its
+// code as the program asked: CPython honours a SystemExit raised by
+// sys.excepthook. A C function, so that no bytecode of its own raises the
+// pending call first.
+PyObject* ExceptHook(PyObject* previous, PyObject* const* args, Py_ssize_t nargs) {
+  if (forwarded != nullptr && PyErr_GivenExceptionMatches(forwarded, PyExc_SystemExit)) {
+    RaiseInMainThread(nullptr);
+    return nullptr;
+  }
+  return PyObject_Vectorcall(previous, args, static_cast<size_t>(nargs), nullptr);
+}
+
+PyMethodDef except_hook_def = {
+    "xlabind_excepthook", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(ExceptHook)),
+    METH_FASTCALL,
+    "sys.excepthook while xlabind forwards an interrupt from a callback: raises a "
+    "forwarded SystemExit, else calls the hook it replaced."};
+
+// Puts ExceptHook in front of sys.excepthook, once.
+void InstallExceptHook() {
+  static bool installed = false;
+  if (installed) return;
+  PyObject* previous = PySys_GetObject("excepthook");  // borrowed
+  if (previous == nullptr) return;
+  PyObject* hook = PyCFunction_New(&except_hook_def, previous);
+  if (hook != nullptr && PySys_SetObject("excepthook", hook) == 0) installed = true;
+  Py_XDECREF(hook);
+  PyErr_Clear();
 }
 
 // Whether `value` is a BaseException the user meant to stop the program with.
@@ -55,11 +92,14 @@ bool IsInterrupt(PyObject* value) {
 
 // Schedules `value` (borrowed) to be raised again in the main thread.
 bool ForwardInterrupt(PyObject* value) {
-  if (interrupt_pending.exchange(true)) return true;  // one is on its way already
-  Py_INCREF(value);
-  if (Py_AddPendingCall(RaiseInMainThread, value) == 0) return true;
-  Py_DECREF(value);
-  interrupt_pending.store(false);
+  if (interrupts_stopped) return false;
+  if (forwarded != nullptr) return true;  // one is on its way already
+  if (Py_AddPendingCall(RaiseInMainThread, nullptr) == 0) {
+    Py_INCREF(value);
+    forwarded = value;
+    InstallExceptHook();
+    return true;
+  }
   // The queue is full: fall back on the SIGINT machinery for Ctrl-C.
   if (PyErr_GivenExceptionMatches(value, PyExc_KeyboardInterrupt)) {
     PyErr_SetInterrupt();
@@ -80,6 +120,11 @@ void DropTracebacks(PyObject* value) {
 }
 
 }  // namespace
+
+void StopForwardingInterrupts() {
+  interrupts_stopped = true;
+  Py_CLEAR(forwarded);
+}
 
 std::string ToUtf8(PyObject* obj) {
   std::string text = "<unprintable>";

@@ -18,9 +18,18 @@ namespace xlabind {
 //
 // When the exception is an interrupt, it is also scheduled to be raised again
 // in the main thread as soon as Python runs there (the way CPython delivers
-// SIGINT itself), and the text says so. Requires the GIL and a pending
-// exception.
+// SIGINT itself), and the text says so; a SystemExit also when the main
+// thread's program ends first, with the computation's error uncaught (a
+// wrapper of sys.excepthook, installed then, raises it). Requires the GIL and
+// a pending exception.
 std::string TakePythonError();
+
+// From now on, interrupts are neither forwarded to the main thread nor raised
+// there if they were forwarded already: called at interpreter exit (an atexit
+// function, python/xlabind/_runtime/extension.py), when the main thread has
+// ended, and an interrupt raised in an atexit function would only be printed
+// as ignored.
+void StopForwardingInterrupts();
 
 // str(obj) as UTF-8 (backslash-escaped where it is not valid), or a
 // placeholder when str() itself fails. Requires the GIL; leaves no exception.

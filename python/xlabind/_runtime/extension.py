@@ -15,10 +15,14 @@ xlabind first lowers a call for that platform
 
 xlabind's native ops load and register their own modules, as any client's
 ops do (xlabind/ops/_native.py); this module knows nothing of them.
+
+At interpreter exit it closes the handlers' calls (:func:`_close_calls_at_exit`).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import sys
 import threading
 from collections.abc import Iterable, Mapping
@@ -27,6 +31,7 @@ from typing import Any, cast
 import jax
 import ml_dtypes
 import numpy as np
+from jax.extend import backend as jax_backend
 
 from xlabind import _jax_internals
 from xlabind._platforms import REGISTRY_NAMES, platform_name
@@ -314,3 +319,65 @@ def mark_unavailable(platform: str, names: Iterable[str], reason: str) -> None:
     handler registered"."""
     for name in names:
         UNAVAILABLE[(platform, name)] = reason
+
+
+#: How long interpreter exit waits for the callbacks still running Python.
+EXIT_WAIT_SECONDS = 30.0
+#: How long interpreter exit waits for a daemon thread that calls functions
+#: inline to reach its next call.
+DAEMON_WAIT_SECONDS = 1.0
+
+
+def _close_calls_at_exit() -> None:
+    """Lets no callback run Python once the interpreter finalizes (CPython
+    ends a thread that takes the GIL then, which crashes the process in the
+    handler's frames and in jaxlib's: ffi/common/python_call.h, "Exit").
+    Waits for the ordered effects in flight (their calls must run), then stops
+    admitting calls from other threads and waits for those running, up to
+    EXIT_WAIT_SECONDS. Runs before jax's own atexit functions (registered
+    earlier), while the interpreter is whole."""
+    backends_started = _jax_internals.backends_are_initialized()
+    if backends_started:
+        # A failed effect is jax's own atexit function's to report.
+        with contextlib.suppress(Exception):
+            jax.effects_barrier()  # type: ignore[no-untyped-call]
+    # threading has joined every thread but the daemon ones: one that lives
+    # may wait for a computation, which must then never complete. Held calls
+    # keep jax's clients alive (a client's destructor waits for its threads),
+    # which jax's check for leaked clients, when on, would fail.
+    daemon_threads = [
+        thread.ident
+        for thread in threading.enumerate()
+        if thread is not threading.current_thread() and thread.ident is not None
+    ]
+    hold_calls = bool(daemon_threads) and not _checks_leaked_clients()
+    still_running = _xlabind.close_calls(EXIT_WAIT_SECONDS, hold_calls)
+    if hold_calls:
+        # One that calls functions inline is likely between two calls, in
+        # jaxlib: its next call holds it there.
+        _xlabind.wait_for_held_threads(daemon_threads, DAEMON_WAIT_SECONDS)
+        if backends_started:
+            for client in jax_backend.backends().values():
+                _xlabind.keep_until_exit(client)
+    if still_running:
+        print(
+            f"xlabind: {still_running} callback(s) still running Python "
+            f"{EXIT_WAIT_SECONDS:g} s after the program ended; the process may crash "
+            f"when Python finalizes. Wait for your computations (block_until_ready) "
+            f"before exiting.",
+            file=sys.stderr,
+        )
+
+
+def _checks_leaked_clients() -> bool:
+    """Whether jax, at exit, fails the process when a client outlives
+    clear_backends (a debugging option)."""
+    return bool(getattr(jax.config, "jax_debug_leaked_clients_on_clear_backends", False))
+
+
+# atexit runs the last registered first. _xlabind.stop_forwarding_interrupts,
+# a C function, runs before any Python code of the atexit functions could
+# raise an interrupt a callback forwarded (it would be printed as ignored: the
+# main thread has ended).
+atexit.register(_close_calls_at_exit)
+atexit.register(_xlabind.stop_forwarding_interrupts)
