@@ -3,7 +3,9 @@ cleanly, with their own exit code (issue 72, item 15). CPython ends a thread
 that takes the GIL once it finalizes, and that thread's unwinding crashed the
 process in the handler's frames and in jaxlib's (ffi/common/python_call.h,
 "Exit"). Each program runs RUNS times: what it guards against is a race,
-which each run lost most of the time before the fix.
+which most runs lost before the fix (all but the gradient's, which crashed
+3 to 4 runs in 20 where issue 72 was found, and none in 20 where this was
+written).
 
 On one device XLA runs a program this small inline, on the thread that calls
 it, so the programs that leave calls in flight use eight: each device's part
