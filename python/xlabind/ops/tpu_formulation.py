@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.sharding import PartitionSpec
 
 from xlabind.ops import tpu_kernels
 
@@ -361,7 +362,7 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
     table_ct, first = _summed_over_point_chunks(table_cotangent, [*coords, cotangent], taps)
     _, pullback = jax.vjp(
         lambda g: table_of(jax.vmap(lambda e: extended(e, k, mode))(g)),
-        jnp.zeros(grid_shape, dtype),
+        _varying_as(jnp.zeros(grid_shape, dtype), table_ct),
     )
     (grid_ct,) = pullback(table_ct)
     flat = grid_ct.reshape(grid_shape[0], -1)
@@ -635,6 +636,14 @@ def _batched(fn, grid, coords, ndim: int):
     return fn(g, [c.reshape(-1, points) for c in cs]).reshape(*batch, points)
 
 
+def _varying_as(x, like):
+    """x, varying over the mesh axes any array of `like` (a pytree) varies
+    over: inside jax.shard_map (check_vma=True) a cotangent pulled back to x
+    must have x's type."""
+    axes = set().union(*(jax.typeof(a).manual_axis_type.varying for a in jax.tree.leaves(like)))
+    return lax.pcast(x, tuple(sorted(axes)), to="varying") if axes else x
+
+
 def _empty(shape) -> bool:
     """Whether an array of `shape` holds no element (a symbolic dimension,
     jax.export's, is at least 1)."""
@@ -651,14 +660,110 @@ def _known_grid(shape) -> None:
         )
 
 
-def map_coordinates_gather(grid, *coords, order, mode, derivative, **_):
+def _split(x) -> tuple:
+    """x's (an array's or a type's) PartitionSpec entries under Explicit
+    mesh axes, one a dimension (None: whole)."""
+    typ = x if isinstance(x, jax.core.ShapedArray) else jax.typeof(x)
+    spec = tuple(getattr(typ.sharding, "spec", None) or ())
+    return spec + (None,) * (len(typ.shape) - len(spec))
+
+
+def _aligned(shape, split: tuple) -> tuple:
+    """The split of an array of `shape` that broadcasts (aligned at the
+    right) against one split as `split`: whole along its dimensions of 1."""
+    if len(shape) > len(split):
+        split = (None,) * (len(shape) - len(split)) + split
+    split = split[len(split) - len(shape) :]
+    return tuple(None if d == 1 else e for d, e in zip(shape, split))
+
+
+def _axes_of(split: tuple) -> set:
+    """The mesh axes a split names."""
+    return {a for e in split if e is not None for a in ((e,) if isinstance(e, str) else e)}
+
+
+def _on_each_device(fn, operands, operand_splits, result_split, summed_axes=()):
+    """fn on each device's part of `operands` (split as `operand_splits`,
+    resharded to them first) under Explicit mesh axes: Pallas cannot index a
+    ref split across devices by a scalar, and lowers a kernel for a TPU
+    only inside a shard_map over every mesh axis. The results are split as
+    `result_split`, after a sum over `summed_axes` (a scatter's parts)."""
+    P = PartitionSpec
+    operands = [jax.sharding.reshard(x, P(*s)) for x, s in zip(operands, operand_splits)]
+
+    def local(*parts):
+        result = fn(*parts)
+        return lax.psum(result, tuple(sorted(summed_axes))) if summed_axes else result
+
+    # check_vma=False: the kernels' interpreter (jax 0.10) mistypes loops
+    # whose operands vary across the mesh.
+    return jax.shard_map(
+        local,
+        in_specs=tuple(P(*s) for s in operand_splits),
+        out_specs=P(*result_split),
+        check_vma=False,
+    )(*operands)
+
+
+def _explicit_axes() -> bool:
+    mesh = jax.sharding.get_abstract_mesh()
+    return not mesh.empty and bool(mesh.explicit_axes)
+
+
+def map_coordinates_gather(grid, *coords, result_avals=None, **params):
     """xlabind_map_coordinates: (grid, coordinates...) -> values."""
+    if result_avals is None or not _explicit_axes():
+        return [_values(grid, *coords, **params)]
+    (values_aval,) = result_avals
+    split = _split(values_aval)  # (*batch, points): each device its points
+    ndim = len(coords)
+    # Each device's grids (a vmapped batch of them split as the values'), whole.
+    grid_split = _aligned(grid.shape[: grid.ndim - ndim], split[:-1]) + (None,) * ndim
+    splits = [grid_split, *(_aligned(c.shape, split) for c in coords)]
+    values = _on_each_device(lambda *a: _values(*a, **params), [grid, *coords], splits, split)
+    return [values]
+
+
+def map_coordinates_scatter(*args, result_avals, **params):
+    """xlabind_map_coordinates_transpose: (coordinates..., cotangents) -> the
+    grid's cotangent: the kernels' scatter where the table fits, else the
+    derivative in the grid of one gather per node."""
+    grid_cotangent = functools.partial(_grid_cotangent, **params)
+    if not _explicit_axes():
+        return [grid_cotangent(*args, result_avals=result_avals)]
+    *coords, cotangent = args
+    (grid_aval,) = result_avals
+    split = _split(cotangent)
+    ndim = len(coords)
+    lead = grid_aval.shape[: len(grid_aval.shape) - ndim]
+    grid_split = _aligned(lead, split[:-1]) + (None,) * ndim
+    # Each device adds its points into its grids; the devices holding other
+    # points of the same grids add theirs.
+    summed = _axes_of(split) - _axes_of(grid_split)
+    splits = [*(_aligned(c.shape, split) for c in coords), split]
+    local_shape = tuple(d // _devices(e) for d, e in zip(grid_aval.shape, grid_split))
+    local_aval = jax.core.ShapedArray(local_shape, grid_aval.dtype)
+    result = _on_each_device(
+        lambda *a: grid_cotangent(*a, result_avals=[local_aval]), args, splits, grid_split, summed
+    )
+    return [jax.sharding.reshard(result, PartitionSpec(*_split(grid_aval)))]
+
+
+def _devices(entry) -> int:
+    """How many devices a PartitionSpec entry splits a dimension across."""
+    mesh = jax.sharding.get_abstract_mesh()
+    axes = () if entry is None else ((entry,) if isinstance(entry, str) else entry)
+    return math.prod(mesh.shape[a] for a in axes)
+
+
+def _values(grid, *coords, order, mode, derivative, **_):
+    """The gather on the arrays it is given (one device's, or all)."""
     ndim = len(coords)
     _known_grid(grid.shape)
     batch = lax.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
     if _empty((*batch, coords[0].shape[-1], *grid.shape)):
         # No point, or nothing to read (the kernels' blocks would be empty).
-        return [jnp.zeros((*batch, coords[0].shape[-1]), grid.dtype)]
+        return jnp.zeros((*batch, coords[0].shape[-1]), grid.dtype)
     fn = functools.partial(
         _interpolate,
         order=int(order),
@@ -666,23 +771,21 @@ def map_coordinates_gather(grid, *coords, order, mode, derivative, **_):
         derivative=tuple(derivative),
         use_kernel=True,
     )
-    return [_batched(fn, grid, list(coords), len(coords))]
+    return _batched(fn, grid, list(coords), len(coords))
 
 
-def map_coordinates_scatter(*args, order, mode, derivative, result_avals, **_):
-    """xlabind_map_coordinates_transpose: (coordinates..., cotangents) -> the
-    grid's cotangent: the kernels' scatter where the table fits, else the
-    derivative in the grid of one gather per node."""
+def _grid_cotangent(*args, order, mode, derivative, result_avals, **_):
+    """The scatter on the arrays it is given (one device's, or all)."""
     *coords, cotangent = args
     (grid_aval,) = result_avals
     _known_grid(grid_aval.shape)
     if _empty((*cotangent.shape, *grid_aval.shape)):
-        return [jnp.zeros(grid_aval.shape, grid_aval.dtype)]
+        return jnp.zeros(grid_aval.shape, grid_aval.dtype)
     through_kernel = _kernel_scatter_batched(
         grid_aval, list(coords), cotangent, int(order), int(mode), tuple(derivative)
     )
     if through_kernel is not None:
-        return [through_kernel]
+        return through_kernel
     # A scatter-add per node, as jax's own map_coordinates: the table's
     # derivative, a scatter into a table of every cell's taps, measured 0.8x
     # jax at 256^3.
@@ -694,10 +797,10 @@ def map_coordinates_scatter(*args, order, mode, derivative, result_avals, **_):
         use_kernel=False,
         per_node=True,
     )
-    zeros = jnp.zeros(grid_aval.shape, grid_aval.dtype)
+    zeros = _varying_as(jnp.zeros(grid_aval.shape, grid_aval.dtype), [*coords, cotangent])
     _, pullback = jax.vjp(lambda g: _batched(fn, g, list(coords), len(coords)), zeros)
     (grid_cotangent,) = pullback(cotangent.astype(grid_aval.dtype))
-    return [grid_cotangent]
+    return grid_cotangent
 
 
 def _kernel_scatter_batched(grid_aval, coords, cotangent, order, mode, derivative):

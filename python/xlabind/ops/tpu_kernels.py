@@ -137,19 +137,29 @@ def _sequential(vmem_limit: int):
     return pltpu.CompilerParams(vmem_limit_bytes=vmem_limit, dimension_semantics=("arbitrary",))
 
 
-def _gather_call(kernel, block: int, padded: int, taps: int, table, stages: int, vmem_limit: int):
-    """The pallas_call of a gather kernel: (row, place, table) -> (taps,
-    padded), the table (rows, 128) copied once into vector memory by the
-    first block, `stages` rows a point staged there."""
+def _result(shape, dtype, *operands) -> jax.ShapeDtypeStruct:
+    """A kernel's result type, varying over the mesh axes its operands vary
+    over: inside jax.shard_map (check_vma=True) Pallas asks for them."""
+    varying = frozenset().union(*(jax.typeof(x).manual_axis_type.varying for x in operands))
+    return jax.ShapeDtypeStruct(
+        shape, dtype, manual_axis_type=jax.sharding.ManualAxisType(varying=varying)
+    )
+
+
+def _gather_call(kernel, block: int, padded: int, taps: int, stages: int, vmem_limit: int, *args):
+    """A gather kernel on (row, place, table) -> (taps, padded), the table
+    (rows, 128) copied once into vector memory by the first block, `stages`
+    rows a point staged there."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
+    table = args[-1]
     return pl.pallas_call(
         kernel,
         grid=(padded // block,),
         in_specs=[*_point_specs(block), pl.BlockSpec(memory_space=pl.ANY)],
         out_specs=pl.BlockSpec((taps, block), lambda b: (0, b)),
-        out_shape=jax.ShapeDtypeStruct((taps, padded), table.dtype),
+        out_shape=_result((taps, padded), table.dtype, *args),
         scratch_shapes=[
             pltpu.VMEM(table.shape, table.dtype),
             *[pltpu.VMEM((block, _LANES), table.dtype) for _ in range(stages)],
@@ -157,7 +167,7 @@ def _gather_call(kernel, block: int, padded: int, taps: int, table, stages: int,
         ],
         compiler_params=_sequential(vmem_limit),
         interpret=INTERPRET,
-    )
+    )(*args)
 
 
 def _point_blocks(cell, taps: int):
@@ -215,7 +225,7 @@ def scatter_rows(contribution, cell, cells: int):
             pl.BlockSpec((taps, block), lambda b: (0, b)),
         ],
         out_specs=pl.BlockSpec((rows, _LANES), lambda b: (0, 0)),
-        out_shape=jax.ShapeDtypeStruct((rows, _LANES), contribution.dtype),
+        out_shape=_result((rows, _LANES), contribution.dtype, row, sub, contribution),
         scratch_shapes=[pltpu.VMEM((block, _LANES), contribution.dtype)],
         compiler_params=_sequential(100 << 20),
         interpret=INTERPRET,
@@ -236,7 +246,7 @@ def gather_packed_rows(packed, taps: int, cell):
     points = cell.shape[0]
     block, padded, row, sub = _point_blocks(cell, taps)
     kernel = _kernel(block, taps)
-    out = _gather_call(kernel, block, padded, taps, packed, 1, 100 << 20)(row, sub, packed)
+    out = _gather_call(kernel, block, padded, taps, 1, 100 << 20, row, sub, packed)
     return out[:, :points]
 
 
@@ -385,8 +395,8 @@ def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
     row, lane = _patch_operands(row, lane, padded)
     taps = len(offsets) * (k + 1) ** 2
     kernel = _patch_gather_kernel(block, tuple(offsets), k)
-    out = _gather_call(kernel, block, padded, taps, table, len(offsets), VMEM_LIMIT_BYTES)(
-        row, lane, table
+    out = _gather_call(
+        kernel, block, padded, taps, len(offsets), VMEM_LIMIT_BYTES, row, lane, table
     )
     return out[:, :points]
 
@@ -449,7 +459,7 @@ def scatter_patches(contribution, row, lane, offsets: tuple[int, ...], k: int, r
             pl.BlockSpec((taps, block), lambda b: (0, b)),
         ],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        out_shape=jax.ShapeDtypeStruct((rows, _LANES), contribution.dtype),
+        out_shape=_result((rows, _LANES), contribution.dtype, row, lane, contribution),
         scratch_shapes=[
             pltpu.VMEM((rows, _LANES), contribution.dtype),
             *[pltpu.VMEM((block, _LANES), contribution.dtype) for _ in offsets],
