@@ -26,6 +26,14 @@ into its row(s) by the kernels' scatters where a table fits, else it is
 the JAX derivative of one gather per node. The spline filter is a dense matrix
 per axis (its exact inverse collocation matrix), applied with full float32
 precision. The ops' targets carry these as their `tpu_formulation`.
+
+The points run in chunks of a fixed size (CHUNK_ELEMENTS; a symbolic
+count, jax.export's, in chunks of SYMBOLIC_CHUNK_POINTS), the tables made
+once for all of them, so that neither memory beyond the points' own
+arrays nor the program grows with their count. Each axis' period is taken
+in integers, exactly for every float. Under Explicit mesh axes each
+device runs its own points (a TPU lowers a Pallas kernel only inside a
+shard_map over every mesh axis).
 """
 
 from __future__ import annotations
