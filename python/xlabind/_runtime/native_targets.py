@@ -41,9 +41,10 @@ class FfiTarget:
     platforms: tuple[str, ...] = ("cpu",)
     attributes: tuple[tuple[str, Any], ...] = ()
     takes_token: bool = False
-    #: (platform, fn): what a program on a platform that runs no native
-    #: handlers (a TPU) lowers in the target's place: ``fn(*operands,
-    #: result_avals, **attributes)``, a list of results.
+    #: Pairs of a platform and the JAX formulation that a program on it lowers
+    #: in the target's place where it runs no native handlers (a TPU):
+    #: called as ``formulation(*operands, result_avals, **attributes)``, it
+    #: returns a list of results.
     formulations: tuple[tuple[str, Callable[..., list]], ...] = ()
 
     @property
