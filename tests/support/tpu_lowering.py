@@ -8,11 +8,28 @@ chip runs them under."""
 import contextlib
 
 import jax
+import pytest
 
 from xlabind import _platforms
 from xlabind.ops import tpu_kernels
 
 ON_TPU = jax.default_backend() == "tpu"
+
+#: What only the chip shows (tools/tpu_check.py runs these files there).
+chip_only = pytest.mark.skipif(
+    not ON_TPU, reason="needs a TPU chip (tools/tpu_check.py runs it on one)"
+)
+
+#: jax.export's safety checks off for every target xlabind.ops calls.
+EXPORT_CHECKS = [
+    jax.export.DisabledSafetyCheck.custom_call(name)
+    for name in (
+        "xlabind_map_coordinates",
+        "xlabind_map_coordinates_transpose",
+        "xlabind_spline_filter",
+        "xlabind_spline_filter_transpose",
+    )
+]
 
 
 @contextlib.contextmanager

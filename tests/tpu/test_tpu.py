@@ -10,14 +10,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from tpu_lowering import ON_TPU, tpu_rule_for_cpu_programs
+from tpu_lowering import chip_only, tpu_rule_for_cpu_programs
 
 import xlabind
 from xlabind import jaxbind
-
-chip_only = pytest.mark.skipif(
-    not ON_TPU, reason="needs a TPU chip (tools/tpu_check.py runs it on one)"
-)
 
 
 @pytest.fixture(autouse=True, scope="module")

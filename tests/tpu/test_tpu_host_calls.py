@@ -26,14 +26,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 import tpu_lowering
-from tpu_lowering import ON_TPU, tpu_rule_for_cpu_programs
+from tpu_lowering import chip_only, tpu_rule_for_cpu_programs
 
 import xlabind
 from xlabind._runtime import extension, python_functions, python_on_tpu
-
-chip_only = pytest.mark.skipif(
-    not ON_TPU, reason="needs a TPU chip (tools/tpu_check.py runs it on one)"
-)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.ndimage as ndimage
-from tpu_lowering import ON_TPU, tpu_rule_for_cpu_programs
+from tpu_lowering import EXPORT_CHECKS, ON_TPU, tpu_rule_for_cpu_programs
 
 from xlabind.ops import map_coordinates, spline_filter, tpu_formulation, tpu_kernels
 
@@ -349,17 +349,6 @@ def test_coordinate_arrays_of_several_dimensions(order):
     grid_grad = jax.jit(jax.grad(lambda g: f(g, *coords).sum()))(grid)
     flat_grad = jax.jit(jax.grad(lambda g: map_coordinates(g, flat, order, "reflect").sum()))(grid)
     np.testing.assert_allclose(grid_grad, flat_grad, rtol=1e-5, atol=1e-5)
-
-
-EXPORT_CHECKS = [
-    jax.export.DisabledSafetyCheck.custom_call(name)
-    for name in (
-        "xlabind_map_coordinates",
-        "xlabind_map_coordinates_transpose",
-        "xlabind_spline_filter",
-        "xlabind_spline_filter_transpose",
-    )
-]
 
 
 def exported_for_a_tpu(f, *args):

@@ -16,19 +16,9 @@ import numpy as np
 import pytest
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
-from tpu_lowering import tpu_rule_for_cpu_programs
+from tpu_lowering import EXPORT_CHECKS, tpu_rule_for_cpu_programs
 
 from xlabind.ops import map_coordinates, tpu_kernels
-
-EXPORT_CHECKS = [
-    jax.export.DisabledSafetyCheck.custom_call(name)
-    for name in (
-        "xlabind_map_coordinates",
-        "xlabind_map_coordinates_transpose",
-        "xlabind_spline_filter",
-        "xlabind_spline_filter_transpose",
-    )
-]
 
 
 @pytest.fixture(autouse=True, scope="module")
