@@ -1,14 +1,17 @@
 """The benchmark's TPU rows for xlabind.ops: map_coordinates on random points
 of a float32 grid, at the sizes users have (2^20 and 2^24 points, as a flat
-(3, points) array and image-shaped (3, H, W)), against
-jax.scipy.ndimage.map_coordinates in the same run (order 1, its grid
-gradient), and order 3 with its prefilter against xlabind's own order 1.
-Each program's first call (trace, lower, compile, run) is timed once; then
-the programs are timed interleaved and a row is a median.
-tools/tpu_check.py runs it on the TPU machine."""
+(d, points) array and image-shaped (d, H, W), on 3-D and 2-D grids), against
+jax.scipy.ndimage.map_coordinates in the same run (order 1, its grid and
+coordinate gradients), and order 3 with its prefilter against xlabind's own
+order 1. Each program's first call is timed once and split into lowering
+(trace and lower), compiling and the first run; then the programs are timed
+interleaved and a row is a median. tools/tpu_check.py runs it on the TPU
+machine; `python3 tpu_ops.py [CASE ...]` runs the cases named (their index
+in CASES) alone."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 
@@ -20,66 +23,90 @@ from tpu_calls import interleaved_medians
 from xlabind.ops import map_coordinates
 
 MODE = "nearest"
-#: (grid size, coordinates' shape after the leading 3): flat and image-shaped.
+#: (grid shape, coordinates' shape after the leading len(grid)): flat and
+#: image-shaped points, 2^20 then 2^24 of them.
 CASES = (
-    (64, (2**20,)),
-    (256, (2**20,)),
-    (64, (1024, 1024)),
-    (64, (2**24,)),
-    (256, (2**24,)),
-    (64, (4096, 4096)),
+    ((64, 64, 64), (2**20,)),
+    ((64, 64, 64), (1024, 1024)),
+    ((256, 256, 256), (2**20,)),
+    ((1024, 1024), (2**20,)),
+    ((1024, 1024), (1024, 1024)),
+    ((64, 64, 64), (2**24,)),
+    ((64, 64, 64), (4096, 4096)),
+    ((256, 256, 256), (2**24,)),
+    ((1024, 1024), (2**24,)),
+    ((1024, 1024), (4096, 4096)),
 )
 #: Which row each ratio compares with.
 SPEEDUPS = {
     "xlabind order 1": ("jax order 1", "x faster than jax"),
     "xlabind order 1, grid gradient": ("jax order 1, grid gradient", "x faster than jax"),
+    "xlabind order 1, coordinate gradient": (
+        "jax order 1, coordinate gradient",
+        "x faster than jax",
+    ),
     "xlabind order 3 + prefilter": ("xlabind order 1", "x xlabind order 1"),
 }
 
 
-def _programs(n: int) -> dict[str, Callable]:
+def _programs(grid_shape: tuple[int, ...]) -> dict[str, Callable]:
     def ours(order):
-        return jax.jit(lambda g, c: map_coordinates(g, list(c), order, MODE))
+        return lambda g, c: map_coordinates(g, list(c), order, MODE)
 
-    theirs = jax.jit(lambda g, c: jax.scipy.ndimage.map_coordinates(g, list(c), 1, MODE))
+    def theirs(g, c):
+        return jax.scipy.ndimage.map_coordinates(g, list(c), 1, MODE)
 
-    def gradient(f):
-        return jax.jit(jax.grad(lambda g, c: f(g, c).sum()))
+    def gradient(f, argnum):
+        return jax.grad(lambda g, c: f(g, c).sum(), argnum)
 
     programs = {
         "jax order 1": theirs,
         "xlabind order 1": ours(1),
-        "jax order 1, grid gradient": gradient(theirs),
-        "xlabind order 1, grid gradient": gradient(ours(1)),
+        "jax order 1, grid gradient": gradient(theirs, 0),
+        "xlabind order 1, grid gradient": gradient(ours(1), 0),
+        "jax order 1, coordinate gradient": gradient(theirs, 1),
+        "xlabind order 1, coordinate gradient": gradient(ours(1), 1),
     }
-    if n <= 64:
+    if max(grid_shape) <= 64 or len(grid_shape) == 2:
         programs["xlabind order 3 + prefilter"] = ours(3)
-    return programs
+    return {name: jax.jit(f) for name, f in programs.items()}
 
 
-def _first_calls(programs: dict[str, Callable], args) -> dict[str, float | str]:
-    """Seconds of each program's first call, or why it failed."""
-    first: dict[str, float | str] = {}
-    for name, f in programs.items():
-        start = time.perf_counter()
+def _first_calls(programs: dict[str, Callable], args) -> dict[str, tuple[float, ...] | str]:
+    """Each program's first call as (lower s, compile s, run s), or why it
+    failed; the compiled programs replace the jitted ones in `programs`."""
+    first: dict[str, tuple[float, ...] | str] = {}
+    for name, f in list(programs.items()):
         try:
-            jax.block_until_ready(f(*args))
-            first[name] = time.perf_counter() - start
+            start = time.perf_counter()
+            lowered = f.lower(*args)
+            lowered_at = time.perf_counter()
+            compiled = lowered.compile()
+            compiled_at = time.perf_counter()
+            jax.block_until_ready(compiled(*args))
+            ran_at = time.perf_counter()
+            first[name] = (lowered_at - start, compiled_at - lowered_at, ran_at - compiled_at)
+            programs[name] = compiled
         except Exception as error:
             first[name] = f"failed: {type(error).__name__}: {str(error)[:160]}"
     return first
 
 
-def table_lines(rounds: int = 5) -> Iterator[str]:
-    yield f"| grid (float32) | points (mode {MODE}) | case | ms | first call s | ratio |"
+def table_lines(rounds: int = 5, cases: tuple = CASES) -> Iterator[str]:
+    yield (
+        f"| grid (float32) | points (mode {MODE}) | case | ms | first call s"
+        " (lower + compile + run) | ratio |"
+    )
     yield "| --- | --- | --- | --- | --- | --- |"
-    for n, shape in CASES:
-        key = jax.random.PRNGKey(n)
-        grid = jax.random.normal(key, (n, n, n), jnp.float32)
-        coords = jax.random.uniform(key, (3, *shape), jnp.float32, 0, n - 1)
-        programs = _programs(n)
+    for grid_shape, shape in cases:
+        key = jax.random.PRNGKey(len(shape) + grid_shape[0])
+        grid = jax.random.normal(key, grid_shape, jnp.float32)
+        coords = jax.random.uniform(
+            key, (len(grid_shape), *shape), jnp.float32, 0, min(grid_shape) - 1
+        )
+        programs = _programs(grid_shape)
         first = _first_calls(programs, (grid, coords))
-        if all(isinstance(first[k], float) for k in ("xlabind order 1", "jax order 1")):
+        if all(isinstance(first[k], tuple) for k in ("xlabind order 1", "jax order 1")):
             # The same values as jax's (order 1) before anything is timed.
             np.testing.assert_allclose(
                 programs["xlabind order 1"](grid, coords),
@@ -88,20 +115,30 @@ def table_lines(rounds: int = 5) -> Iterator[str]:
                 atol=1e-4,
             )
         ms = interleaved_medians(
-            {k: f for k, f in programs.items() if isinstance(first[k], float)},
+            {k: f for k, f in programs.items() if isinstance(first[k], tuple)},
             (grid, coords),
-            rounds,
+            rounds if shape[0] * (shape[1] if len(shape) > 1 else 1) <= 2**20 else 3,
         )
-        points = "x".join(str(d) for d in shape)
+        where = ("x".join(map(str, grid_shape)), "x".join(map(str, shape)))
         for name, seconds in first.items():
             value = ms.get(name, seconds)
-            if isinstance(value, str):
-                yield f"| {n}^3 | {points} | {name} | {value} | | |"
+            if isinstance(value, str) or isinstance(seconds, str):
+                yield f"| {where[0]} | {where[1]} | {name} | {value} | | |"
                 continue
             ratio = ""
             if name in SPEEDUPS and isinstance(ms.get(SPEEDUPS[name][0]), float):
                 base, label = SPEEDUPS[name]
                 r = ms[base] / value if "faster" in label else value / ms[base]
                 ratio = f"{r:.1f}{label}"
-            yield f"| {n}^3 | {points} | {name} | {value:.2f} | {seconds:.1f} | {ratio} |"
+            split = " + ".join(f"{s:.1f}" for s in seconds)
+            yield (
+                f"| {where[0]} | {where[1]} | {name} | {value:.2f} | {sum(seconds):.1f}"
+                f" ({split}) | {ratio} |"
+            )
         del grid, coords
+
+
+if __name__ == "__main__":
+    chosen = tuple(CASES[int(i)] for i in sys.argv[1:]) or CASES
+    for line in table_lines(cases=chosen):
+        print(line, flush=True)
