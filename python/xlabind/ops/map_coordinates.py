@@ -32,20 +32,21 @@ import numpy as np
 
 import xlabind
 from xlabind.ops import tpu_formulation
+from xlabind.ops.modes import Mode
 from xlabind.ops.spline_filter import checked_order, spline_filter
 
 # jax's mode names, read as jax reads them at every order ("constant" and
 # "wrap" are SciPy's "grid-constant" and "grid-wrap"), and SciPy's grid-*
-# names for the same.
+# names for the same: the kernels' mode each names.
 _MODES = {
-    "constant": 0,
-    "nearest": 1,
-    "wrap": 2,
-    "mirror": 3,
-    "reflect": 4,
-    "grid-constant": 0,
-    "grid-wrap": 2,
-    "grid-mirror": 4,
+    "constant": Mode.CONSTANT,
+    "nearest": Mode.NEAREST,
+    "wrap": Mode.WRAP,
+    "mirror": Mode.MIRROR,
+    "reflect": Mode.REFLECT,
+    "grid-constant": Mode.CONSTANT,
+    "grid-wrap": Mode.WRAP,
+    "grid-mirror": Mode.REFLECT,
 }
 # SciPy pads this much before filtering for "nearest" (edge values) and
 # "grid-constant" (cval), whose extensions no recursion starts from exactly.
@@ -281,7 +282,7 @@ def _map_coordinates(
     coordinates = jnp.broadcast_arrays(*coordinates)
     shape = coordinates[0].shape
     if grid.size == 0:
-        if _MODES[mode] != _MODES["constant"]:
+        if _MODES[mode] != Mode.CONSTANT:
             raise ValueError(
                 f"{where}: mode {mode!r} has nothing to read in a grid with an "
                 f"empty dimension (shape {grid.shape}); only mode='constant' "
@@ -297,7 +298,7 @@ def _map_coordinates(
     interpolate = functools.partial(
         _interpolate, grid.astype(dtype), coords, order, prefilter=prefilter, sharded=sharded
     )
-    if _MODES[mode] != _MODES["constant"] or order < 2:
+    if _MODES[mode] != Mode.CONSTANT or order < 2:
         values = interpolate(mode, cval)
     elif static_cval is not None:
         values = (
@@ -334,9 +335,10 @@ def _interpolate(coefficients, coords, order, mode, cval, *, prefilter, sharded)
     if order > 1 and prefilter:
         coefficients, coords = _spline_coefficients(coefficients, coords, order, mode, cval)
     interpolated = functools.partial(_rows_of, _bound(ndim, sharded), coords[0].ndim - 1)
-    flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * ndim)
+    # The kernels' attributes: plain ints, as the programs they are in carry them.
+    flat = dict(order=order, mode=int(_MODES[mode]), derivative=(0,) * ndim)
     values = interpolated(coefficients, *coords, **flat)
-    if _MODES[mode] == _MODES["constant"] and not (
+    if _MODES[mode] == Mode.CONSTANT and not (
         isinstance(cval, (int, float, np.number)) and cval == 0
     ):
         # Nodes outside the grid read cval: their weights are what the grid's
@@ -386,9 +388,9 @@ def _spline_coefficients(grid, coords, order, mode, cval):
     """The B-spline coefficients SciPy interpolates for `mode`, and the
     coordinates in them: for "nearest" and "constant" of the grid padded by
     12 (edge values, cval) on every side, coordinates shifted to match."""
-    if _MODES[mode] in (_MODES["nearest"], _MODES["constant"]):
+    if _MODES[mode] in (Mode.NEAREST, Mode.CONSTANT):
         pad = [(_SPLINE_PAD, _SPLINE_PAD)] * grid.ndim
-        if _MODES[mode] == _MODES["nearest"]:
+        if _MODES[mode] == Mode.NEAREST:
             grid = jnp.pad(grid, pad, mode="edge")
         else:
             # cval times a border of ones, not jnp.pad(constant_values=cval),

@@ -49,9 +49,8 @@ from jax import lax
 from jax.sharding import PartitionSpec
 
 from xlabind.ops import tpu_kernels
+from xlabind.ops.modes import Boundary, Mode, mapped_nodes
 
-CONSTANT, NEAREST, WRAP, MIRROR, REFLECT = range(5)
-WHOLE, HALF, PERIODIC = range(3)  # spline_filter's boundaries
 #: A tap table beyond this many elements is not built (one gather per node instead).
 MAX_TABLE_ELEMENTS = 1 << 28
 #: The widest rows an XLA gather reads from a tap table on a TPU. Measured on
@@ -177,7 +176,7 @@ def _index_modulo(x, period: int):
 def _axis(c, n: int, k: int, mode: int, d: int):
     """(first node's cell in the extended axis, int32; the k + 1 weights; NaN mask)."""
     finite = jnp.isfinite(c)
-    nan = jnp.isnan(c) if mode in (CONSTANT, NEAREST) else ~finite
+    nan = jnp.isnan(c) if mode in (Mode.CONSTANT, Mode.NEAREST) else ~finite
     cf = jnp.where(finite, c, 0)
     if k == 0:
         base = lax.round(cf)
@@ -201,7 +200,7 @@ def _axis(c, n: int, k: int, mode: int, d: int):
         weights = _spline_weights(k, cf - base, d)
     weights = [w.astype(c.dtype) for w in weights]
     pad = k + 1
-    if mode in (CONSTANT, NEAREST) or n == 1:
+    if mode in (Mode.CONSTANT, Mode.NEAREST) or n == 1:
         start = jnp.clip(base - k // 2, -pad, n)
         # An infinite coordinate reads the edge (nearest) or the outside
         # (constant): its nodes all lie in the extension, weighted as the
@@ -213,13 +212,13 @@ def _axis(c, n: int, k: int, mode: int, d: int):
         weights = [jnp.where(finite, w, jnp.asarray(e, w.dtype)) for w, e in zip(weights, at_edge)]
         flip = None
     else:
-        period = n if mode == WRAP else (2 * n - 2 if mode == MIRROR else 2 * n)
+        period = n if mode == Mode.WRAP else (2 * n - 2 if mode == Mode.MIRROR else 2 * n)
         start = jnp.remainder(_index_modulo(base, period) - k // 2, period)
         flip = None
-        if mode == MIRROR:
+        if mode == Mode.MIRROR:
             flip = start > n - 1
             start = jnp.where(flip, period - start - k, start)
-        elif mode == REFLECT:
+        elif mode == Mode.REFLECT:
             flip = start > n - 1
             start = jnp.where(flip, period - 1 - start - k, start)
     if flip is not None:
@@ -231,42 +230,25 @@ def _axis(c, n: int, k: int, mode: int, d: int):
 # -- the grid extended through the mode, and its tap table -------------------
 
 
-def _mapped(j: np.ndarray, n: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
-    """Node indices j (any integers) mapped into [0, n) by `mode`, and whether
-    each is inside (constant mode leaves the outside out)."""
-    inside = (j >= 0) & (j < n)
-    if mode == CONSTANT:
-        return np.where(inside, j, 0), inside
-    if mode == NEAREST or n == 1:
-        return np.clip(j, 0, n - 1), np.ones_like(inside)
-    if mode == WRAP:
-        return np.mod(j, n), np.ones_like(inside)
-    if mode == MIRROR:
-        m = np.mod(j, 2 * n - 2)
-        return np.where(m <= n - 1, m, 2 * n - 2 - m), np.ones_like(inside)
-    m = np.mod(j, 2 * n)
-    return np.where(m < n, m, 2 * n - 1 - m), np.ones_like(inside)
-
-
 # jnp.pad's names for the modes (NumPy's "reflect" is our mirror).
 _PAD_MODES = {
-    CONSTANT: "constant",
-    NEAREST: "edge",
-    WRAP: "wrap",
-    MIRROR: "reflect",
-    REFLECT: "symmetric",
+    Mode.CONSTANT: "constant",
+    Mode.NEAREST: "edge",
+    Mode.WRAP: "wrap",
+    Mode.MIRROR: "reflect",
+    Mode.REFLECT: "symmetric",
 }
 
 
 def extended(grid, k: int, mode: int):
     """`grid` extended by k + 1 nodes on each side of each axis through `mode`
     (zeros outside in constant mode, whose outside nodes read nothing): the
-    nodes _mapped gives, by pads (slices of the grid; a gather of whole
+    nodes modes.mapped_nodes gives, by pads (slices of the grid; a gather of whole
     planes was measured 5x slower on a v5e at 256^3)."""
     for axis, n in enumerate(grid.shape):
         widths = [(0, 0)] * grid.ndim
         widths[axis] = (k + 1, k + 1)
-        how = "edge" if n == 1 and mode != CONSTANT else _PAD_MODES[mode]
+        how = "edge" if n == 1 and mode != Mode.CONSTANT else _PAD_MODES[Mode(mode)]
         grid = jnp.pad(grid, widths, mode=how)
     return grid
 
@@ -844,11 +826,11 @@ def filter_matrix(n: int, order: int, boundary: int) -> np.ndarray:
         return np.ones((1, 1))
     reach = (order + 1) // 2 + 1
     collocation = np.zeros((n, n))
-    mode = {WHOLE: MIRROR, HALF: REFLECT, PERIODIC: WRAP}[boundary]
+    mode = Boundary(boundary).mode
     for i in range(n):
         m = np.arange(i - reach, i + reach + 1)
         weights = _bspline(order, (i - m).astype(np.float64), xp=np)
-        j, _ = _mapped(m, n, mode)
+        j, _ = mapped_nodes(m, n, mode)
         np.add.at(collocation[i], j, weights)
     return np.linalg.inv(collocation)
 
