@@ -30,7 +30,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import xlabind
+# The package's public names, from the modules that define them: `import
+# xlabind` here would run back up to the package, whose __init__ imports
+# xlabind.ops last (tests/api/test_module_graph.py).
+from xlabind._primitive.traced_rules import traceable
+from xlabind._runtime.native_targets import ffi_target
+from xlabind.linear import linear
 from xlabind.ops import tpu_formulation
 from xlabind.ops.modes import Mode
 from xlabind.ops.spline_filter import checked_order, spline_filter
@@ -52,12 +57,12 @@ _MODES = {
 # "grid-constant" (cval), whose extensions no recursion starts from exactly.
 _SPLINE_PAD = 12
 # On TPUs, which run no native handlers, the same computations in JAX.
-_GATHER = xlabind.ffi_target(
+_GATHER = ffi_target(
     "xlabind_map_coordinates",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.map_coordinates_gather},
 )
-_SCATTER = xlabind.ffi_target(
+_SCATTER = ffi_target(
     "xlabind_map_coordinates_transpose",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.map_coordinates_scatter},
@@ -119,12 +124,12 @@ def _bound(ndim: int, sharded: bool = True):
             return jnp.zeros(values(grid, *coords).shape, grid.dtype)
         return sum(terms[1:], terms[0])
 
-    interpolated = xlabind.linear(
+    interpolated = linear(
         _GATHER,
         _SCATTER,
         values,
         nondiff_argnums=range(1, ndim + 1),
-        jvp=xlabind.traceable(coordinate_jvp),
+        jvp=traceable(coordinate_jvp),
         vmap_method="expand_dims",
         sharding_rule=rule if sharded else None,
         # The kernels fail only on shapes and arguments, which every device's

@@ -20,17 +20,22 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-import xlabind
+# The package's public names, from the modules that define them: `import
+# xlabind` here would run back up to the package, whose __init__ imports
+# xlabind.ops last (tests/api/test_module_graph.py).
+from xlabind._primitive.definition import BoundFunction
+from xlabind._runtime.native_targets import ffi_target
+from xlabind.linear import linear
 from xlabind.ops import tpu_formulation
 from xlabind.ops.modes import Boundary
 
 # On TPUs, which run no native handlers, the same computations in JAX.
-_FILTER = xlabind.ffi_target(
+_FILTER = ffi_target(
     "xlabind_spline_filter",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.spline_filter},
 )
-_FILTER_TRANSPOSE = xlabind.ffi_target(
+_FILTER_TRANSPOSE = ffi_target(
     "xlabind_spline_filter_transpose",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.spline_filter_transpose},
@@ -65,8 +70,8 @@ def _sharding_rule(x: jax.ShapeDtypeStruct, *, axes: tuple[int, ...], **_: Any) 
 
 
 @functools.cache
-def _bound() -> xlabind.BoundFunction:
-    return xlabind.linear(
+def _bound() -> BoundFunction:
+    return linear(
         _FILTER,
         _FILTER_TRANSPOSE,
         lambda x, **_: x,
