@@ -2,7 +2,7 @@
 kernels (ffi/ops/map_coordinates: threads on the CPU, CUDA on GPUs), bound
 with xlabind's API for native targets, and beyond jax's orders 0 and 1 the
 B-splines of orders 2 to 5 that scipy.ndimage.map_coordinates has: SciPy's
-prefilter (spline_filter.py, after SciPy's padding for "nearest" and
+prefilter (xlabind.ops.spline_filter, after SciPy's padding for "nearest" and
 "constant"), then the same kernels on the coefficients. Throughout:
 
 * the interpolation is linear in the grid: ``xlabind.linear`` of the native
@@ -36,9 +36,9 @@ import numpy as np
 from xlabind._primitive.traced_rules import traceable
 from xlabind._runtime.native_targets import ffi_target
 from xlabind.linear import linear
-from xlabind.ops import tpu_formulation
+from xlabind.ops.map_coordinates import tpu_formulation
 from xlabind.ops.modes import Mode
-from xlabind.ops.spline_filter import checked_order, spline_filter
+from xlabind.ops.spline_filter.op import checked_order, spline_filter
 
 # jax's mode names, read as jax reads them at every order ("constant" and
 # "wrap" are SciPy's "grid-constant" and "grid-wrap"), and SciPy's grid-*

@@ -26,8 +26,8 @@ from jax.typing import ArrayLike
 from xlabind._primitive.definition import BoundFunction
 from xlabind._runtime.native_targets import ffi_target
 from xlabind.linear import linear
-from xlabind.ops import tpu_formulation
 from xlabind.ops.modes import Boundary
+from xlabind.ops.spline_filter import tpu_formulation
 
 # On TPUs, which run no native handlers, the same computations in JAX.
 _FILTER = ffi_target(
