@@ -16,7 +16,10 @@ import pytest
 import scipy.ndimage as ndimage
 from tpu_lowering import EXPORT_CHECKS, ON_TPU, tpu_rule_for_cpu_programs
 
-from xlabind.ops import map_coordinates, spline_filter, tpu_formulation, tpu_kernels
+from xlabind.ops import map_coordinates, spline_filter
+from xlabind.ops.map_coordinates import tpu_formulation, tpu_kernels
+from xlabind.ops.modes import Boundary
+from xlabind.ops.spline_filter import tpu_formulation as spline_filter_tpu
 
 MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
 # SciPy's names for jax's reading of the modes.
@@ -164,7 +167,7 @@ def test_spline_filter_agrees_with_scipy(order, mode):
 
 
 def test_filter_matrix_inverts_the_collocation():
-    matrix = tpu_formulation.filter_matrix(9, 3, tpu_formulation.HALF)
+    matrix = spline_filter_tpu.filter_matrix(9, 3, Boundary.REFLECT)
     samples = np.random.default_rng(0).normal(size=9)
     np.testing.assert_allclose(
         matrix @ samples, ndimage.spline_filter1d(samples, 3, mode="reflect"), atol=1e-12

@@ -18,7 +18,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tpu_lowering import EXPORT_CHECKS, tpu_rule_for_cpu_programs
 
-from xlabind.ops import map_coordinates, tpu_kernels
+from xlabind.ops import map_coordinates
+from xlabind.ops.map_coordinates import tpu_kernels
 
 
 @pytest.fixture(autouse=True, scope="module")
