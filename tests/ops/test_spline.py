@@ -114,38 +114,6 @@ def test_the_filter_transpose_is_its_adjoint(order, mode):
         )
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", SHAPES)
-def test_values_are_scipys(dtype, shape):
-    # Every order and mode, compiled as one program.
-    inputs = {
-        order: (
-            np.random.default_rng(len(shape) * 10 + order).normal(size=shape),
-            points(shape, 200, seed=order),
-        )
-        for order in ORDERS
-    }
-    cases = [(order, mode) for order in ORDERS for mode in sorted(SCIPY_MODE)]
-    got = batched(
-        lambda order, mode: map_coordinates(
-            jnp.asarray(inputs[order][0], dtype),
-            [jnp.asarray(c, dtype) for c in inputs[order][1]],
-            order,
-            mode,
-            cval=1.25,
-        ),
-        cases,
-    )
-    for order, mode in cases:
-        grid, coords = inputs[order]
-        want = ndimage.map_coordinates(grid, coords, order=order, mode=SCIPY_MODE[mode], cval=1.25)
-        value = got[str((order, mode))]
-        assert value.dtype == dtype
-        np.testing.assert_allclose(
-            value, want, **tolerance(dtype), err_msg=f"order {order}, {mode}"
-        )
-
-
 def test_scipys_grid_names_are_accepted():
     grid = jnp.asarray(np.random.default_rng(0).normal(size=(12, 13)))
     coords = [jnp.asarray(c) for c in points((12, 13), 50, seed=1)]
