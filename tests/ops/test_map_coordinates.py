@@ -20,7 +20,7 @@ import pytest
 import scipy.ndimage as ndimage
 from jax.scipy.ndimage import map_coordinates as reference
 from jax.test_util import check_grads
-from map_coordinates_table import MODES
+from map_coordinates_table import MODES, SCIPY_MODE
 
 from xlabind.ops import map_coordinates
 
@@ -59,14 +59,6 @@ RANKS = (1, 2, 3, 4)
 GRIDS = {
     "linear": {1: (11,), 2: (6, 7), 3: (5, 6, 7), 4: (3, 4, 3, 5)},
     "spline": {1: (30,), 2: (24, 26), 3: (20, 21, 22)},
-}
-# SciPy's names for jax's reading of the modes.
-SCIPY_MODE = {
-    "constant": "grid-constant",
-    "nearest": "nearest",
-    "wrap": "grid-wrap",
-    "mirror": "mirror",
-    "reflect": "reflect",
 }
 CVALS = (0.0, -1.25)
 

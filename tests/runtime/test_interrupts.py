@@ -51,53 +51,65 @@ def run(path: str, body: str) -> subprocess.CompletedProcess:
     )
 
 
-@pytest.mark.parametrize("path", PATHS)
-def test_keyboard_interrupt_reaches_the_caller(path):
-    done = run(
-        path,
+# How a Ctrl-C reaches a function: (its source, the steps' input, what the
+# interrupt says).
+INTERRUPTS = {
+    "raised": (
         """
         def interrupted(x):
             raise KeyboardInterrupt
-        step = jax.jit(xlabind.callback(interrupted, lambda x: x))
-        try:
-            training_loop(step)
-        except KeyboardInterrupt:
-            print("caught KeyboardInterrupt")
-        assert float(ok(jnp.ones(()))) == 2.0
-        print("usable")
         """,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "caught KeyboardInterrupt" in done.stdout and "usable" in done.stdout
-    # The loop saw the failed computation at most once before the interrupt arrived.
-    assert done.stdout.count("swallowed") <= 1
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_keyboard_interrupt_from_a_call_on_another_thread_reaches_the_caller(path):
+        "lambda: jnp.ones(3)",
+        "",
+    ),
     # As on a chip, where XLA runs host callbacks on threads of its own: an
     # input still being computed makes the CPU run the program on one too.
-    done = run(
-        path,
+    "raised on another thread": (
         """
         import threading
         def interrupted(x):
             print("called on", "main" if threading.current_thread() is
                   threading.main_thread() else "another", "thread")
             raise KeyboardInterrupt("stop")
-        step = jax.jit(xlabind.callback(interrupted, lambda x: x))
         a = jnp.ones((1000, 1000)) / 1000
         later = jax.jit(lambda a: (a @ a @ a).sum(axis=0)[:3])
+        """,
+        "lambda: later(a)",
+        "stop",
+    ),
+    "SIGINT": (
+        """
+        def interrupted(x):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)  # Python delivers the signal here, in the callback
+            return x
+        """,
+        "lambda: jnp.ones(3)",
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("how", sorted(INTERRUPTS))
+def test_keyboard_interrupt_reaches_the_caller(path, how):
+    function, make_input, says = INTERRUPTS[how]
+    done = run(
+        path,
+        textwrap.dedent(function)
+        + textwrap.dedent(f"""
+        step = jax.jit(xlabind.callback(interrupted, lambda x: x))
         try:
-            training_loop(step, make_input=lambda: later(a))
+            training_loop(step, make_input={make_input})
         except KeyboardInterrupt as e:
-            print("caught KeyboardInterrupt", e)
+            print("caught KeyboardInterrupt", repr(str(e)))
         assert float(ok(jnp.ones(()))) == 2.0
         print("usable")
-        """,
+        """),
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "caught KeyboardInterrupt stop" in done.stdout and "usable" in done.stdout
+    assert f"caught KeyboardInterrupt {says!r}" in done.stdout and "usable" in done.stdout
+    # The loop saw the failed computation at most once before the interrupt arrived.
     assert done.stdout.count("swallowed") <= 1
 
 
@@ -121,28 +133,6 @@ def test_system_exit_reaches_the_caller_with_its_code(path):
     assert "caught SystemExit 3" in done.stdout, done.stderr[-3000:]
     assert "unreachable" not in done.stdout
     assert done.returncode == 3  # the second SystemExit ends the process, as it should
-
-
-@pytest.mark.parametrize("path", PATHS)
-def test_sigint_during_a_callback_is_a_keyboard_interrupt(path):
-    done = run(
-        path,
-        """
-        def signalled(x):
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.2)  # Python delivers the signal here, in the callback
-            return x
-        step = jax.jit(xlabind.callback(signalled, lambda x: x))
-        try:
-            training_loop(step)
-        except KeyboardInterrupt:
-            print("caught KeyboardInterrupt")
-        assert float(ok(jnp.ones(()))) == 2.0
-        print("usable")
-        """,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "caught KeyboardInterrupt" in done.stdout and "usable" in done.stdout
 
 
 @pytest.mark.parametrize("path", PATHS)

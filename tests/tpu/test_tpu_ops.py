@@ -20,19 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.ndimage as ndimage
-from map_coordinates_table import MODES
+from map_coordinates_table import MODES, SCIPY_MODE
 from tpu_lowering import EXPORT_CHECKS, ON_TPU, tpu_rule_for_cpu_programs
 
 from xlabind.ops import map_coordinates, spline_filter, tpu_formulation, tpu_kernels
-
-# SciPy's names for jax's reading of the modes.
-SCIPY_MODES = {
-    "constant": "grid-constant",
-    "nearest": "nearest",
-    "wrap": "grid-wrap",
-    "mirror": "mirror",
-    "reflect": "reflect",
-}
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -63,7 +54,7 @@ def scipy_values(grid, coords, order, mode, cval=0.0, prefilter=True):
         grid.astype(np.float64),
         np.stack(coords).astype(np.float64),
         order=order,
-        mode=SCIPY_MODES[mode],
+        mode=SCIPY_MODE[mode],
         cval=cval,
         prefilter=prefilter,
     )
