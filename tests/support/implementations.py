@@ -1,6 +1,6 @@
 """The implementations of xlabind.ops that one contract suite holds alike
 (tests/ops/test_map_coordinates.py), each run where it can be here, as jax's
-examples/ffi tests skip by device:
+FFI examples' tests skip by device:
 
 - "cpu": the CPU kernels, on the CPU device;
 - "tpu": the TPU formulation: on a TPU chip when there is one, else on the
