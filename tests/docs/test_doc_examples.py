@@ -2,7 +2,7 @@
 each page's blocks in order, in one namespace, as a reader runs them, with 8
 CPU devices and, in a process of its own, with one; each block on its own,
 after only the blocks the site's note above it names; the
-blocks marked for a GPU or several processes run in tools/gpu_check.py and
+blocks marked for a GPU or several processes run in tools/device_check.py and
 tests/sharding/test_multiprocess.py."""
 
 import doc_blocks

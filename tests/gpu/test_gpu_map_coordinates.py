@@ -1,7 +1,7 @@
 """xlabind.ops.map_coordinates on a real GPU (its CUDA kernels): values against
 the CPU kernels and jax's own, both gradients, the atomic scatter-add under
 heavy collisions, vmap, and calls inside loops XLA may capture in a CUDA
-graph. Skipped without a CUDA device; tools/gpu_check.py runs this file on the
+graph. Skipped without a CUDA device; tools/device_check.py runs this file on the
 GPU machine."""
 
 import jax

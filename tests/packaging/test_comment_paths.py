@@ -45,8 +45,6 @@ NOT_HERE = {
     ("tests/support/checkout.py", ".ci/disk_cache.bazelrc"): "written by .ci/run",
     ("docs/native/cmake.md", "examples/ffi"): "jax's repository",
     ("third_party/shims/rules_python/BUILD", "python/defs.bzl"): "inside rules_python",
-    ("tools/gpu_check.py", "ffi/cpu/x.cc"): "an example name",
-    ("tools/gpu_check.py", "ffi/cuda/x.cc"): "an example name",
     ("third_party/bzlmod/registry.py", "tools/features"): "under /usr/share/bazel",
     ("third_party/bzlmod/registry.py", "tools/platforms"): "under /usr/share/bazel",
     ("third_party/bzlmod/registry.py", "tools/skylib"): "under /usr/share/bazel",

@@ -5,7 +5,7 @@ A block is a fenced ```python block, or a ```{code-block} python directive;
 its `:class:` option says where it runs:
 
   (none)          here, under `bazel test //...` (tests/docs/test_doc_examples.py)
-  gpu             on a machine with a CUDA GPU (tools/gpu_check.py)
+  gpu             on a machine with a CUDA GPU (tools/device_check.py)
   multiprocess    in several processes (tests/sharding/test_multiprocess.py)
 
     python3 tests/support/doc_blocks.py docs/guides/tutorial.md ...   # run pages' blocks

@@ -1,7 +1,7 @@
 """xlabind.ops in TPU programs: map_coordinates (orders 0-5, every mode,
 cval static and traced, prefilter, derivatives in the grid, the coordinates
 and cval, vmap, jit) and spline_filter against SciPy in float64 on the host.
-tools/tpu_check.py runs it on a TPU chip; off a TPU the TPU lowering rule
+tools/device_check.py runs it on a TPU chip; off a TPU the TPU lowering rule
 stands in for the CPU one and the Pallas kernel runs interpreted, so CI
 checks the same formulation's numbers (not that the chip compiles it)."""
 
