@@ -100,7 +100,7 @@ def test_one_device_runs_each_page_afresh_and_reports_each_failure(tmp_path):
 @pytest.mark.parametrize("page", PAGES_HERE)
 def test_page_block_by_block(page):
     """As a reader who lands on a block: a fresh namespace, the earlier
-    blocks its note names (tools/docs/block_needs.py), then the block."""
+    blocks its note names (docs/sphinx/block_needs.py), then the block."""
     before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
     try:
         assert doc_blocks.run_standalone(pathlib.Path(page)) >= 1

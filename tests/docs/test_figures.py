@@ -1,4 +1,4 @@
-"""The site's figures and quoted numbers (tools/docs/figures.py): their data
+"""The site's figures and quoted numbers (docs/sphinx/figures.py): their data
 holds what it says, every figure is shown with alt text, every draw is the
 same file, and the pages' numbers come from the data alone. The browser sees
 them in tests/docs/test_docs.py."""
@@ -30,7 +30,7 @@ def data():
 
 def test_the_spline_data_is_what_the_ops_compute(data):
     """docs/figure_data/spline_orders.json against a fresh computation with
-    xlabind.ops and SciPy (tools/docs/figure_data.py): the curves to 1e-9,
+    xlabind.ops and SciPy (docs/sphinx/figure_data.py): the curves to 1e-9,
     the distances from SciPy to within a factor of 10 (they are rounding
     errors, which move with the CPU's vector kernels)."""
     snapshot, fresh = data["spline_orders"], figure_data.compute()
@@ -149,7 +149,7 @@ def test_a_changed_run_changes_the_table_and_the_prose(data):
 def test_the_site_has_no_image_but_the_drawn_figures():
     """Every image of the built site is one figures.py drew: none is
     committed by hand, none is left over from a figure removed."""
-    with zipfile.ZipFile("tools/docs/html.zip") as site:
+    with zipfile.ZipFile("docs/sphinx/html.zip") as site:
         images = {
             pathlib.PurePosixPath(name).name
             for name in site.namelist()

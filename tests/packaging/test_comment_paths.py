@@ -56,8 +56,8 @@ BUILT = {
     "ffi/ops/_xlabind_ops_module.cc": "//ffi/ops (xlabind_extension)",
     "tests/native/native_api_ops_module.cc": "//tests/native (xlabind_extension)",
     "tests/runtime/libcuda.so.1": "//tests/runtime",
-    "tools/docs/html.zip": "//tools/docs:html",
-    "tools/docs/html_quick.zip": "//tools/docs:html_quick",
+    "docs/sphinx/html.zip": "//docs/sphinx:html",
+    "docs/sphinx/html_quick.zip": "//docs/sphinx:html_quick",
     "tools/machine_probe": "//tools:machine_probe",
 }
 

@@ -13,7 +13,7 @@ its `:class:` option says where it runs:
     python3 tests/support/doc_blocks.py --standalone docs/semantics.md  # block by block
 
 Block by block, each block runs in a fresh namespace after exactly the
-earlier blocks the site's note above it names (tools/docs/block_needs.py),
+earlier blocks the site's note above it names (docs/sphinx/block_needs.py),
 as a reader who lands on it would.
 """
 

@@ -1,7 +1,7 @@
 """The site's figures and the numbers its prose quotes, drawn at build time
 from the data in docs/figure_data/:
 
-* ``spline_orders.json`` (tools/docs/figure_data.py): map_coordinates of
+* ``spline_orders.json`` (docs/sphinx/figure_data.py): map_coordinates of
   orders 0 to 5 on a sampled signal, and each order's distance from SciPy's;
 * ``roofline.json``: what ``tools/bazel run //tools:benchmark -- --roofline
   --json`` wrote (the native ops against jax, SciPy and the machine's bounds).
