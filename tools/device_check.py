@@ -237,6 +237,7 @@ class Runbook:
         self.end = time.perf_counter() + args.deadline
         self.rows: list[list] = []  # the summary: step, passed, failed, skipped, seconds, note
         self.failed = False
+        self.platform, self.report = "", []  # once the probe has seen the device
 
     def left(self, later: float = 0.0) -> float:
         return self.end - time.perf_counter() - SUMMARY_RESERVE - later
@@ -354,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     if not facts["platforms"]:
         book.fail("device", f"no {' or '.join(names)} device visible to jax: nothing to check")
         return finish(book)
-    platform = facts["platforms"][0]
+    platform = book.platform = facts["platforms"][0]
+    book.report = facts["report"]
     check = PLATFORMS[platform].device_check
     for error in installation_errors(facts, check, sites):
         book.fail("install", error)
@@ -408,8 +410,9 @@ def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
 
 
 def run_benchmark(book: Runbook, check, env: dict) -> None:
-    """The record's benchmark rows, streamed; their tables also go to
-    OUT/benchmark.json ({"title", "header", "rows"} each), for the docs."""
+    """The record's benchmark rows, streamed; their tables ({"title",
+    "header", "rows"} each) also go to OUT/benchmark.json with the machine's
+    report: docs/figure_data/device_<platform>.json for the measuring page."""
     book.log(f"\n## Benchmark rows ({check.benchmark})")
     command = [sys.executable, str(REPO / check.benchmark)]
     command += (["--cases", *book.args.cases] if book.args.cases else []) + (
@@ -429,7 +432,9 @@ def run_benchmark(book: Runbook, check, env: dict) -> None:
                 tables[-1]["rows"].append(cells)
             else:
                 tables.append({"title": title, "header": cells, "rows": []})
-    (book.out / "benchmark.json").write_text(json.dumps(tables, indent=1))
+    record = {"platform": book.platform, "date": time.strftime("%Y-%m-%d"), "tables": tables}
+    record["report"] = book.report  # the machine: Python, versions, devices
+    (book.out / "benchmark.json").write_text(json.dumps(record, indent=1))
     note = f"timed out after {done['seconds']} s" if done["timed_out"] else ""
     if done["returncode"] not in (0, None) and not note:
         note = f"exit status {done['returncode']}"

@@ -146,6 +146,29 @@ def test_a_changed_run_changes_the_table_and_the_prose(data):
     assert json.dumps(after) != json.dumps(before)
 
 
+def test_the_measuring_tables_are_the_runs_json(data):
+    """The measuring page's tables: a row for every row of the roofline run,
+    the machine it ran on, and a device run's tables as the runbook wrote
+    them (tools/device_check.py's benchmark.json)."""
+    tables = figures.measuring_tables(data)
+    rows = data["roofline"]["roofline"]["rows"]
+    assert tables["roofline_rows"].count("\n") == len(rows) + 1  # and the header's two lines
+    assert data["roofline"]["environment"]["cpu"] in tables["roofline_machine"]
+    device = {
+        "platform": "tpu",
+        "date": "2026-12-07",
+        "report": ["Python 3.11.7", "jax devices: tpu: 1 x TPU v5 lite"],
+        "tables": [
+            {"title": "The cost of a call", "header": ["n", "ms"], "rows": [["256", "1.1"]]}
+        ],
+    }
+    runs = figures.measuring_tables({**data, "device_tpu": device})["device_runs"]
+    assert "**tpu**, 2026-12-07: jax devices: tpu: 1 x TPU v5 lite." in runs
+    assert "*The cost of a call*\n\n| n | ms |\n| --- | --- |\n| 256 | 1.1 |" in runs
+    recorded = [name for name in data if name.startswith("device_")]
+    assert ("No device run" in tables["device_runs"]) == (not recorded)
+
+
 def test_the_site_has_no_image_but_the_drawn_figures():
     """Every image of the built site is one figures.py drew: none is
     committed by hand, none is left over from a figure removed."""

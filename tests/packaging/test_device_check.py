@@ -123,10 +123,13 @@ def test_a_benchmark_that_outlives_the_deadline_keeps_what_it_printed(fake_devic
     assert "| copy | 1.5 |" in log and "no-op" not in log
     assert "timed out after" in summary_row(log, "benchmark")[5]
     assert "## Tests on" not in log  # --benchmarks: the rows only
-    tables = json.loads((out / "benchmark.json").read_text())
-    assert tables == [
+    record = json.loads((out / "benchmark.json").read_text())
+    assert record["tables"] == [
         {"title": "Rows of the fake device", "header": ["case", "ms"], "rows": [["copy", "1.5"]]}
     ]
+    assert record["platform"] == "cpu" and any(
+        "jax devices: cpu" in line for line in record["report"]
+    )
 
 
 def test_without_the_device_it_says_so_and_runs_nothing(tmp_path):
