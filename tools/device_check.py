@@ -396,6 +396,9 @@ def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
     log("| run | passed | failed | skipped | seconds | note |")
     log("| --- | --- | --- | --- | --- | --- |")
     device_env = {k: v for k, v in env.items() if k != "JAX_PLATFORMS"}
+    # Part of a GPU's memory for jax, the rest for the libraries the tests
+    # hand its buffers to (CuPy, PyTorch); jax reads it on GPUs only.
+    device_env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.4")
     later = ISOLATED_FLOOR * len(isolated) + (60.0 if args.cpu_tests else 0.0)
     main_run = book.pytest(check.tests, selection, device_env, book.left(later))
     if main_run is None or main_run["passed"] == 0:

@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         # Under `bazel run`, into the checkout (not the runfiles' copy).
         checkout = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
-        path = pathlib.Path(checkout, "tools", "docs", SNAPSHOT.name) if checkout else SNAPSHOT
+        path = pathlib.Path(checkout, "docs", "sphinx", SNAPSHOT.name) if checkout else SNAPSHOT
         path.write_text(text)
     else:
         sys.stdout.write(text)

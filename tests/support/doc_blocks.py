@@ -27,7 +27,7 @@ import sys
 try:
     import block_needs
 except ImportError:  # from a checkout, or runfiles without Bazel's Python path
-    sys.path.append(str(pathlib.Path(__file__).absolute().parents[2] / "tools" / "docs"))
+    sys.path.append(str(pathlib.Path(__file__).absolute().parents[2] / "docs" / "sphinx"))
     import block_needs
 
 PLACES = ("here", "gpu", "multiprocess")

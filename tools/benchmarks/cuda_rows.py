@@ -60,6 +60,7 @@ os.environ.setdefault("JAX_PLATFORMS", "")
 
 from harness import (
     WorkerFailed,
+    chained,
     interleaved,
     jax,
     jnp,
@@ -205,15 +206,6 @@ def _throughput(fn, x, calls: int = 100) -> float:
     return (time.perf_counter() - start) / calls
 
 
-def _chain(fn, k: int):
-    def chained(x):
-        for _ in range(k):
-            x = fn(x)
-        return x
-
-    return jax.jit(chained)
-
-
 def per_call_group(quick: bool, torch=None) -> list[dict]:
     rounds, budget = (15, 1.0) if quick else (150, 5.0)
     gpu = jax.devices("gpu")[0]
@@ -228,7 +220,7 @@ def per_call_group(quick: bool, torch=None) -> list[dict]:
             if name in COPIES:
                 np.testing.assert_array_equal(np.asarray(got), np.asarray(x), err_msg=name)
         chained = {
-            name: _chain(fn, CHAIN)
+            name: chained(fn, CHAIN)
             for name, fn in plain.items()
             if name != "pure_callback identity" or n == 1
         }
@@ -279,7 +271,7 @@ def graph_group(quick: bool) -> list[dict]:
             command_buffer_compatible=True,
         ),
     }
-    chained = {name: _chain(fn, k) for name, fn in fns.items()}
+    chained = {name: chained(fn, k) for name, fn in fns.items()}
     for name, fn in chained.items():
         for _ in range(3):  # capture (after a warm-up run where XLA makes one)
             got = fn(x)

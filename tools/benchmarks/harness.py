@@ -211,6 +211,18 @@ def interleaved_medians(
     return {**{name: float(np.median(t)) * 1e3 for name, t in times.items()}, **failed}
 
 
+def chained(call: Callable, k: int) -> Callable:
+    """jit of `k` calls in one program, each on the last one's result: a
+    call's cost without a dispatch of its own."""
+
+    def program(x):
+        for _ in range(k):
+            x = call(x)
+        return x
+
+    return jax.jit(program)
+
+
 def quantiles_us(seconds: Iterable[float]) -> dict:
     """Percentiles of samples in seconds, in µs, and how many there were."""
     times = np.asarray(list(seconds))
@@ -275,6 +287,12 @@ def write_json(path: str, report: dict) -> None:
     with open(_output_path(path), "w") as f:
         json.dump(report, f, indent=2)
         f.write("\n")
+
+
+def on_cpu_devices(devices: int) -> dict:
+    """A worker's environment for `devices` virtual CPU devices."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={devices}"}
 
 
 def run_worker(

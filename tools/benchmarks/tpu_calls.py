@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from harness import interleaved_medians, jax, jnp, markdown_table, np, xlabind
+from harness import chained, interleaved_medians, jax, jnp, markdown_table, np, xlabind
 
 CHAINED = 16
 SIZES = (256, 2**20)
@@ -23,23 +23,14 @@ def _scaled_into(a, *, out):
     np.multiply(a, np.float32(1.0001), out=out)
 
 
-def _chain(call: Callable) -> Callable:
-    def program(x):
-        for _ in range(CHAINED):
-            x = call(x)
-        return x
-
-    return jax.jit(program)
-
-
 def programs() -> dict[str, Callable]:
     like = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype)
     returning = xlabind.callback(_scaled, like)
     in_place = xlabind.callback(_scaled_into, like, in_place=True)
     return {
-        "jax.pure_callback": _chain(lambda x: jax.pure_callback(_scaled, like(x), x)),
-        "xlabind.callback": _chain(returning),
-        "xlabind.callback in_place": _chain(in_place),
+        "jax.pure_callback": chained(lambda x: jax.pure_callback(_scaled, like(x), x), CHAINED),
+        "xlabind.callback": chained(returning, CHAINED),
+        "xlabind.callback in_place": chained(in_place, CHAINED),
     }
 
 
@@ -70,7 +61,7 @@ def rows(rounds: int = 15) -> Iterator[dict]:
             yield {"n": n, "case": name, "ms_per_call": program_ms, "ratio": ratio}
 
 
-def table_lines() -> Iterator[str]:
+def table_lines(rounds: int = 15) -> Iterator[str]:
     yield from markdown_table(
         ["n (float32)", f"case ({CHAINED} chained)", "ms a call", "vs pure_callback"],
         (
@@ -80,6 +71,6 @@ def table_lines() -> Iterator[str]:
                 f"{row['ms_per_call']:.3f}",
                 "" if row["ratio"] != row["ratio"] else f"{row['ratio']:.2f}x",
             ]
-            for row in rows()
+            for row in rows(rounds)
         ),
     )

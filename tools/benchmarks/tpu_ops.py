@@ -152,15 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     choices = ["calls", *map(str, range(len(CASES)))]
     parser.add_argument("--cases", nargs="+", choices=choices, default=choices)
-    chosen = parser.parse_args(argv).cases
-    if "calls" in chosen:
+    parser.add_argument("--quick", action="store_true", help="3 rounds: a smoke test")
+    args = parser.parse_args(argv)
+    if "calls" in args.cases:
         print("\n## The cost of a call (medians)\n", flush=True)
-        for line in tpu_calls.table_lines():
+        for line in tpu_calls.table_lines(3 if args.quick else 15):
             print(line, flush=True)
-    ops = tuple(CASES[int(i)] for i in chosen if i != "calls")
+    ops = tuple(CASES[int(i)] for i in args.cases if i != "calls")
     if ops:
         print("\n## xlabind.ops on the chip (medians)\n", flush=True)
-        for line in table_lines(cases=ops):
+        for line in table_lines(3 if args.quick else 5, cases=ops):
             print(line, flush=True)
     return 0
 
