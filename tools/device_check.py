@@ -391,8 +391,12 @@ def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
             text=True,
         )
         isolated = [line for line in listed.stdout.splitlines() if "::" in line]
+        if listed.returncode not in (0, 5):  # 5: nothing selected
+            book.fail("collect", f"-k {check.isolated}: " + listed.stdout[-2000:])
         selection = [*selection, "-k", f"not ({check.isolated})"]
     log(f"\n## Tests on the {platform} device\n")
+    if check.isolated:
+        log(f"{len(isolated)} tests (-k {check.isolated}) run alone after the rest.\n")
     log("| run | passed | failed | skipped | seconds | note |")
     log("| --- | --- | --- | --- | --- | --- |")
     device_env = {k: v for k, v in env.items() if k != "JAX_PLATFORMS"}

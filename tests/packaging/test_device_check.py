@@ -132,6 +132,13 @@ def test_a_benchmark_that_outlives_the_deadline_keeps_what_it_printed(fake_devic
     )
 
 
+def test_tests_to_isolate_that_cannot_be_collected_fail_the_run(fake_device):
+    # Else the main run would deselect them and nothing would run them.
+    (fake_device / "device_tests" / "test_broken.py").write_text("import no_such_module\n")
+    code, log = run(fake_device / "out", "--tests")
+    assert code == 1 and "**collect failed:** -k crash" in log, log
+
+
 def test_without_the_device_it_says_so_and_runs_nothing(tmp_path):
     code = runbook.main(["--no-install", "--platform", "tpu", "--out", str(tmp_path)])
     log = (tmp_path / "device_check.md").read_text()
