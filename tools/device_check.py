@@ -419,7 +419,8 @@ def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
 def run_benchmark(book: Runbook, check, env: dict) -> None:
     """The record's benchmark rows, streamed; their tables ({"title",
     "header", "rows"} each) also go to OUT/benchmark.json with the machine's
-    report: docs/figure_data/device_<platform>.json for the measuring page."""
+    report, which docs/figure_data/ keeps as device_<platform>.json for the
+    measuring page."""
     book.log(f"\n## Benchmark rows ({check.benchmark})")
     command = [sys.executable, str(REPO / check.benchmark)]
     command += (["--cases", *book.args.cases] if book.args.cases else []) + (

@@ -45,6 +45,9 @@ NOT_HERE = {
     ("tests/support/checkout.py", ".ci/disk_cache.bazelrc"): "written by .ci/run",
     ("docs/native/cmake.md", "examples/ffi"): "jax's repository",
     ("third_party/shims/rules_python/BUILD", "python/defs.bzl"): "inside rules_python",
+    ("docs/development/commands.md", "examples/native_op/bazel-bin/example_ops.so"): (
+        "the example workspace's own Bazel output"
+    ),
     ("third_party/bzlmod/registry.py", "tools/features"): "under /usr/share/bazel",
     ("third_party/bzlmod/registry.py", "tools/platforms"): "under /usr/share/bazel",
     ("third_party/bzlmod/registry.py", "tools/skylib"): "under /usr/share/bazel",
