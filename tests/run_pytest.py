@@ -59,6 +59,9 @@ if __name__ == "__main__":
         )
         if "TEST_SHARD_STATUS_FILE" in os.environ:  # this runner shards
             pathlib.Path(os.environ["TEST_SHARD_STATUS_FILE"]).touch()
+    # Which cases of the sampled products run (tests/support/cases.py): in the
+    # log, for whoever compares a failure in the loop with one in CI.
+    print(f"cases: {os.environ.get('XLABIND_TEST_CASES', 'all')}", flush=True)
     # No cache folder: runfiles are read-only. -rs lists every skip with its reason.
     code = int(pytest.main(["-p", "no:cacheprovider", "-q", "-rs", *sys.argv[1:]], plugins=plugins))
     if plugins and code == pytest.ExitCode.NO_TESTS_COLLECTED:

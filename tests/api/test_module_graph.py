@@ -11,10 +11,13 @@ each can be read, tested and changed from the ones it imports.
 The core compiled module is loaded by _runtime/extension.py alone, the ops'
 by xlabind/ops/_native.py alone; the primitive loads none of them. xlabind.ops
 is a client: it uses the public API (and the runtime's mark_unavailable),
-and nothing outside it imports it but the package's __init__, last. tools/
-uses the public API and xlabind.testing only."""
+imported from the modules that define it, never through the package, whose
+__init__ imports xlabind.ops last (no arrow runs back up); nothing outside it
+imports it but that __init__. tools/ uses the public API and xlabind.testing
+only."""
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -28,27 +31,35 @@ LEAVES = {"xlabind._jax_internals", "xlabind._compatibility", "xlabind._platform
 LAYERS = {"_primitive": 1, "_runtime": 2, "_lowering": 3}
 
 
+def is_module(name: str) -> bool:
+    """Whether `name` (xlabind.x.y) is one of the package's modules."""
+    path = PACKAGE.joinpath(*name.split(".")[1:])
+    return name in COMPILED or path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imported_modules(source: str) -> set[str]:
+    """The xlabind modules `source` imports, anywhere in it: `from m import
+    name` imports m.name where that is a module, else m itself (`from xlabind
+    import linear, BoundFunction` imports xlabind.linear and the package,
+    whose __init__ binds BoundFunction)."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "xlabind" or node.module.startswith("xlabind."):
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    found.add(submodule if is_module(submodule) else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "xlabind")
+    return found
+
+
 def imports() -> dict[str, set[str]]:
     """Module name -> the xlabind modules it imports, anywhere in the file."""
     graph = {}
     for path in PACKAGE.rglob("*.py"):
         name = ".".join(("xlabind",) + path.relative_to(PACKAGE).with_suffix("").parts)
-        name = name.removesuffix(".__init__")
-        found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "xlabind" or node.module in {
-                    "xlabind._primitive",
-                    "xlabind._runtime",
-                    "xlabind._lowering",
-                    "xlabind.ops",
-                }:
-                    found.update(f"{node.module}.{a.name}" for a in node.names)
-                elif node.module.startswith("xlabind."):
-                    found.add(node.module)
-            elif isinstance(node, ast.Import):
-                found.update(a.name for a in node.names if a.name.startswith("xlabind"))
-        graph[name] = found
+        graph[name.removesuffix(".__init__")] = imported_modules(path.read_text())
     return graph
 
 
@@ -83,21 +94,64 @@ def test_no_module_imports_a_higher_layer():
     assert not wrong, "\n".join(sorted(wrong))
 
 
-def test_no_module_imports_itself_through_others():
-    graph = imports()
-    modules = {m for m in graph if m != "xlabind"}  # the package imports what it exports
+def in_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """The modules of `graph` that import themselves through others."""
 
     def reachable(start):
         seen, stack = set(), [start]
         while stack:
             for nxt in graph.get(stack.pop(), ()):
-                if nxt in modules and nxt not in seen:
+                if nxt in graph and nxt not in seen:
                     seen.add(nxt)
                     stack.append(nxt)
         return seen
 
-    cycles = sorted(m for m in modules if m in reachable(m))
+    return sorted(m for m in graph if m in reachable(m))
+
+
+def test_no_module_imports_itself_through_others():
+    """The package's __init__ among them: it imports every public module and
+    xlabind.ops, none of which may import it back (each takes what it needs
+    from the module that defines it)."""
+    graph = imports()
+    assert "xlabind" in graph and "xlabind.ops" in graph["xlabind"]
+    cycles = in_cycles(graph)
     assert not cycles, f"modules in an import cycle: {cycles}"
+
+
+def test_in_cycles_finds_an_op_that_imports_the_package():
+    # What xlabind.ops did: `import xlabind` for xlabind.linear and the rest.
+    graph = {
+        "xlabind": {"xlabind.linear", "xlabind.ops"},
+        "xlabind.linear": set(),
+        "xlabind.ops": {"xlabind.ops.map_coordinates.op"},
+        "xlabind.ops.map_coordinates.op": imported_modules("import xlabind\n"),
+    }
+    assert in_cycles(graph) == ["xlabind", "xlabind.ops", "xlabind.ops.map_coordinates.op"]
+    graph["xlabind.ops.map_coordinates.op"] = imported_modules(
+        "from xlabind.linear import linear\n"
+    )
+    assert in_cycles(graph) == []
+
+
+def test_imported_modules_reads_each_spelling():
+    source = (
+        "import xlabind\n"
+        "import xlabind._runtime.extension\n"
+        "from xlabind import _jax_internals, BoundFunction\n"
+        "from xlabind._primitive import batching\n"
+        "from xlabind._primitive.definition import EFFECTS\n"
+        "from xlabind.ops import modes\n"
+        "import jax\n"
+    )
+    assert imported_modules(source) == {
+        "xlabind",
+        "xlabind._runtime.extension",
+        "xlabind._jax_internals",
+        "xlabind._primitive.batching",
+        "xlabind._primitive.definition",
+        "xlabind.ops.modes",
+    }
 
 
 def test_only_the_extension_module_loads_the_core_module():
@@ -139,26 +193,32 @@ def test_the_factor_algebra_is_a_leaf():
 
 
 def test_the_ops_use_the_public_api_only():
-    for module, imported in imports().items():
-        if module.startswith("xlabind.ops"):
-            private = {
-                m
-                for m in imported - OPS_MODULES
-                if m != "xlabind" and not m.startswith("xlabind.ops")
-            }
-            # One hook: why a CUDA target is missing, when the CUDA module is.
-            if module == "xlabind.ops._native":
-                assert private == {"xlabind._runtime.extension"}, private
-                hooked = [
-                    alias.name
-                    for node in ast.walk(ast.parse((PACKAGE / "ops" / "_native.py").read_text()))
-                    if isinstance(node, ast.ImportFrom)
-                    and node.module == "xlabind._runtime.extension"
-                    for alias in node.names
-                ]
-                assert hooked == ["mark_unavailable"], hooked
-            else:
-                assert not private, (module, private)
+    """Outside xlabind.ops, an op imports only names the package exports (from
+    the modules that define them, the same objects), never the package
+    itself; and one hook: why a CUDA target is missing, when the CUDA
+    module is."""
+    for path in sorted((PACKAGE / "ops").rglob("*.py")):
+        module = ".".join(("xlabind",) + path.relative_to(PACKAGE).with_suffix("").parts)
+        tree = ast.parse(path.read_text())
+        assert "xlabind" not in imported_modules(path.read_text()), (
+            f"{module} imports the package, whose __init__ imports xlabind.ops: "
+            "import each name from the module that defines it"
+        )
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                continue
+            if not node.module.startswith("xlabind.") or node.module.startswith("xlabind.ops"):
+                continue
+            for alias in node.names:
+                if module == "xlabind.ops._native" and (node.module, alias.name) == (
+                    "xlabind._runtime.extension",
+                    "mark_unavailable",
+                ):
+                    continue
+                name = alias.name
+                assert name in xlabind.__all__, (module, node.module, name)
+                defined = getattr(importlib.import_module(node.module), name)
+                assert defined is getattr(xlabind, name), (module, node.module, name)
 
 
 def private_uses(source: str) -> list[str]:

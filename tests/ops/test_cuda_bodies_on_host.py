@@ -24,7 +24,7 @@ from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)
 xlabind.register_ffi_targets(native_api_ops)
-OP = sys.modules["xlabind.ops.map_coordinates"]
+OP = sys.modules["xlabind.ops.map_coordinates.op"]
 MODES_ALL = MODES + ["grid-constant", "grid-wrap", "grid-mirror"]
 
 

@@ -1,21 +1,32 @@
-"""xlabind.ops.map_coordinates against jax.scipy.ndimage.map_coordinates: every
-mode and order, 1-D to 3-D, float32 and float64; gradients in both arguments;
-vmap; CUDA lowering; the CPU's vector kernel (AVX2) against its scalar path."""
+"""xlabind.ops.map_coordinates' contract, held alike by every implementation
+present (the CPU kernels; the TPU formulation, on a chip or interpreted on
+the CPU; the CUDA kernels on a GPU): values against jax's and SciPy's at
+every order, mode, dtype and rank, gradients in the grid and the
+coordinates, no points, vmap. Then the CPU kernels' own: gradients to
+second order against jax's, vmap layouts, the vector kernels (AVX2) against
+the scalar path, threads, CUDA lowering, non-finite cvals.
+
+The products are sampled in the default `bazel test //...` and run whole
+under `--config=all` (tests/support/cases.py)."""
 
 import functools
 
+import cases
+import implementations
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.ndimage as ndimage
+import tpu_lowering
 from jax.scipy.ndimage import map_coordinates as reference
 from jax.test_util import check_grads
+from map_coordinates_table import MODES, SCIPY_MODE
 
 from xlabind.ops import map_coordinates
 
 jax.config.update("jax_enable_x64", True)
 
-MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
 SHAPES = [(11,), (6, 7), (5, 6, 7)]
 
 
@@ -35,32 +46,218 @@ def batched(fn, cases, *args):
     return jax.jit(lambda *a: {str(case): fn(*a, *case) for case in cases})(*args)
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-@pytest.mark.parametrize("shape", SHAPES)
-def test_values_match_jax(shape, dtype):
-    # Every mode, order and cval: ours and jax's, each compiled as one program.
-    grid, coords = problem(shape, dtype)
-    cases = [(order, mode, cval) for mode in MODES for order in (0, 1) for cval in (0.0, -1.25)]
-    got = batched(map_coordinates, cases, grid, coords)
-    want = batched(reference, cases, grid, coords)
-    tol = 1e-6 if dtype == jnp.float32 else 1e-13
-    for case in cases:
-        a, b = got[str(case)], want[str(case)]
-        assert a.shape == b.shape == (3, 4) and a.dtype == b.dtype
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol, err_msg=str(case))
-    # Eagerly too (one executable per configuration: test_ops_dispatch.py).
-    for mode in MODES:
-        np.testing.assert_allclose(
-            map_coordinates(grid, coords, 1, mode, -1.25),
-            want[str((1, mode, -1.25))],
-            rtol=tol,
-            atol=tol,
-            err_msg=mode,
+# -- the contract, held alike by every implementation present ---------------
+# (tests/support/implementations.py: the CPU kernels, the TPU formulation,
+# the CUDA kernels); what one implementation alone has follows below, and in
+# tests/tpu/test_tpu_ops.py and tests/gpu/test_gpu_map_coordinates.py.
+
+ORDERS = range(6)
+DTYPES = (np.float32, np.float64)
+RANKS = (1, 2, 3, 4)
+# Orders 0 and 1 against jax's; the splines against SciPy, whose reflect
+# prefilter is exact only on axes of about 20 nodes or more (it misses its own
+# samples by 1e-5 on 3 nodes, 2e-11 on 9). Four dimensions at orders 0 and 1.
+# float32's splines (2e-4) hold on the smaller grids of the former TPU suite,
+# which the TPU formulation, interpreted on the CPU, runs in less time.
+GRIDS = {
+    "linear": {1: (11,), 2: (6, 7), 3: (5, 6, 7), 4: (3, 4, 3, 5)},
+    "spline": {1: (30,), 2: (24, 26), 3: (20, 21, 22)},
+    "spline float32": {1: (12,), 2: (12, 10), 3: (9, 8, 7)},
+}
+CVALS = (0.0, -1.25)
+
+
+@pytest.fixture(autouse=True)
+def implementation_rule(request):
+    """The lowering rule of the case's implementation (the CPU's for the rest)."""
+    callspec = getattr(request.node, "callspec", None)
+    implementations.switch_to(callspec.params.get("impl", "cpu") if callspec else "cpu")
+    yield
+
+
+@pytest.fixture(autouse=True, scope="module")
+def back_to_the_cpu_rule():
+    yield
+    implementations.switch_to("cpu")
+
+
+def reference_values(grid, coords, order, mode, cval):
+    """jax's values at orders 0 and 1 (in the grid's dtype, on the CPU),
+    SciPy's in float64 for the splines."""
+    if order <= 1:
+        cpu = jax.devices("cpu")[0]
+        return np.asarray(
+            reference(
+                jax.device_put(grid, cpu),
+                [jax.device_put(c, cpu) for c in coords],
+                order,
+                mode,
+                cval,
+            )
         )
+    return ndimage.map_coordinates(
+        np.asarray(grid, np.float64),
+        [np.asarray(c, np.float64) for c in coords],
+        order=order,
+        mode=SCIPY_MODE[mode],
+        cval=cval,
+    )
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("shape", SHAPES)
+def contract_tolerance(impl, order, dtype, grid):
+    if impl == "tpu":  # float32 weights in another order of sums than the CPU's
+        return dict(rtol=2e-4, atol=2e-4 * float(np.abs(grid).max()))
+    if dtype == np.float64:
+        return dict(rtol=1e-12, atol=1e-12)
+    # float32: up to 216 terms (order 5 in 3-D) against SciPy's float64.
+    return dict(rtol=2e-6, atol=2e-6) if order <= 1 else dict(rtol=2e-4, atol=2e-4)
+
+
+def contract_problem(order, rank, dtype, points=(4, 60), seed=0):
+    """A grid of the order's family and points inside, near and past every
+    edge, on nodes, half-way between them (rounding ties) and on the edges."""
+    family = "linear" if order <= 1 else "spline" if dtype == np.float64 else "spline float32"
+    shape = GRIDS[family][rank]
+    rng = np.random.default_rng(seed + 10 * rank + order)
+    grid = rng.normal(size=shape).astype(dtype)
+    coords = [rng.uniform(-2.5, n + 1.5, size=points).astype(dtype) for n in shape]
+    coords[0][0, :3] = (2.0, 1.5, -0.5)
+    for c, n in zip(coords, shape):
+        c[1, :4] = (0.0, n - 1.0, n - 0.5, np.floor(n / 2))
+    return grid, coords
+
+
+@pytest.mark.parametrize(
+    "impl, order, mode, dtype, rank",
+    implementations.params(
+        "values",
+        ORDERS,
+        MODES,
+        DTYPES,
+        RANKS,
+        dtype_axis=2,
+        keep=lambda impl, order, mode, dtype, rank: (
+            rank in GRIDS["linear" if order <= 1 else "spline"]
+        ),
+        sampled=10,
+    ),
+)
+def test_values_agree_with_the_reference(impl, order, mode, dtype, rank):
+    """Every order, mode, dtype and rank, both cvals, jitted (and eagerly at
+    order 1): jax's values at orders 0 and 1, SciPy's for the splines; of the
+    input's dtype, on the input's device; the GPU's also as the CPU's."""
+    grid, coords = contract_problem(order, rank, dtype)
+    g, c = implementations.put(impl, grid), implementations.put(impl, coords)
+    f = jax.jit(lambda g, c: [map_coordinates(g, c, order, mode, cval) for cval in CVALS])
+    got = f(g, c)
+    tol = contract_tolerance(impl, order, dtype, grid)
+    for cval, value in zip(CVALS, got):
+        assert value.shape == coords[0].shape and value.dtype == dtype
+        assert value.devices() == {implementations.device(impl)}
+        want = reference_values(grid, coords, order, mode, cval)
+        np.testing.assert_allclose(value, want, **tol, err_msg=f"cval {cval}")
+    if order == 1:  # eagerly too (one executable per configuration: test_ops_dispatch.py)
+        np.testing.assert_allclose(map_coordinates(g, c, 1, mode, CVALS[1]), got[1], **tol)
+    if impl == "gpu":  # the same program on the CPU: the kernels' other half
+        cpu = implementations.put("cpu", [grid, *coords])
+        close = dict(rtol=1e-12, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=5e-5)
+        for a, b in zip(got, f(cpu[0], cpu[1:])):
+            np.testing.assert_allclose(a, b, **close)
+
+
+@pytest.mark.parametrize(
+    "impl, order, mode, dtype",
+    implementations.params(
+        "gradients",
+        ORDERS,
+        MODES,
+        DTYPES,
+        dtype_axis=2,
+        keep=lambda impl, order, mode, dtype: (
+            # The CPU's spline gradients: tests/ops/test_spline.py, by differences.
+            (impl != "cpu" or order <= 1)
+            # The TPU formulation's order-0 grid gradient takes two minutes a
+            # case interpreted on the CPU (its Pallas scatter, measured here):
+            # on a chip only.
+            and (impl != "tpu" or order > 0 or tpu_lowering.ON_TPU)
+        ),
+        sampled=6,
+    ),
+)
+def test_gradients_in_the_grid_and_the_coordinates_agree(impl, order, mode, dtype):
+    """The gradient of a sum of sines of the values in the grid (the
+    scatter: the gather's transpose) and in every coordinate array, away
+    from grid lines: jax's at orders 0 and 1, the CPU kernels' in float64 for
+    the splines."""
+    shape = (5, 6, 7) if order <= 1 else (9, 10)
+    rng = np.random.default_rng(order)
+    grid = rng.normal(size=shape)
+    coords = [rng.uniform(-2.5, n + 1.5, size=(4, 50)) + 0.123 for n in shape]
+    loss = lambda mc: lambda g, c: jnp.sum(jnp.sin(mc(g, c, order, mode, 0.5)))
+    g, c = (
+        implementations.put(impl, grid.astype(dtype)),
+        implementations.put(impl, [x.astype(dtype) for x in coords]),
+    )
+    got = jax.jit(jax.grad(loss(map_coordinates), argnums=(0, 1)))(g, c)
+    cpu = implementations.put("cpu", [grid, *coords])
+    if order <= 1:  # jax's own, in the dtype of the case
+        cpu = [x.astype(dtype) for x in cpu]
+    want = jax.jit(jax.grad(loss(reference if order <= 1 else map_coordinates), argnums=(0, 1)))(
+        cpu[0], cpu[1:]
+    )
+    if impl == "tpu":
+        tol = dict(rtol=2e-3, atol=2e-3 * max(1.0, float(np.abs(want[0]).max())))
+    elif dtype == np.float32:
+        # The GPU's grid gradient adds with atomics in whatever order the
+        # threads arrive: a few ulps of the (large) sums (2.2e-6 on an H200).
+        tol = dict(rtol=2e-5, atol=2e-5) if order <= 1 else dict(rtol=1e-4, atol=1e-4)
+    else:
+        tol = dict(rtol=1e-10, atol=1e-10)
+    for which, a, b in zip(
+        ["grid"] + [f"axis {k}" for k in range(len(shape))], [got[0], *got[1]], [want[0], *want[1]]
+    ):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, **tol, err_msg=which)
+
+
+@pytest.mark.parametrize(
+    "impl, order, points",
+    implementations.params("no points", (0, 1, 3), ((0,), (0, 4), (4, 0)), sampled=4),
+)
+def test_no_points_have_no_values_and_no_gradient(impl, order, points):
+    """Coordinates with no point (an empty dimension anywhere), and batches
+    of none: empty values, eager and jitted, a zero grid gradient and empty
+    coordinate gradients (the kernels' blocks cannot be empty)."""
+    grid = implementations.put(
+        impl, np.random.default_rng(order).normal(size=(5, 6, 7)).astype(np.float32)
+    )
+    coords = implementations.put(impl, np.zeros((3, *points), np.float32))
+    f = lambda g, c: map_coordinates(g, list(c), order, "constant", cval=0.5)
+    eager, jitted = f(grid, coords), jax.jit(f)(grid, coords)
+    assert eager.shape == jitted.shape == points
+    total = lambda g, c: f(g, c).sum()
+    np.testing.assert_array_equal(jax.jit(jax.grad(total))(grid, coords), np.zeros(grid.shape))
+    assert jax.jit(jax.grad(total, 1))(grid, coords).shape == coords.shape
+    batch = jax.vmap(lambda c: map_coordinates(grid, list(c), order))
+    assert batch(implementations.put(impl, np.zeros((0, 3, 4), np.float32))).shape == (0, 4)
+
+
+@pytest.mark.parametrize("impl, order", implementations.params("vmap", (1, 3), sampled=2))
+def test_vmap_over_grids_is_one_call_with_each_grids_values(impl, order):
+    grid, coords = contract_problem(order, 2, np.float32)
+    grids = implementations.put(impl, np.stack([grid, 2 * grid, -grid]))
+    c = implementations.put(impl, coords)
+    f = jax.jit(jax.vmap(lambda g: map_coordinates(g, c, order, "wrap")))
+    got = f(grids)
+    single = reference_values(grid, coords, order, "wrap", 0.0)
+    tol = contract_tolerance(impl, order, np.float32, 2 * grid)
+    for k, scale in enumerate((1, 2, -1)):
+        np.testing.assert_allclose(got[k], scale * single, **tol)
+    if impl != "tpu":  # one kernel call for the batch, not one per grid
+        assert f.lower(grids).as_text().count("@xlabind_map_coordinates(") == 1
+
+
+@pytest.mark.parametrize("shape, mode", cases.product("gradients", SHAPES, MODES, sampled=5))
 def test_gradients_in_both_arguments(shape, mode):
     grid, coords = problem(shape, jnp.float64)
     # Away from grid lines, where the interpolation is smooth in the coordinates.
@@ -225,11 +422,13 @@ def values_and_slopes(f, grid, coords, mode):
     return values, [in_grid, *in_coords]
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-@pytest.mark.parametrize("shape", [(40,), (17, 23), (9, 10, 11), (4, 5, 6, 7)])
+@pytest.mark.parametrize(
+    "shape, dtype",
+    cases.product("many points", [(40,), (17, 23), (9, 10, 11), (4, 5, 6, 7)], DTYPES, sampled=4),
+)
 def test_many_points_match_jax(shape, dtype):
     grid, coords = many_points(shape, dtype)
-    tol = 2e-5 if dtype == jnp.float32 else 1e-12
+    tol = 2e-5 if dtype == np.float32 else 1e-12
 
     def values_and_slopes_of(f):
         # Every mode in one program: the values and the gradient of a sum of
@@ -423,8 +622,7 @@ def test_lowers_for_cuda_to_the_cuda_kernels():
 _MARKS = [np.nan, np.inf, -np.inf]
 
 
-@pytest.mark.parametrize("cval", _MARKS)
-@pytest.mark.parametrize("order", [0, 1])
+@pytest.mark.parametrize("order, cval", cases.product("marks", [0, 1], _MARKS, sampled=3))
 def test_a_non_finite_cval_marks_only_the_outside_as_jax_does(order, cval):
     # Inside: the values; where a point reads a node outside: cval, as jax
     # (order 1 at n - 1 reads one, with weight 0: cval * 0).
@@ -455,8 +653,9 @@ def test_a_non_finite_cval_marks_only_the_outside_as_jax_does(order, cval):
         assert np.isnan(got[outside & edge]).all()
 
 
-@pytest.mark.parametrize("cval", _MARKS)
-@pytest.mark.parametrize("order", [2, 3, 4, 5])
+@pytest.mark.parametrize(
+    "order, cval", cases.product("spline marks", [2, 3, 4, 5], _MARKS, sampled=4)
+)
 def test_a_non_finite_cval_at_spline_orders_is_scipys_constant_mode(order, cval):
     scipy_ndimage = pytest.importorskip("scipy.ndimage")
     grid = np.random.default_rng(4).normal(size=(7, 6))

@@ -1,7 +1,8 @@
 """xlabind.ops.map_coordinates is total: every coordinate has the value of the
 the interpolation guide's table ("Every coordinate has a value"), the same in the CPU's
-scalar and vector kernels (tests/gpu/test_gpu_map_coordinates.py checks the CUDA
-kernels against this file's EXPECTED on a GPU):
+scalar and vector kernels and in the CUDA kernels on a GPU (the cases over
+implementations; tests/gpu/test_gpu_map_coordinates.py adds the GPU's NaN
+gradients):
 
 * finite coordinates where jax's int32 index arithmetic is exact give jax's
   values, rounding ties one ulp off .5 included;
@@ -18,6 +19,8 @@ import os
 import subprocess
 import sys
 
+import cases
+import implementations
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,23 +33,45 @@ from xlabind.ops import map_coordinates
 jax.config.update("jax_enable_x64", True)
 
 
-@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
-@pytest.mark.parametrize("order", [0, 1])
-@pytest.mark.parametrize("mode", MODES)
-def test_finite_coordinates_match_jax(mode, order, dtype):
-    coords = jnp.asarray(FINITE, dtype)
-    if dtype == jnp.float32:  # float32 cannot hold 2^29 - 2.5: keep what it holds exactly
-        coords = coords[jnp.abs(coords) < 2.0**23]
-    grid = jnp.asarray(GRID, dtype)
-    got = map_coordinates(grid, [coords], order, mode, cval=CVAL)
-    want = reference(grid, [coords], order, mode, cval=CVAL)
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+# The CPU kernels and the CUDA kernels (a GPU's cases skip without one); the
+# TPU formulation's float32 coordinates of every magnitude are
+# tests/tpu/test_tpu_ops.py's.
+def on_cpu_and_gpu(impl, *case):
+    return impl != "tpu"
 
 
-@pytest.mark.parametrize("order", [0, 1])
-@pytest.mark.parametrize("mode", MODES)
-def test_extreme_coordinates_follow_the_table(mode, order):
-    got = map_coordinates(jnp.asarray(GRID), [jnp.asarray(EXTREME)], order, mode, cval=CVAL)
+@pytest.mark.parametrize(
+    "impl, mode, order, dtype",
+    implementations.params(
+        "finite",
+        MODES,
+        (0, 1),
+        (np.float32, np.float64),
+        dtype_axis=2,
+        keep=on_cpu_and_gpu,
+        sampled=6,
+    ),
+)
+def test_finite_coordinates_match_jax(impl, mode, order, dtype):
+    coords = np.asarray(FINITE, dtype)
+    if dtype == np.float32:  # float32 cannot hold 2^29 - 2.5: keep what it holds exactly
+        coords = coords[np.abs(coords) < 2.0**23]
+    grid = np.asarray(GRID, dtype)
+    got = map_coordinates(
+        implementations.put(impl, grid), [implementations.put(impl, coords)], order, mode, cval=CVAL
+    )
+    want = reference(jnp.asarray(grid), [jnp.asarray(coords)], order, mode, cval=CVAL)
+    tol = 1e-12 if dtype == np.float64 else 1e-6
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "impl, mode, order",
+    implementations.params("extreme", MODES, (0, 1), keep=on_cpu_and_gpu, sampled=5),
+)
+def test_extreme_coordinates_follow_the_table(impl, mode, order):
+    at = implementations.put(impl, np.asarray(EXTREME))
+    got = map_coordinates(implementations.put(impl, np.asarray(GRID)), [at], order, mode, cval=CVAL)
     want = [expected(mode, c) for c in EXTREME]
     np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"{EXTREME}")
 
@@ -105,8 +130,9 @@ def test_infinite_coordinates_have_zero_gradients_where_they_have_values(mode):
     np.testing.assert_array_equal(g_grid, want)
 
 
-@pytest.mark.parametrize("mode", ["wrap", "mirror", "reflect"])
-@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize(
+    "order, mode", cases.product("huge", range(6), ("wrap", "mirror", "reflect"), sampled=6)
+)
 def test_huge_coordinates_in_periodic_modes_read_their_node(order, mode):
     # An integral coordinate reads its node at every order; past 2^53 the
     # spline's nodes (start + j) rounded onto each other before the fix.

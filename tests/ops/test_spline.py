@@ -4,26 +4,20 @@ wrap are SciPy's grid-constant and grid-wrap), 1-D to 3-D, float32 and
 float64; derivatives in both arguments, vmap, jit, NaN and infinite
 coordinates, the prefilter's transpose."""
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.ndimage as ndimage
 from jax.test_util import check_grads
+from map_coordinates_table import SCIPY_MODE
 
 from xlabind.ops import map_coordinates, spline_filter
 
 jax.config.update("jax_enable_x64", True)
 
 ORDERS = [2, 3, 4, 5]
-# xlabind's mode -> the SciPy mode that computes the same.
-SCIPY_MODE = {
-    "constant": "grid-constant",
-    "nearest": "nearest",
-    "mirror": "mirror",
-    "reflect": "reflect",
-    "wrap": "grid-wrap",
-}
 SHAPES = [(30,), (24, 26), (20, 21, 22)]
 
 
@@ -99,8 +93,7 @@ def test_short_lines_interpolate_their_samples(order):
         )
 
 
-@pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("mode", ["mirror", "reflect", "wrap"])
+@pytest.mark.parametrize("order, mode", cases.product("adjoint", ORDERS, FILTER_MODES, sampled=4))
 def test_the_filter_transpose_is_its_adjoint(order, mode):
     rng = np.random.default_rng(7)
     # Past 8 lines an axis the CPU filters 8 side by side (rows of the last
@@ -111,38 +104,6 @@ def test_the_filter_transpose_is_its_adjoint(order, mode):
         (ft_y,) = jax.linear_transpose(f, jnp.asarray(x))(jnp.asarray(y))
         np.testing.assert_allclose(
             np.vdot(f(jnp.asarray(x)), y), np.vdot(x, ft_y), rtol=1e-12, atol=1e-12
-        )
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape", SHAPES)
-def test_values_are_scipys(dtype, shape):
-    # Every order and mode, compiled as one program.
-    inputs = {
-        order: (
-            np.random.default_rng(len(shape) * 10 + order).normal(size=shape),
-            points(shape, 200, seed=order),
-        )
-        for order in ORDERS
-    }
-    cases = [(order, mode) for order in ORDERS for mode in sorted(SCIPY_MODE)]
-    got = batched(
-        lambda order, mode: map_coordinates(
-            jnp.asarray(inputs[order][0], dtype),
-            [jnp.asarray(c, dtype) for c in inputs[order][1]],
-            order,
-            mode,
-            cval=1.25,
-        ),
-        cases,
-    )
-    for order, mode in cases:
-        grid, coords = inputs[order]
-        want = ndimage.map_coordinates(grid, coords, order=order, mode=SCIPY_MODE[mode], cval=1.25)
-        value = got[str((order, mode))]
-        assert value.dtype == dtype
-        np.testing.assert_allclose(
-            value, want, **tolerance(dtype), err_msg=f"order {order}, {mode}"
         )
 
 
@@ -184,8 +145,9 @@ def test_prefilter_false_interpolates_coefficients(order):
     )
 
 
-@pytest.mark.parametrize("order", ORDERS)
-@pytest.mark.parametrize("mode", sorted(SCIPY_MODE))
+@pytest.mark.parametrize(
+    "order, mode", cases.product("second order", ORDERS, sorted(SCIPY_MODE), sampled=6)
+)
 def test_gradients_in_both_arguments_to_second_order(order, mode):
     rng = np.random.default_rng(order)
     grid = jnp.asarray(rng.normal(size=(7, 8)))

@@ -1,12 +1,15 @@
 """tests/run_pytest.py, the runner of every pytest target, under Bazel's test
 sharding (a target's shard_count, tests/pytest.bzl): the shards run each
-test once between them, and each says it shards."""
+test once between them, and each says it shards; and the sampled products
+of tests/support/cases.py in the default loop and under --config=all."""
 
 import os
 import pathlib
 import re
 import subprocess
 import sys
+
+import cases
 
 RUNNER = pathlib.Path(__file__).parents[1] / "run_pytest.py"
 
@@ -78,3 +81,44 @@ def test_plugins_installed_beside_the_interpreter_stay_out(tmp_path):
     loaded.unlink()
     run(str(RUNNER))
     assert not loaded.exists(), "the runner loaded a plugin installed beside the interpreter"
+
+
+def run_cases(tests: pathlib.Path, which: str):
+    """The runner over `tests` with XLABIND_TEST_CASES=`which`: the ids it ran."""
+    support = pathlib.Path(cases.__file__).parent
+    env = {
+        **os.environ,
+        "XLABIND_TEST_CASES": which,
+        "PYTHONPATH": os.pathsep.join([str(support), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(tests), "-vv"],  # past the runner's -q
+        env=env,
+        cwd=tests.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"cases: {which}" in done.stdout
+    return re.findall(r"::test_case\[([^\]]+)\] PASSED", done.stdout)
+
+
+def test_the_loop_runs_a_seeded_sample_holding_every_value_and_ci_all(tmp_path):
+    # tests/support/cases.py under the default loop's and --config=all's setting.
+    tests = tmp_path / "test_product.py"
+    tests.write_text(
+        "import cases, pytest\n"
+        "@pytest.mark.parametrize('order, mode, rank', cases.product(\n"
+        "    'probe', range(6), ['constant', 'wrap', 'mirror'], (1, 2, 3), sampled=8))\n"
+        "def test_case(order, mode, rank):\n"
+        "    pass\n"
+    )
+    every = run_cases(tests, "all")
+    assert len(every) == 6 * 3 * 3 == len(set(every))
+    sample = run_cases(tests, "sampled")
+    assert 8 <= len(sample) < len(every) and set(sample) <= set(every)
+    values = [case.split("-") for case in sample]
+    for axis, wanted in enumerate([range(6), ["constant", "wrap", "mirror"], (1, 2, 3)]):
+        assert {v[axis] for v in values} == {str(w) for w in wanted}, axis
+    assert run_cases(tests, "sampled") == sample  # the same cases every run

@@ -42,7 +42,7 @@ def test_the_wheel_holds_the_package_and_nothing_else(wheel):
         "xlabind/__init__.py",
         "xlabind/py.typed",
         "xlabind/ops/__init__.py",
-        "xlabind/ops/map_coordinates.py",
+        "xlabind/ops/map_coordinates/op.py",
         "xlabind/_xlabind.so",
         "xlabind/_xlabind_ops.so",
         "xlabind/_xlabind_cuda_ops.so",

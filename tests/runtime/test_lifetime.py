@@ -11,6 +11,7 @@ import sys
 import threading
 import weakref
 
+import gc_stages
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -216,17 +217,7 @@ def test_a_function_made_inside_the_traced_function_runs(run):
     gc.collect()
     np.testing.assert_allclose(np.asarray(y), 3 * np.asarray(_heavy(x)), rtol=1e-5)
     # Each stage with a collection in between: trace, lower, compile, run.
-    traced = jax.jit(lambda x: make_op()(x) + 1).trace(jnp.ones(3))
-    gc.collect()
-    lowered = traced.lower()
-    del traced
-    gc.collect()
-    compiled = lowered.compile()
-    del lowered
-    gc.collect()
-    out = compiled(jnp.ones(3))
-    del compiled
-    gc.collect()
+    out = gc_stages.run_in_stages([jax.jit(lambda x: make_op()(x) + 1)], jnp.ones(3))
     np.testing.assert_array_equal(out, [4.0, 4.0, 4.0])
 
 

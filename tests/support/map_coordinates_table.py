@@ -1,11 +1,20 @@
 """The values xlabind.ops.map_coordinates promises on every input (the
-interpolation guide, "Every coordinate has a value"), for the CPU test and its GPU twin."""
+interpolation guide, "Every coordinate has a value"), for the CPU test and its GPU twin;
+the modes, and SciPy's names for them, for every map_coordinates test."""
 
 import math
 
 import numpy as np
 
 MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
+# SciPy's names for jax's reading of the modes (the splines' reference).
+SCIPY_MODE = {
+    "constant": "grid-constant",
+    "nearest": "nearest",
+    "wrap": "grid-wrap",
+    "mirror": "mirror",
+    "reflect": "reflect",
+}
 GRID = np.arange(10.0, 15.0)  # 5 nodes: 10, 11, 12, 13, 14
 CVAL = -1.0
 

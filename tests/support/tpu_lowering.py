@@ -11,7 +11,7 @@ import jax
 import pytest
 
 from xlabind import _platforms
-from xlabind.ops import tpu_kernels
+from xlabind.ops.map_coordinates import tpu_kernels
 
 ON_TPU = jax.default_backend() == "tpu"
 

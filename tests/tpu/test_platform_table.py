@@ -16,7 +16,8 @@ from jax import export
 
 import xlabind
 from xlabind import _platforms
-from xlabind.ops import map_coordinates, tpu_kernels
+from xlabind.ops import map_coordinates
+from xlabind.ops.map_coordinates import tpu_kernels
 
 PACKAGE = pathlib.Path(xlabind.__file__).parent
 TARGETS = ("xlabind_map_coordinates", "xlabind_map_coordinates_transpose")

@@ -1,32 +1,32 @@
-"""xlabind.ops in TPU programs: map_coordinates (orders 0-5, every mode,
-cval static and traced, prefilter, derivatives in the grid, the coordinates
-and cval, vmap, jit) and spline_filter against SciPy in float64 on the host.
-tools/device_check.py runs it on a TPU chip; off a TPU the TPU lowering rule
-stands in for the CPU one and the Pallas kernel runs interpreted, so CI
-checks the same formulation's numbers (not that the chip compiles it)."""
+"""What only xlabind.ops' TPU formulation has: map_coordinates' routes
+(tap table, patches, chunks of axis 2, gathers that fit), programs exported
+for a chip, coordinates of any float32 magnitude, points in chunks and
+symbolic point counts, cval traced and its gradient; spline_filter and its
+matrix against SciPy; the Pallas kernels' own contract. The contract every
+implementation holds (values at every order, mode and rank, both
+gradients, no points, vmap) is tests/ops/test_map_coordinates.py, whose
+"tpu" cases run the same formulation. tools/device_check.py runs this file on
+a TPU chip; off a TPU the TPU lowering rule stands in for the CPU one and
+the Pallas kernels run interpreted, so CI checks the same formulation's
+numbers (not that the chip compiles it)."""
 
 import fractions
 import math
 import re
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.ndimage as ndimage
+from map_coordinates_table import MODES, SCIPY_MODE
 from tpu_lowering import EXPORT_CHECKS, ON_TPU, tpu_rule_for_cpu_programs
 
-from xlabind.ops import map_coordinates, spline_filter, tpu_formulation, tpu_kernels
-
-MODES = ["constant", "nearest", "wrap", "mirror", "reflect"]
-# SciPy's names for jax's reading of the modes.
-SCIPY_MODES = {
-    "constant": "grid-constant",
-    "nearest": "nearest",
-    "wrap": "grid-wrap",
-    "mirror": "mirror",
-    "reflect": "reflect",
-}
+from xlabind.ops import map_coordinates, spline_filter
+from xlabind.ops.map_coordinates import tpu_formulation, tpu_kernels
+from xlabind.ops.modes import Boundary
+from xlabind.ops.spline_filter import tpu_formulation as spline_filter_tpu
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -57,20 +57,10 @@ def scipy_values(grid, coords, order, mode, cval=0.0, prefilter=True):
         grid.astype(np.float64),
         np.stack(coords).astype(np.float64),
         order=order,
-        mode=SCIPY_MODES[mode],
+        mode=SCIPY_MODE[mode],
         cval=cval,
         prefilter=prefilter,
     )
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("order", range(6))
-@pytest.mark.parametrize("shape", [(9, 8, 7), (12, 10)])
-def test_values_agree_with_scipy(order, mode, shape):
-    grid, coords = grid_and_points(shape, seed=order)
-    got = jax.jit(lambda g, c: map_coordinates(g, c, order, mode, cval=0.5))(grid, coords)
-    expected = scipy_values(grid, coords, order, mode, cval=0.5)
-    np.testing.assert_allclose(got, expected, rtol=2e-4, atol=2e-4 * np.abs(grid).max())
 
 
 @pytest.mark.parametrize("order", [0, 1, 3])
@@ -98,42 +88,6 @@ def test_traced_cval_and_its_gradient():
     np.testing.assert_allclose(slope, (f(jnp.float32(2.5)) - f(jnp.float32(1.5))).sum(), rtol=1e-3)
 
 
-@pytest.mark.parametrize("order", [1, 3, 5])
-@pytest.mark.parametrize("mode", ["nearest", "reflect", "constant"])
-def test_grid_gradient_is_the_transpose(order, mode):
-    """<ct, A g> == <A^T ct, g>: the scatter is the gather's transpose."""
-    grid, coords = grid_and_points((10, 9, 8), seed=order)
-    rng = np.random.default_rng(1)
-    ct = rng.normal(size=coords[0].shape).astype(np.float32)
-    g = rng.normal(size=grid.shape).astype(np.float32)
-    f = lambda g: map_coordinates(g, coords, order, mode)
-    transposed = jax.jit(jax.grad(lambda g: jnp.vdot(ct, f(g))))(jnp.asarray(grid))
-    np.testing.assert_allclose(
-        float(jnp.vdot(transposed, g)), float(jnp.vdot(ct, jax.jit(f)(g))), rtol=1e-3
-    )
-
-
-@pytest.mark.parametrize("order", [1, 3, 5])
-def test_coordinate_gradient_matches_differences(order):
-    grid = np.sin(np.linspace(0, 3, 40)).astype(np.float32)[:, None] * np.ones((1, 6), np.float32)
-    x = jnp.asarray(np.linspace(5.2, 30.7, 17, dtype=np.float32))
-    y = jnp.full_like(x, 2.3)
-    f = lambda x: map_coordinates(grid, [x, y], order, "mirror")
-    slope = jax.jit(jax.vmap(jax.grad(lambda x: f(x[None])[0])))(x)
-    h = 0.05
-    differences = (f(x + h) - f(x - h)) / (2 * h)
-    np.testing.assert_allclose(slope, differences, atol=5e-3 if order > 1 else 5e-2)
-
-
-def test_vmap_over_grids_and_points():
-    grid, coords = grid_and_points((7, 8), seed=5)
-    grids = np.stack([grid, 2 * grid])
-    batched = jax.jit(jax.vmap(lambda g: map_coordinates(g, coords, 3, "wrap")))(grids)
-    single = scipy_values(grid, coords, 3, "wrap")
-    np.testing.assert_allclose(batched[0], single, rtol=2e-4, atol=2e-4 * 4)
-    np.testing.assert_allclose(batched[1], 2 * single, rtol=2e-4, atol=4e-4 * 4)
-
-
 @pytest.mark.parametrize("route", ["tap table", "patches"])
 def test_nan_and_infinite_coordinates(monkeypatch, route):
     if route == "patches":  # a NaN or infinite point's rows lie inside the patch table
@@ -150,8 +104,10 @@ def test_nan_and_infinite_coordinates(monkeypatch, route):
     assert np.isnan(map_coordinates(grid, [xs, ys], 3, "wrap")[:3]).all()
 
 
-@pytest.mark.parametrize("mode", ["mirror", "reflect", "wrap"])
-@pytest.mark.parametrize("order", [2, 3, 4, 5])
+@pytest.mark.parametrize(
+    "order, mode",
+    cases.product("spline filter", (2, 3, 4, 5), ("mirror", "reflect", "wrap"), sampled=4),
+)
 def test_spline_filter_agrees_with_scipy(order, mode):
     x = np.random.default_rng(order).normal(size=(11, 13)).astype(np.float32)
     scipy_mode = {"wrap": "grid-wrap"}.get(mode, mode)
@@ -164,7 +120,7 @@ def test_spline_filter_agrees_with_scipy(order, mode):
 
 
 def test_filter_matrix_inverts_the_collocation():
-    matrix = tpu_formulation.filter_matrix(9, 3, tpu_formulation.HALF)
+    matrix = spline_filter_tpu.filter_matrix(9, 3, Boundary.REFLECT)
     samples = np.random.default_rng(0).normal(size=9)
     np.testing.assert_allclose(
         matrix @ samples, ndimage.spline_filter1d(samples, 3, mode="reflect"), atol=1e-12
@@ -390,24 +346,6 @@ def test_a_program_exported_for_a_tpu_runs_the_chips_kernels(monkeypatch, order,
     assert all("stablehlo.gather" not in text for text in programs.values())
 
 
-@pytest.mark.parametrize("order", [0, 1, 3])
-@pytest.mark.parametrize("points", [(0,), (0, 4), (4, 0)], ids=str)
-def test_no_points_have_no_values_and_no_gradient(order, points):
-    """Coordinates with no point (an empty dimension anywhere): empty
-    values, eager and jitted, a zero grid gradient and empty coordinate
-    gradients (the kernels' blocks cannot be empty)."""
-    grid, _ = grid_and_points((5, 6, 7), seed=order)
-    coords = jnp.zeros((3, *points), jnp.float32)
-    f = lambda g, c: map_coordinates(g, list(c), order, "constant", cval=0.5)
-    eager, jitted = f(grid, coords), jax.jit(f)(grid, coords)
-    assert eager.shape == jitted.shape == points
-    total = lambda g, c: f(g, c).sum()
-    grid_gradient = jax.jit(jax.grad(total))(grid, coords)
-    np.testing.assert_array_equal(grid_gradient, np.zeros(grid.shape, np.float32))
-    coordinate_gradient = jax.jit(jax.grad(total, 1))(grid, coords)
-    assert coordinate_gradient.shape == coords.shape
-
-
 PERIODS = {"wrap": lambda n: n, "mirror": lambda n: 2 * n - 2, "reflect": lambda n: 2 * n}
 
 
@@ -433,8 +371,9 @@ def within_one_period(at, period):
     return np.asarray(reduced)
 
 
-@pytest.mark.parametrize("mode", ["wrap", "mirror", "reflect"])
-@pytest.mark.parametrize("order", range(6))
+@pytest.mark.parametrize(
+    "order, mode", cases.product("huge", range(6), ("wrap", "mirror", "reflect"), sampled=6)
+)
 def test_huge_coordinates_reduce_exactly_by_the_period(order, mode):
     """Every float32 coordinate has its value ("Every coordinate has a value"
     in docs/guides/interpolation.md): that of the same point moved into the

@@ -10,6 +10,7 @@ os.environ["XLA_FLAGS"] = (
     os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
 )
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +19,8 @@ from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 from tpu_lowering import EXPORT_CHECKS, tpu_rule_for_cpu_programs
 
-from xlabind.ops import map_coordinates, tpu_kernels
+from xlabind.ops import map_coordinates
+from xlabind.ops.map_coordinates import tpu_kernels
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -48,8 +50,9 @@ def grid_gradient(order):
     return jax.grad(lambda g, c: (interpolate(order)(g, c) ** 2).sum())
 
 
-@pytest.mark.parametrize("order", [1, 3])
-@pytest.mark.parametrize("what", ["values", "grid gradient"])
+@pytest.mark.parametrize(
+    "order, what", cases.product("vma", (1, 3), ("values", "grid gradient"), sampled=2)
+)
 def test_kernels_inside_a_shard_map_that_checks_vma_lower_for_a_tpu(order, what):
     """Each device's points through the kernels: Pallas asks the kernels'
     results how they vary across the mesh (check_vma=True), and the grid's
@@ -82,15 +85,15 @@ SPLITS = [
 ]
 
 
-@pytest.mark.parametrize("order", [1, 3])
-@pytest.mark.parametrize("shape, names, sizes, spec", SPLITS, ids=str)
-def test_coordinates_split_on_explicit_axes(order, shape, names, sizes, spec):
+@pytest.mark.parametrize("order, split", cases.product("splits", (1, 3), SPLITS, sampled=4))
+def test_coordinates_split_on_explicit_axes(order, split):
     """Coordinates placed with a NamedSharding on Explicit mesh axes: each
     device interpolates its points (a kernel cannot index a ref split
     across devices by a scalar, and a TPU lowers kernels only inside a
     shard_map), the values split as the points, the grid gradient summed
     over the devices; the same numbers as unsplit, and the program lowers
     for a TPU."""
+    shape, names, sizes, spec = split
     rng = np.random.default_rng(order)
     grid = rng.normal(size=(9, 8, 7)).astype(np.float32)
     coords = rng.uniform(-2, 9, shape).astype(np.float32)

@@ -15,6 +15,8 @@ os.environ["XLA_FLAGS"] = (
 import copy
 import gc
 
+import cases
+import gc_stages
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -388,9 +390,17 @@ def collections_of_this_tests_objects():
     gc.unfreeze()
 
 
-@pytest.mark.parametrize("inside", [False, True], ids=["made_outside", "made_inside"])
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("kind", sorted(MAKERS))
+def _made(value) -> str:
+    return ("made_inside" if value else "made_outside") if isinstance(value, bool) else str(value)
+
+
+# Every cell in CI (--config=all); in the default loop a seeded sample that
+# takes every constructor, every way and both places at least once
+# (tests/support/cases.py).
+@pytest.mark.parametrize(
+    "kind, mode, inside",
+    cases.product("sweep", sorted(MAKERS), MODES, (False, True), sampled=60, ids=_made),
+)
 def test_every_constructor_every_way(kind, mode, inside, mesh):
     make = MAKERS[kind]
     refused = REFUSED.get((kind, mode))
@@ -409,18 +419,9 @@ def test_every_constructor_every_way(kind, mode, inside, mesh):
     else:
         # The garbage collector between every stage, and nothing of the op kept
         # but what the program itself holds.
-        traced = program.trace(x)
+        held = [program]
         del program
-        gc.collect()
-        lowered = traced.lower()
-        del traced
-        gc.collect()
-        compiled = lowered.compile()
-        del lowered
-        gc.collect()
-        got = compiled(x)
-        del compiled
-        gc.collect()
+        got = gc_stages.run_in_stages(held, x)
     got = np.asarray(got)
     assert np.all(np.isfinite(got))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

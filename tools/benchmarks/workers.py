@@ -78,7 +78,7 @@ def map_coordinates_sharded_worker(points: int, rounds: int) -> dict:
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
     # The module (xlabind.ops exports the function under the same name).
-    module = importlib.import_module("xlabind.ops.map_coordinates")
+    module = importlib.import_module("xlabind.ops.map_coordinates.op")
     mesh = Mesh(np.array(jax.devices()), ("d",))
     grid, coords = map_coordinates_problem(64, points, seed=3)
     coords = [jax.device_put(c, NamedSharding(mesh, PartitionSpec("d"))) for c in coords]
@@ -140,7 +140,7 @@ def map_coordinates_threads_worker(points: int, rounds: int) -> dict:
     (each device's call on the same pool)."""
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-    module = importlib.import_module("xlabind.ops.map_coordinates")
+    module = importlib.import_module("xlabind.ops.map_coordinates.op")
     grid, coords = map_coordinates_problem(64, points, seed=5)
     mesh = Mesh(np.array(jax.devices()), ("d",))
     split = [jax.device_put(c, NamedSharding(mesh, PartitionSpec("d"))) for c in coords]

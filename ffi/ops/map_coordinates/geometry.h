@@ -170,7 +170,7 @@ inline xla::ffi::Error ReadScatter(const char* op, xla::ffi::RemainingArgs args,
 
 // The signature every map_coordinates handler binds after its platform's
 // context: (operands...) -> one buffer, with the attributes the Python side
-// passes (python/xlabind/ops/map_coordinates.py) and Read* above take.
+// passes (python/xlabind/ops/map_coordinates/op.py) and Read* above take.
 template <typename Binding>
 auto BindCall(Binding binding) {
   return std::move(binding)

@@ -29,6 +29,8 @@ constexpr int kMaxDims = 8;
 // The most leading batch dimensions (one per vmap level).
 constexpr int kMaxBatchDims = 8;
 
+// The `mode` attribute. Python spells it python/xlabind/ops/modes.py's Mode
+// (tests/native/test_op_enums.py holds the two equal).
 enum Mode : int32_t { kConstant = 0, kNearest = 1, kWrap = 2, kMirror = 3, kReflect = 4 };
 
 // Everything a kernel needs about one call; plain data, passed by value. The

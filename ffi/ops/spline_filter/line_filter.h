@@ -34,6 +34,9 @@ namespace xlabind::spline_filter {
 using bspline::Poles;
 using bspline::PolesOf;
 
+// The `boundary` attribute: whole-sample symmetric, half-sample symmetric,
+// periodic. Python spells it python/xlabind/ops/modes.py's Boundary
+// (tests/native/test_op_enums.py holds the two equal).
 enum Boundary : int32_t { kMirror = 0, kReflect = 1, kWrap = 2 };
 
 // kLanes lines of n values: value i of line l at data[l * lane_step + i * stride],

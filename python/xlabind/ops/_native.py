@@ -10,8 +10,7 @@ runtime: mark_unavailable). Where the CPU module is not installed at all (a
 Bazel target on @xlabind//python:xlabind_core), every op says that instead.
 """
 
-import xlabind
-from xlabind._runtime.extension import mark_unavailable
+from xlabind._runtime.extension import mark_unavailable, register_ffi_targets
 
 #: The FFI targets xlabind.ops calls: what the CPU module registers
 #: (tests/native/test_native_targets.py holds the two equal).
@@ -54,11 +53,11 @@ except ModuleNotFoundError as error:
     for platform in ("cpu", "cuda"):
         mark_unavailable(platform, TARGET_NAMES, OPS_MODULE_MISSING)
 else:
-    xlabind.register_ffi_targets(_xlabind_ops)
+    register_ffi_targets(_xlabind_ops)
     try:
         import xlabind._xlabind_cuda_ops as _xlabind_cuda_ops
     except ImportError as error:
         # The CUDA module holds the CUDA versions of the CPU module's ops.
         mark_unavailable("cuda", TARGET_NAMES, cuda_runtime_missing(error))
     else:
-        xlabind.register_ffi_targets(_xlabind_cuda_ops)
+        register_ffi_targets(_xlabind_cuda_ops)

@@ -2,7 +2,7 @@
 kernels (ffi/ops/map_coordinates: threads on the CPU, CUDA on GPUs), bound
 with xlabind's API for native targets, and beyond jax's orders 0 and 1 the
 B-splines of orders 2 to 5 that scipy.ndimage.map_coordinates has: SciPy's
-prefilter (spline_filter.py, after SciPy's padding for "nearest" and
+prefilter (xlabind.ops.spline_filter, after SciPy's padding for "nearest" and
 "constant"), then the same kernels on the coefficients. Throughout:
 
 * the interpolation is linear in the grid: ``xlabind.linear`` of the native
@@ -30,33 +30,39 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import xlabind
-from xlabind.ops import tpu_formulation
-from xlabind.ops.spline_filter import checked_order, spline_filter
+# The package's public names, from the modules that define them: `import
+# xlabind` here would run back up to the package, whose __init__ imports
+# xlabind.ops last (tests/api/test_module_graph.py).
+from xlabind._primitive.traced_rules import traceable
+from xlabind._runtime.native_targets import ffi_target
+from xlabind.linear import linear
+from xlabind.ops.map_coordinates import tpu_formulation
+from xlabind.ops.modes import Mode
+from xlabind.ops.spline_filter.op import checked_order, spline_filter
 
 # jax's mode names, read as jax reads them at every order ("constant" and
 # "wrap" are SciPy's "grid-constant" and "grid-wrap"), and SciPy's grid-*
-# names for the same.
+# names for the same: the kernels' mode each names.
 _MODES = {
-    "constant": 0,
-    "nearest": 1,
-    "wrap": 2,
-    "mirror": 3,
-    "reflect": 4,
-    "grid-constant": 0,
-    "grid-wrap": 2,
-    "grid-mirror": 4,
+    "constant": Mode.CONSTANT,
+    "nearest": Mode.NEAREST,
+    "wrap": Mode.WRAP,
+    "mirror": Mode.MIRROR,
+    "reflect": Mode.REFLECT,
+    "grid-constant": Mode.CONSTANT,
+    "grid-wrap": Mode.WRAP,
+    "grid-mirror": Mode.REFLECT,
 }
 # SciPy pads this much before filtering for "nearest" (edge values) and
 # "grid-constant" (cval), whose extensions no recursion starts from exactly.
 _SPLINE_PAD = 12
 # On TPUs, which run no native handlers, the same computations in JAX.
-_GATHER = xlabind.ffi_target(
+_GATHER = ffi_target(
     "xlabind_map_coordinates",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.map_coordinates_gather},
 )
-_SCATTER = xlabind.ffi_target(
+_SCATTER = ffi_target(
     "xlabind_map_coordinates_transpose",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.map_coordinates_scatter},
@@ -118,12 +124,12 @@ def _bound(ndim: int, sharded: bool = True):
             return jnp.zeros(values(grid, *coords).shape, grid.dtype)
         return sum(terms[1:], terms[0])
 
-    interpolated = xlabind.linear(
+    interpolated = linear(
         _GATHER,
         _SCATTER,
         values,
         nondiff_argnums=range(1, ndim + 1),
-        jvp=xlabind.traceable(coordinate_jvp),
+        jvp=traceable(coordinate_jvp),
         vmap_method="expand_dims",
         sharding_rule=rule if sharded else None,
         # The kernels fail only on shapes and arguments, which every device's
@@ -281,7 +287,7 @@ def _map_coordinates(
     coordinates = jnp.broadcast_arrays(*coordinates)
     shape = coordinates[0].shape
     if grid.size == 0:
-        if _MODES[mode] != _MODES["constant"]:
+        if _MODES[mode] != Mode.CONSTANT:
             raise ValueError(
                 f"{where}: mode {mode!r} has nothing to read in a grid with an "
                 f"empty dimension (shape {grid.shape}); only mode='constant' "
@@ -297,7 +303,7 @@ def _map_coordinates(
     interpolate = functools.partial(
         _interpolate, grid.astype(dtype), coords, order, prefilter=prefilter, sharded=sharded
     )
-    if _MODES[mode] != _MODES["constant"] or order < 2:
+    if _MODES[mode] != Mode.CONSTANT or order < 2:
         values = interpolate(mode, cval)
     elif static_cval is not None:
         values = (
@@ -334,9 +340,10 @@ def _interpolate(coefficients, coords, order, mode, cval, *, prefilter, sharded)
     if order > 1 and prefilter:
         coefficients, coords = _spline_coefficients(coefficients, coords, order, mode, cval)
     interpolated = functools.partial(_rows_of, _bound(ndim, sharded), coords[0].ndim - 1)
-    flat = dict(order=order, mode=_MODES[mode], derivative=(0,) * ndim)
+    # The kernels' attributes: plain ints, as the programs they are in carry them.
+    flat = dict(order=order, mode=int(_MODES[mode]), derivative=(0,) * ndim)
     values = interpolated(coefficients, *coords, **flat)
-    if _MODES[mode] == _MODES["constant"] and not (
+    if _MODES[mode] == Mode.CONSTANT and not (
         isinstance(cval, (int, float, np.number)) and cval == 0
     ):
         # Nodes outside the grid read cval: their weights are what the grid's
@@ -386,9 +393,9 @@ def _spline_coefficients(grid, coords, order, mode, cval):
     """The B-spline coefficients SciPy interpolates for `mode`, and the
     coordinates in them: for "nearest" and "constant" of the grid padded by
     12 (edge values, cval) on every side, coordinates shifted to match."""
-    if _MODES[mode] in (_MODES["nearest"], _MODES["constant"]):
+    if _MODES[mode] in (Mode.NEAREST, Mode.CONSTANT):
         pad = [(_SPLINE_PAD, _SPLINE_PAD)] * grid.ndim
-        if _MODES[mode] == _MODES["nearest"]:
+        if _MODES[mode] == Mode.NEAREST:
             grid = jnp.pad(grid, pad, mode="edge")
         else:
             # cval times a border of ones, not jnp.pad(constant_values=cval),

@@ -1,12 +1,12 @@
-"""xlabind.ops on TPUs: the native kernels' targets written in JAX, which a
-TPU program lowers in their place (XLA on a TPU runs no native handlers).
-Each computes what its CPU kernel computes (ffi/ops/map_coordinates/
-interpolation.h, ffi/ops/spline_filter/line_filter.h), so everything above
-the kernels (prefilter padding, cval, derivatives, vmap) is shared.
+"""xlabind.ops.map_coordinates on TPUs: the native kernels' targets written
+in JAX, which a TPU program lowers in their place (XLA on a TPU runs no
+native handlers). Each computes what its CPU kernel computes
+(ffi/ops/map_coordinates/interpolation.h), so everything above the kernels
+(prefilter padding, cval, derivatives, vmap) is shared.
 
-map_coordinates, as measured on a v5e (docs/guides/tpu.md): a TPU gathers
-per index, almost whatever a row's width, so each point reads ONE row of a
-"tap table" that holds, per cell, every node a point in it reads. Boundary
+As measured on a v5e (docs/guides/tpu.md): a TPU gathers per index, almost
+whatever a row's width, so each point reads ONE row of a "tap table" that
+holds, per cell, every node a point in it reads. Boundary
 modes fold into the table: the grid is first extended by k + 1 nodes on
 each side through the mode, and each axis' first node is moved into the
 extension's range (clamped for constant and nearest, whose far nodes all
@@ -23,9 +23,8 @@ per-node tables of axes 1 on) where its rows are narrow enough
 
 The grid's gradient (the transpose) adds each point's weighted cotangent
 into its row(s) by the kernels' scatters where a table fits, else it is
-the JAX derivative of one gather per node. The spline filter is a dense matrix
-per axis (its exact inverse collocation matrix), applied with full float32
-precision. The ops' targets carry these as their `tpu_formulation`.
+the JAX derivative of one gather per node. The op's targets carry these as
+their TPU formulation (op.py).
 
 The points run in chunks of a fixed size (CHUNK_ELEMENTS; a symbolic
 count, jax.export's, in chunks of SYMBOLIC_CHUNK_POINTS), the tables made
@@ -48,10 +47,10 @@ import numpy as np
 from jax import lax
 from jax.sharding import PartitionSpec
 
-from xlabind.ops import tpu_kernels
+from xlabind.ops.bspline import bspline
+from xlabind.ops.map_coordinates import tpu_kernels
+from xlabind.ops.modes import Mode
 
-CONSTANT, NEAREST, WRAP, MIRROR, REFLECT = range(5)
-WHOLE, HALF, PERIODIC = range(3)  # spline_filter's boundaries
 #: A tap table beyond this many elements is not built (one gather per node instead).
 MAX_TABLE_ELEMENTS = 1 << 28
 #: The widest rows an XLA gather reads from a tap table on a TPU. Measured on
@@ -63,55 +62,19 @@ MAX_GATHER_TAPS = 32
 #: points: order 3 in two chunks 37 ms (its grid gradient 41), against 570
 #: (757) by per-node gathers; order 5 in three 91 ms.
 MAX_PATCH_CHUNKS = 16
-#: spline_filter's dense matrices: the longest axis they filter.
-MAX_FILTER_LENGTH = 4096
 
 
 # -- one axis: the first node of each point, and its nodes' weights ----------
 
 
-def _bspline(k: int, t, xp=jnp):
-    """The centred B-spline of degree k at t (bspline.h's BSpline), in jax or
-    NumPy (`xp`)."""
-    u = xp.abs(t)
-    if k == 0:
-        return xp.where(u < 0.5, 1.0, 0.0).astype(t.dtype)
-    if k == 1:
-        return xp.where(u < 1, 1 - u, 0.0)
-    if k == 2:
-        return xp.where(u < 0.5, 0.75 - u * u, xp.where(u < 1.5, (1.5 - u) ** 2 / 2, 0.0))
-    if k == 3:
-        return xp.where(u < 1, 2 / 3 + u * u * (u / 2 - 1), xp.where(u < 2, (2 - u) ** 3 / 6, 0.0))
-    u2 = u * u
-    if k == 4:
-        return xp.where(
-            u < 0.5,
-            115 / 192 + u2 * (u2 / 4 - 5 / 8),
-            xp.where(
-                u < 1.5,
-                (55 + u * (20 + u * (-120 + u * (80 - 16 * u)))) / 96,
-                xp.where(u < 2.5, (2.5 - u) ** 4 / 24, 0.0),
-            ),
-        )
-    return xp.where(
-        u < 1,
-        11 / 20 + u2 * (-0.5 + u2 * (0.25 - u / 12)),
-        xp.where(
-            u < 2,
-            17 / 40 + u * (5 / 8 + u * (-7 / 4 + u * (5 / 4 + u * (-3 / 8 + u / 24)))),
-            xp.where(u < 3, (3 - u) ** 5 / 120, 0.0),
-        ),
-    )
-
-
 def _bspline_derivative(k: int, m: int, t):
     if m == 0:
-        return _bspline(k, t)
+        return bspline(k, t)
     if m > k:
         return jnp.zeros_like(t)
     total, binomial = jnp.zeros_like(t), 1.0
     for i in range(m + 1):
-        term = binomial * _bspline(k - m, t + m / 2 - i)
+        term = binomial * bspline(k - m, t + m / 2 - i)
         total = total - term if i & 1 else total + term
         binomial = binomial * (m - i) / (i + 1)
     return total
@@ -177,7 +140,7 @@ def _index_modulo(x, period: int):
 def _axis(c, n: int, k: int, mode: int, d: int):
     """(first node's cell in the extended axis, int32; the k + 1 weights; NaN mask)."""
     finite = jnp.isfinite(c)
-    nan = jnp.isnan(c) if mode in (CONSTANT, NEAREST) else ~finite
+    nan = jnp.isnan(c) if mode in (Mode.CONSTANT, Mode.NEAREST) else ~finite
     cf = jnp.where(finite, c, 0)
     if k == 0:
         base = lax.round(cf)
@@ -201,7 +164,7 @@ def _axis(c, n: int, k: int, mode: int, d: int):
         weights = _spline_weights(k, cf - base, d)
     weights = [w.astype(c.dtype) for w in weights]
     pad = k + 1
-    if mode in (CONSTANT, NEAREST) or n == 1:
+    if mode in (Mode.CONSTANT, Mode.NEAREST) or n == 1:
         start = jnp.clip(base - k // 2, -pad, n)
         # An infinite coordinate reads the edge (nearest) or the outside
         # (constant): its nodes all lie in the extension, weighted as the
@@ -213,13 +176,13 @@ def _axis(c, n: int, k: int, mode: int, d: int):
         weights = [jnp.where(finite, w, jnp.asarray(e, w.dtype)) for w, e in zip(weights, at_edge)]
         flip = None
     else:
-        period = n if mode == WRAP else (2 * n - 2 if mode == MIRROR else 2 * n)
+        period = n if mode == Mode.WRAP else (2 * n - 2 if mode == Mode.MIRROR else 2 * n)
         start = jnp.remainder(_index_modulo(base, period) - k // 2, period)
         flip = None
-        if mode == MIRROR:
+        if mode == Mode.MIRROR:
             flip = start > n - 1
             start = jnp.where(flip, period - start - k, start)
-        elif mode == REFLECT:
+        elif mode == Mode.REFLECT:
             flip = start > n - 1
             start = jnp.where(flip, period - 1 - start - k, start)
     if flip is not None:
@@ -231,42 +194,25 @@ def _axis(c, n: int, k: int, mode: int, d: int):
 # -- the grid extended through the mode, and its tap table -------------------
 
 
-def _mapped(j: np.ndarray, n: int, mode: int) -> tuple[np.ndarray, np.ndarray]:
-    """Node indices j (any integers) mapped into [0, n) by `mode`, and whether
-    each is inside (constant mode leaves the outside out)."""
-    inside = (j >= 0) & (j < n)
-    if mode == CONSTANT:
-        return np.where(inside, j, 0), inside
-    if mode == NEAREST or n == 1:
-        return np.clip(j, 0, n - 1), np.ones_like(inside)
-    if mode == WRAP:
-        return np.mod(j, n), np.ones_like(inside)
-    if mode == MIRROR:
-        m = np.mod(j, 2 * n - 2)
-        return np.where(m <= n - 1, m, 2 * n - 2 - m), np.ones_like(inside)
-    m = np.mod(j, 2 * n)
-    return np.where(m < n, m, 2 * n - 1 - m), np.ones_like(inside)
-
-
 # jnp.pad's names for the modes (NumPy's "reflect" is our mirror).
 _PAD_MODES = {
-    CONSTANT: "constant",
-    NEAREST: "edge",
-    WRAP: "wrap",
-    MIRROR: "reflect",
-    REFLECT: "symmetric",
+    Mode.CONSTANT: "constant",
+    Mode.NEAREST: "edge",
+    Mode.WRAP: "wrap",
+    Mode.MIRROR: "reflect",
+    Mode.REFLECT: "symmetric",
 }
 
 
 def extended(grid, k: int, mode: int):
     """`grid` extended by k + 1 nodes on each side of each axis through `mode`
     (zeros outside in constant mode, whose outside nodes read nothing): the
-    nodes _mapped gives, by pads (slices of the grid; a gather of whole
+    nodes xlabind.ops.modes.mapped_nodes gives, by pads (slices of the grid; a gather of whole
     planes was measured 5x slower on a v5e at 256^3)."""
     for axis, n in enumerate(grid.shape):
         widths = [(0, 0)] * grid.ndim
         widths[axis] = (k + 1, k + 1)
-        how = "edge" if n == 1 and mode != CONSTANT else _PAD_MODES[mode]
+        how = "edge" if n == 1 and mode != Mode.CONSTANT else _PAD_MODES[Mode(mode)]
         grid = jnp.pad(grid, widths, mode=how)
     return grid
 
@@ -373,8 +319,15 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
         _varying_as(jnp.zeros(grid_shape, dtype), table_ct),
     )
     (grid_ct,) = pullback(table_ct)
-    flat = grid_ct.reshape(grid_shape[0], -1)
-    return flat.at[:, 0].add(first).reshape(grid_shape)
+    return grid_ct.at[(slice(None), *[0] * (len(grid_shape) - 1))].add(first)
+
+
+def _first_node(grids):
+    """(batch, 1): each grid's node 0, sliced where it lies: XLA on a TPU
+    compiles a reshape of a whole large grid to one row (batch, nodes) in
+    tens of seconds (27 s for 256^3 on a v5e)."""
+    start = (0,) * grids.ndim
+    return lax.slice(grids, start, (grids.shape[0], *[1] * (grids.ndim - 1))).reshape(-1, 1)
 
 
 def _slab_table(ext, k: int):
@@ -561,7 +514,7 @@ def _interpolate(
         values = read(axes, cell, weights)
         # The kernels read node 0 with a NaN weight: its cotangent is NaN too
         # (NaN only on those points: elsewhere it would reach every cotangent).
-        first = jnp.broadcast_to(grid.reshape(batch, -1)[:, :1], cs[0].shape)
+        first = jnp.broadcast_to(_first_node(grid), cs[0].shape)
         nan_weight = jnp.where(nan, jnp.asarray(jnp.nan, values.dtype), 0)
         values = jnp.where(nan, nan_weight * first.reshape(-1), values)
         return values.reshape(batch, -1)
@@ -601,6 +554,11 @@ def _chunked(arrays, chunking):
     chunked = []
     for a in arrays:
         rows, points = a.shape
+        # Held as an array of its own: XLA on a TPU compiles the padding and
+        # split of a reshaped image-shaped (H, W) array in time growing with
+        # the points (60 s for 4096 x 4096 on a v5e), a materialized flat one
+        # in a second.
+        a = lax.optimization_barrier(a)
         a = jnp.pad(a, ((0, 0), (0, count * size - points)))
         chunked.append(jnp.moveaxis(a.reshape(rows, count, size), 1, 0))
     return chunked
@@ -615,7 +573,10 @@ def _over_point_chunks(fn, coords, taps: int):
         return fn(coords)
     values = lax.map(fn, _chunked(coords, chunking))  # (chunks, rows, points a chunk)
     count, size = chunking
-    return jnp.moveaxis(values, 0, 1).reshape(rows, count * size)[:, :points]
+    # Materialized before any reshape back to the points' shape (see _chunked).
+    return lax.optimization_barrier(
+        jnp.moveaxis(values, 0, 1).reshape(rows, count * size)[:, :points]
+    )
 
 
 def _summed_over_point_chunks(fn, arrays, taps: int):
@@ -830,52 +791,3 @@ def _kernel_scatter_batched(grid_aval, coords, cotangent, order, mode, derivativ
         derivative,
     )
     return None if result is None else result.reshape(grid_aval.shape)
-
-
-# -- spline_filter: the inverse collocation matrix per axis -----------------
-
-
-@functools.cache
-def filter_matrix(n: int, order: int, boundary: int) -> np.ndarray:
-    """(n, n), float64: samples -> the coefficients of the interpolating
-    B-spline of degree `order` whose coefficients continue past the ends by
-    `boundary` (what line_filter.h's recursions compute)."""
-    if n == 1:
-        return np.ones((1, 1))
-    reach = (order + 1) // 2 + 1
-    collocation = np.zeros((n, n))
-    mode = {WHOLE: MIRROR, HALF: REFLECT, PERIODIC: WRAP}[boundary]
-    for i in range(n):
-        m = np.arange(i - reach, i + reach + 1)
-        weights = _bspline(order, (i - m).astype(np.float64), xp=np)
-        j, _ = _mapped(m, n, mode)
-        np.add.at(collocation[i], j, weights)
-    return np.linalg.inv(collocation)
-
-
-def _filtered(x, order: int, boundary: int, axes, transpose: bool):
-    for axis in reversed(axes) if transpose else axes:
-        n = x.shape[axis]
-        if n > MAX_FILTER_LENGTH:
-            raise NotImplementedError(
-                f"xlabind.ops.spline_filter on a TPU filters axes of up to "
-                f"{MAX_FILTER_LENGTH} samples; axis {axis} has {n}"
-            )
-        dense = filter_matrix(n, order, boundary)
-        matrix = jnp.asarray(dense if transpose else dense.T, x.dtype)
-        x = jnp.moveaxis(
-            jnp.matmul(jnp.moveaxis(x, axis, -1), matrix, precision=lax.Precision.HIGHEST),
-            -1,
-            axis,
-        )
-    return x
-
-
-def spline_filter(x, *, order, boundary, axes, **_):
-    """xlabind_spline_filter: the prefilter along `axes` (counted from the end)."""
-    return [_filtered(x, int(order), int(boundary), tuple(axes), transpose=False)]
-
-
-def spline_filter_transpose(x, *, order, boundary, axes, **_):
-    """xlabind_spline_filter_transpose: its transpose."""
-    return [_filtered(x, int(order), int(boundary), tuple(axes), transpose=True)]

@@ -20,36 +20,42 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-import xlabind
-from xlabind.ops import tpu_formulation
+# The package's public names, from the modules that define them: `import
+# xlabind` here would run back up to the package, whose __init__ imports
+# xlabind.ops last (tests/api/test_module_graph.py).
+from xlabind._primitive.definition import BoundFunction
+from xlabind._runtime.native_targets import ffi_target
+from xlabind.linear import linear
+from xlabind.ops.modes import Boundary
+from xlabind.ops.spline_filter import tpu_formulation
 
 # On TPUs, which run no native handlers, the same computations in JAX.
-_FILTER = xlabind.ffi_target(
+_FILTER = ffi_target(
     "xlabind_spline_filter",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.spline_filter},
 )
-_FILTER_TRANSPOSE = xlabind.ffi_target(
+_FILTER_TRANSPOSE = ffi_target(
     "xlabind_spline_filter_transpose",
     platforms=("cpu", "cuda"),
     formulations={"tpu": tpu_formulation.spline_filter_transpose},
 )
 
 #: Each mode's extension of the signal, as the filter's recursions start from
-#: it (line_filter.h): 0 mirror (whole-sample symmetric), 1 reflect
-#: (half-sample symmetric), 2 wrap (periodic). xlabind reads "wrap" as the
-#: periodic extension, as jax's map_coordinates does (SciPy's "grid-wrap";
-#: SciPy's own "wrap" filters with mirror boundaries); "constant" and
-#: "nearest" filter as SciPy does (mirror and reflect).
+#: it: mirror (whole-sample symmetric), reflect (half-sample symmetric), wrap
+#: (periodic). xlabind reads "wrap" as the periodic extension, as jax's
+#: map_coordinates does (SciPy's "grid-wrap"; SciPy's own "wrap" filters with
+#: mirror boundaries); "constant" and "nearest" filter as SciPy does (mirror
+#: and reflect).
 BOUNDARIES = {
-    "mirror": 0,
-    "constant": 0,
-    "grid-constant": 0,
-    "reflect": 1,
-    "grid-mirror": 1,
-    "nearest": 1,
-    "wrap": 2,
-    "grid-wrap": 2,
+    "mirror": Boundary.MIRROR,
+    "constant": Boundary.MIRROR,
+    "grid-constant": Boundary.MIRROR,
+    "reflect": Boundary.REFLECT,
+    "grid-mirror": Boundary.REFLECT,
+    "nearest": Boundary.REFLECT,
+    "wrap": Boundary.WRAP,
+    "grid-wrap": Boundary.WRAP,
 }
 
 
@@ -64,8 +70,8 @@ def _sharding_rule(x: jax.ShapeDtypeStruct, *, axes: tuple[int, ...], **_: Any) 
 
 
 @functools.cache
-def _bound() -> xlabind.BoundFunction:
-    return xlabind.linear(
+def _bound() -> BoundFunction:
+    return linear(
         _FILTER,
         _FILTER_TRANSPOSE,
         lambda x, **_: x,
@@ -204,7 +210,8 @@ def _spline_filter(
         whole = [None if a in filtered else entry for a, entry in enumerate(split)]
         gathered = _resharded(x, whole)
         return _resharded(_spline_filter(gathered, order=order, mode=mode, axes=axes), split)
+    # The kernels' boundary attribute: a plain int, as the programs it is in carry it.
     coefficients: jax.Array = _bound()(
-        x, order=order, boundary=BOUNDARIES[mode], axes=tuple(counted_from_end)
+        x, order=order, boundary=int(BOUNDARIES[mode]), axes=tuple(counted_from_end)
     )
     return coefficients
