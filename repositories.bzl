@@ -101,8 +101,8 @@ def define_dev_repositories(local_repository):
     )
     pip_repository(
         name = "xlabind_docs_pypi",
-        build_file = Label("//tools/docs:docs_site.BUILD"),
-        lock = Label("//tools/docs:requirements.lock"),
+        build_file = Label("//docs/sphinx:docs_site.BUILD"),
+        lock = Label("//docs/sphinx:requirements.lock"),
     )
     local_repository(
         name = "xlabind_example",

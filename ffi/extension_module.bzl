@@ -3,8 +3,8 @@
 Written in the part of Starlark that is also Python (no f-strings, sets or
 `while`), so that the one generator serves both: the `xlabind_extension`
 macro (ffi/defs.bzl) expands ffi/extension_module.cc.tmpl with these
-substitutions, and tools/gpu_check.py, which builds without Bazel, executes
-this file and does the same.
+substitutions, and the wheel's CMake files (python/xlabind/cmake/), which
+build without Bazel, execute this file and do the same.
 """
 
 # A target's stages, in the order XLA runs them.

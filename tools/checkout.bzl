@@ -19,6 +19,7 @@ new one there runs those tests again, to find its files missing."""
 # @xlabind_example//:sources.
 CHECKOUT_PACKAGES = [
     "docs",
+    "docs/sphinx",
     "examples/native_op_cmake",
     "examples/python_ops",
     "ffi",
@@ -59,7 +60,6 @@ CHECKOUT_PACKAGES = [
     "third_party/shims/rules_python/python",
     "third_party/toolchains/zig",
     "tools",
-    "tools/docs",
 ]
 
 # What a package folder can hold that is no source (.gitignore's patterns):

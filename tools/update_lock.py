@@ -29,7 +29,7 @@ LOCKS = {
     REPO / "third_party/toolchains/zig/requirements.in": REPO
     / "third_party/toolchains/zig/requirements.lock",
     REPO / "third_party/cuda/requirements.in": REPO / "third_party/cuda/requirements.lock",
-    REPO / "tools/docs/requirements.in": REPO / "tools/docs/requirements.lock",
+    REPO / "docs/sphinx/requirements.in": REPO / "docs/sphinx/requirements.lock",
     REPO / "third_party/cmake/requirements.in": REPO / "third_party/cmake/requirements.lock",
     REPO / "third_party/lint/requirements.in": REPO / "third_party/lint/requirements.lock",
 }

@@ -1,8 +1,7 @@
 """The handlers of example_ops, for xlabind_extension in BUILD.bazel: {platform:
 {FFI target name: the C symbol of its handler, or xlabind_handler(...) of its
 stages}}. Plain literals and xlabind_handler calls only, so that a build
-without Bazel reads it too (xlabind_add_extension in CMake, xlabind's
-tools/gpu_check.py on a GPU machine)."""
+without Bazel reads it too (xlabind_add_extension in CMake)."""
 
 load("@xlabind//ffi:defs.bzl", "xlabind_handler")
 

@@ -304,7 +304,7 @@ void DefineDeviceArray(nb::module_ module) {
                           "torch.as_tensor / torch.from_dlpack, numba.cuda.as_cuda_array). "
                           "It is valid only during the call.\n\n"
                           "Example (the lines marked GPU run where there is one, in "
-                          "tools/gpu_check.py):\n"
+                          "tools/device_check.py):\n"
                           "  >>> import cupy  # doctest: +GPU\n"
                           "  >>> import jax, jax.numpy as jnp, xlabind\n"
                           "  >>> def double(x, *, out):  # x and out are DeviceArrays\n"

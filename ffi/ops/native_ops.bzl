@@ -1,6 +1,5 @@
 """xlabind's native ops, by extension module: {module: {platform: {FFI target:
-handler symbol}}}. ffi/ops/BUILD.bazel builds these modules; tools/gpu_check.py,
-which builds without Bazel, reads this file too (it is a plain dict literal)."""
+handler symbol}}}. ffi/ops/BUILD.bazel builds these modules."""
 
 NATIVE_OP_MODULES = {
     # Loaded always: needs nothing but the C++ runtime.

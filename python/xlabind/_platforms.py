@@ -23,6 +23,25 @@ PythonCalls = Literal["buffers", "host_transfers"] | None
 
 
 @dataclasses.dataclass(frozen=True)
+class DeviceCheck:
+    """The repository's checks of one platform's device, for the device runbook
+    (tools/device_check.py); paths are relative to the repository."""
+
+    #: The test folder whose files need the device.
+    tests: str
+    #: The script that prints the device's benchmark rows as Markdown.
+    benchmark: str
+    #: A pytest -k expression of tests in `tests` that may kill their process
+    #: on the device: each runs in a pytest process of its own, after the rest.
+    isolated: str | None = None
+    #: The compiled module of the platform's native ops, and the runtime
+    #: library it must load from a Python package (the wheel's extra), not a
+    #: system toolkit users may not have.
+    native_module: str | None = None
+    runtime_library: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Platform:
     """How a call lowers on one platform."""
 
@@ -38,6 +57,10 @@ class Platform:
     python_fallback: str | None = None
     #: Why nothing runs here, for the refusal (None: something does).
     refusal: str | None = None
+    #: What tools/device_check.py runs on a machine with this platform's
+    #: device (None: nothing, no device to check). Not installed code's
+    #: concern, but kept here so that adding a platform is adding a record.
+    device_check: DeviceCheck | None = None
 
     @property
     def host_transfers(self) -> bool:
@@ -68,8 +91,29 @@ PLATFORMS: dict[str, Platform] = {
     p.name: p
     for p in (
         Platform("cpu", registry_name="cpu", python_calls="buffers"),
-        Platform("cuda", registry_name="CUDA", python_calls="buffers"),
-        Platform("tpu", registry_name=None, python_calls="host_transfers", python_fallback="cpu"),
+        Platform(
+            "cuda",
+            registry_name="CUDA",
+            python_calls="buffers",
+            device_check=DeviceCheck(
+                tests="tests/gpu",
+                benchmark="tools/benchmarks/cuda_rows.py",
+                native_module="_xlabind_cuda_ops",
+                runtime_library="libcudart",
+            ),
+        ),
+        Platform(
+            "tpu",
+            registry_name=None,
+            python_calls="host_transfers",
+            python_fallback="cpu",
+            device_check=DeviceCheck(
+                tests="tests/tpu",
+                benchmark="tools/benchmarks/tpu_ops.py",
+                # Sub-byte and 8-bit float arrays through host transfers.
+                isolated="narrow",
+            ),
+        ),
         Platform(
             "rocm",
             registry_name=None,

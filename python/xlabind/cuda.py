@@ -34,7 +34,7 @@ def current_stream() -> int:
     Work enqueued on it runs in order with XLA's own. CuPy's current stream is
     this stream during the call (and PyTorch's, when it is imported).
 
-    Example (the lines marked GPU run where there is one, in tools/gpu_check.py):
+    Example (the lines marked GPU run where there is one, in tools/device_check.py):
       >>> import cupy  # doctest: +GPU
       >>> import jax, jax.numpy as jnp, xlabind, xlabind.cuda
       >>> def scale(x, *, out):
@@ -51,7 +51,7 @@ def current_stream() -> int:
 def current_device() -> int:
     """The CUDA device ordinal of the running callback.
 
-    Example (the line marked GPU runs where there is one, in tools/gpu_check.py):
+    Example (the line marked GPU runs where there is one, in tools/device_check.py):
       >>> import jax, jax.numpy as jnp, xlabind, xlabind.cuda
       >>> seen = []
       >>> def look(x, *, out):
@@ -72,7 +72,7 @@ def is_capturing() -> bool:
     host work (counting, logging, reading values) happens at capture only.
     False outside a capture and outside callbacks.
 
-    Example (the line marked GPU runs where there is one, in tools/gpu_check.py):
+    Example (the line marked GPU runs where there is one, in tools/device_check.py):
       >>> import cupy  # doctest: +GPU
       >>> import xlabind, xlabind.cuda
       >>> captures = []

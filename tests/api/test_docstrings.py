@@ -1,6 +1,6 @@
 """The examples in the public docstrings run and print what they claim
 (tests/support/docstring_examples.py; the lines marked GPU run in
-tools/gpu_check.py)."""
+tools/device_check.py)."""
 
 import os
 

@@ -2,7 +2,7 @@
 each page's blocks in order, in one namespace, as a reader runs them, with 8
 CPU devices and, in a process of its own, with one; each block on its own,
 after only the blocks the site's note above it names; the
-blocks marked for a GPU or several processes run in tools/gpu_check.py and
+blocks marked for a GPU or several processes run in tools/device_check.py and
 tests/sharding/test_multiprocess.py."""
 
 import doc_blocks
@@ -100,7 +100,7 @@ def test_one_device_runs_each_page_afresh_and_reports_each_failure(tmp_path):
 @pytest.mark.parametrize("page", PAGES_HERE)
 def test_page_block_by_block(page):
     """As a reader who lands on a block: a fresh namespace, the earlier
-    blocks its note names (tools/docs/block_needs.py), then the block."""
+    blocks its note names (docs/sphinx/block_needs.py), then the block."""
     before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
     try:
         assert doc_blocks.run_standalone(pathlib.Path(page)) >= 1

@@ -15,7 +15,7 @@ PAGES = sorted(DOCS.rglob("*.md"))
 # tools, the tests and the example workspace (@xlabind_example in the
 # runfiles, examples/native_op in a checkout).
 EXAMPLE = runfiles_repos.repository("xlabind_example") or pathlib.Path("examples/native_op")
-SOURCES = ["python", "ffi", "tools", "tests", str(EXAMPLE)]
+SOURCES = ["python", "ffi", "tools", "docs/sphinx", "tests", str(EXAMPLE)]
 SOURCE_SUFFIXES = {".py", ".cc", ".h", ".cu", ".bzl", ".bazel", ""}
 WINDOW = 5  # consecutive non-blank lines that make a copy
 FENCE = re.compile(r"^(`{3,}|~{3,})(.*)$")

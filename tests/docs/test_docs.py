@@ -1,5 +1,5 @@
-"""The documentation site (//tools/docs:html) as a reader gets it: served on
-http://127.0.0.1 (as `tools/bazel run //tools/docs:open` serves it) and opened
+"""The documentation site (//docs/sphinx:html) as a reader gets it: served on
+http://127.0.0.1 (as `tools/bazel run //docs/sphinx:open` serves it) and opened
 in Debian's Chromium, headless, at 1,280 and 390 px. Every public name has a
 docstring, an example and an entry in the reference; code fits its box on a
 wide window, on every page with code (the generated API pages too), and no
@@ -30,7 +30,7 @@ import zipfile
 
 import pytest
 
-SITE_ZIP = pathlib.Path("tools/docs/html.zip")  # in the runfiles
+SITE_ZIP = pathlib.Path("docs/sphinx/html.zip")  # in the runfiles
 DOCS = pathlib.Path("docs")
 MODULES = {
     "xlabind": "api/xlabind.html",
@@ -73,7 +73,7 @@ window.addEventListener("load", () => setTimeout(() => {
     // would be broken inside.
     broken: [...document.querySelectorAll("article table code")]
       .filter(c => c.getClientRects().length > 1).map(c => c.textContent),
-    // The figures (tools/docs/figures.py): drawn, described, and as wide as
+    // The figures (docs/sphinx/figures.py): drawn, described, and as wide as
     // the text column, not wider.
     figures: [...document.querySelectorAll("article img")].map(img => ({
       src: img.getAttribute("src"), alt: img.alt,

@@ -1,4 +1,4 @@
-"""The site's figures and quoted numbers (tools/docs/figures.py): their data
+"""The site's figures and quoted numbers (docs/sphinx/figures.py): their data
 holds what it says, every figure is shown with alt text, every draw is the
 same file, and the pages' numbers come from the data alone. The browser sees
 them in tests/docs/test_docs.py."""
@@ -30,7 +30,7 @@ def data():
 
 def test_the_spline_data_is_what_the_ops_compute(data):
     """docs/figure_data/spline_orders.json against a fresh computation with
-    xlabind.ops and SciPy (tools/docs/figure_data.py): the curves to 1e-9,
+    xlabind.ops and SciPy (docs/sphinx/figure_data.py): the curves to 1e-9,
     the distances from SciPy to within a factor of 10 (they are rounding
     errors, which move with the CPU's vector kernels)."""
     snapshot, fresh = data["spline_orders"], figure_data.compute()
@@ -146,10 +146,33 @@ def test_a_changed_run_changes_the_table_and_the_prose(data):
     assert json.dumps(after) != json.dumps(before)
 
 
+def test_the_measuring_tables_are_the_runs_json(data):
+    """The measuring page's tables: a row for every row of the roofline run,
+    the machine it ran on, and a device run's tables as the runbook wrote
+    them (tools/device_check.py's benchmark.json)."""
+    tables = figures.measuring_tables(data)
+    rows = data["roofline"]["roofline"]["rows"]
+    assert tables["roofline_rows"].count("\n") == len(rows) + 1  # and the header's two lines
+    assert data["roofline"]["environment"]["cpu"] in tables["roofline_machine"]
+    device = {
+        "platform": "tpu",
+        "date": "2026-12-07",
+        "report": ["Python 3.11.7", "jax devices: tpu: 1 x TPU v5 lite"],
+        "tables": [
+            {"title": "The cost of a call", "header": ["n", "ms"], "rows": [["256", "1.1"]]}
+        ],
+    }
+    runs = figures.measuring_tables({**data, "device_tpu": device})["device_runs"]
+    assert "**tpu**, 2026-12-07: jax devices: tpu: 1 x TPU v5 lite." in runs
+    assert "*The cost of a call*\n\n| n | ms |\n| --- | --- |\n| 256 | 1.1 |" in runs
+    recorded = [name for name in data if name.startswith("device_")]
+    assert ("No device run" in tables["device_runs"]) == (not recorded)
+
+
 def test_the_site_has_no_image_but_the_drawn_figures():
     """Every image of the built site is one figures.py drew: none is
     committed by hand, none is left over from a figure removed."""
-    with zipfile.ZipFile("tools/docs/html.zip") as site:
+    with zipfile.ZipFile("docs/sphinx/html.zip") as site:
         images = {
             pathlib.PurePosixPath(name).name
             for name in site.namelist()

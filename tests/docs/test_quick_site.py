@@ -1,6 +1,6 @@
-"""The documentation's quick build (`//tools/docs:html_quick`), which stands in
+"""The documentation's quick build (`//docs/sphinx:html_quick`), which stands in
 for the compiled modules with a snapshot of what the site reads of them
-(tools/docs/stand_ins.py): the snapshot is what the modules this build
+(docs/sphinx/stand_ins.py): the snapshot is what the modules this build
 compiled hold, and the quick site is the full site, file for file."""
 
 import json
@@ -10,14 +10,14 @@ import zipfile
 import pytest
 import stand_ins
 
-FULL = pathlib.Path("tools/docs/html.zip")  # in the runfiles
-QUICK = pathlib.Path("tools/docs/html_quick.zip")
+FULL = pathlib.Path("docs/sphinx/html.zip")  # in the runfiles
+QUICK = pathlib.Path("docs/sphinx/html_quick.zip")
 
 
 def test_the_snapshot_is_what_the_compiled_modules_hold():
     assert stand_ins.snapshot() == json.loads(stand_ins.SNAPSHOT.read_text()), (
         "a compiled module changed what the site reads of it: run "
-        "`tools/bazel run //tools/docs:snapshot_compiled_modules -- --write`"
+        "`tools/bazel run //docs/sphinx:snapshot_compiled_modules -- --write`"
     )
 
 

@@ -44,7 +44,7 @@ def test_readme_gives_the_two_commands_and_the_install():
     for command in (
         "tools/bazel test //...",
         "tools/bazel run //examples/python_ops:demo",
-        "tools/bazel run //tools/docs:open",
+        "tools/bazel run //docs/sphinx:open",
         "python -m xlabind",
         "[cuda13]",
     ):

@@ -1,6 +1,6 @@
 """CUDA callbacks on a real GPU: CuPy and DLPack (PyTorch) code on XLA's own
 buffers and stream, every transformation, the escape and error rules of the
-CPU. Skipped without a CUDA device; tools/gpu_check.py runs this file on the
+CPU. Skipped without a CUDA device; tools/device_check.py runs this file on the
 GPU machine."""
 
 import gc

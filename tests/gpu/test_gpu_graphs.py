@@ -2,7 +2,7 @@
 runs (Python and all) when XLA captures it, and replays run what it launched
 without Python, until the buffers' addresses change. Each case runs in a
 process of its own, since XLA reads its flags once. Skipped without a CUDA
-device; tools/gpu_check.py runs this file on the GPU machine; the CPU half
+device; tools/device_check.py runs this file on the GPU machine; the CPU half
 (lowering, traits, refusals) is tests/runtime/test_cuda_lowering.py."""
 
 import json

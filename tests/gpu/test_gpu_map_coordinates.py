@@ -5,7 +5,7 @@ transpose as the CPU's. The contract every
 implementation holds (values at every order, mode, dtype and rank, both
 gradients, no points, vmap) is tests/ops/test_map_coordinates.py, which
 runs its GPU cases on a GPU. Skipped without a CUDA device;
-tools/gpu_check.py runs this file on the GPU machine."""
+tools/device_check.py runs this file on the GPU machine."""
 
 import jax
 import jax.numpy as jnp

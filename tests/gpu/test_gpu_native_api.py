@@ -1,5 +1,5 @@
-"""A user's native ops on a real GPU: examples/native_op's module, which
-tools/gpu_check.py builds beside the package there (no Bazel). The table op's
+"""A user's native ops on a real GPU: examples/native_op's module, built by
+Bazel and put on the path there by tools/device_check.py (--modules). The table op's
 CUDA state (a table in device memory, built once per executable), its
 scratch memory from XLA's allocator, and its JVP kernel, which is marked
 command-buffer compatible; the values against the CPU handlers'. Skipped
@@ -18,7 +18,7 @@ pytestmark = requires_gpu
 
 example_ops = (
     pytest.importorskip(
-        "example_ops", reason="examples/native_op's module is built by tools/gpu_check.py only"
+        "example_ops", reason="examples/native_op's module: tools/device_check.py --modules DIR"
     )
     if has_gpu()
     else None

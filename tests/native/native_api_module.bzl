@@ -1,7 +1,6 @@
 """The handlers of tests/native/native_api_handlers.cc and
 cuda_bodies_handlers.cc, by platform, for xlabind_extension
-(tests/native/BUILD.bazel). Plain literals and xlabind_handler calls only
-(tools/gpu_check.py reads it without Bazel)."""
+(tests/native/BUILD.bazel)."""
 
 load("//ffi:defs.bzl", "xlabind_handler")
 

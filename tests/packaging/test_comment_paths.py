@@ -45,8 +45,9 @@ NOT_HERE = {
     ("tests/support/checkout.py", ".ci/disk_cache.bazelrc"): "written by .ci/run",
     ("docs/native/cmake.md", "examples/ffi"): "jax's repository",
     ("third_party/shims/rules_python/BUILD", "python/defs.bzl"): "inside rules_python",
-    ("tools/gpu_check.py", "ffi/cpu/x.cc"): "an example name",
-    ("tools/gpu_check.py", "ffi/cuda/x.cc"): "an example name",
+    ("docs/development/commands.md", "examples/native_op/bazel-bin/example_ops.so"): (
+        "the example workspace's own Bazel output"
+    ),
     ("third_party/bzlmod/registry.py", "tools/features"): "under /usr/share/bazel",
     ("third_party/bzlmod/registry.py", "tools/platforms"): "under /usr/share/bazel",
     ("third_party/bzlmod/registry.py", "tools/skylib"): "under /usr/share/bazel",
@@ -58,8 +59,8 @@ BUILT = {
     "ffi/ops/_xlabind_ops_module.cc": "//ffi/ops (xlabind_extension)",
     "tests/native/native_api_ops_module.cc": "//tests/native (xlabind_extension)",
     "tests/runtime/libcuda.so.1": "//tests/runtime",
-    "tools/docs/html.zip": "//tools/docs:html",
-    "tools/docs/html_quick.zip": "//tools/docs:html_quick",
+    "docs/sphinx/html.zip": "//docs/sphinx:html",
+    "docs/sphinx/html_quick.zip": "//docs/sphinx:html_quick",
     "tools/machine_probe": "//tools:machine_probe",
 }
 

@@ -4,6 +4,7 @@ RUNPATH. tests/packaging/test_wheel_installed.py installs it beside each lock's 
 
 import base64
 import hashlib
+import json
 import pathlib
 import re
 import shutil
@@ -162,33 +163,42 @@ def test_the_cuda13_extra_runtime_is_the_one_the_kernels_load(wheel, tmp_path):
     assert done.stdout.strip() == repr({str(extra / "libcudart.so.13")}), done.stdout
 
 
-def test_gpu_checks_wheel_mode_installs_it_and_names_the_libcudart_it_loads(
-    wheel, tmp_path, monkeypatch
-):
-    # `tools/gpu_check.py --wheel FILE`, its install step on the CPU: a venv
-    # that sees the machine's packages, the wheel in it, the cuda13 extra's
-    # runtime found where the machine's jax plugin would have brought it.
-    gpu_check = load_tool("gpu_check")
-    monkeypatch.setenv("PYTHONPATH", str(SITES["pinned"]))  # this machine's jax
+def test_the_device_runbook_installs_the_wheel_and_names_the_libcudart_it_loads(wheel, tmp_path):
+    # tools/device_check.py's install step on the CPU: the wheel into a
+    # --target folder, the cuda13 extra's runtime linked in from where the
+    # machine's jax plugin brought it, and its CUDA ops loaded from there.
+    runbook = load_tool("device_check")
     machine = tmp_path / "machine-site"
     (machine / "nvidia" / "cu13" / "lib").mkdir(parents=True)
     pinned = runfiles_repos.repository("xlabind_cuda") / "site" / "nvidia" / "cu13" / "lib"
     shutil.copy(pinned / "libcudart.so.13", machine / "nvidia" / "cu13" / "lib")
-    monkeypatch.setattr(gpu_check.site, "getsitepackages", lambda: [str(machine)])
-    monkeypatch.setattr(gpu_check.sysconfig, "get_paths", lambda: {"purelib": str(machine)})
-    (tmp_path / "package").mkdir()
-    installed = gpu_check.install_wheel(wheel, tmp_path / "out", tmp_path / "package")
-    venv_site = pathlib.Path(installed["site"])
-    assert pathlib.Path(installed["xlabind"]).parent == venv_site / "xlabind"
-    assert installed["cudart_real"] == [
-        str(machine / "nvidia" / "cu13" / "lib" / "libcudart.so.13")
-    ]
+    target = tmp_path / "site"
+    assert runbook.install(wheel, target) == "pip --target"
+    how = runbook.link_runtime(target, "libcudart", [machine])
+    assert how.startswith("libcudart linked from"), how
+    clean_environment = load_tool("check_wheel").clean_environment
+    env = {**clean_environment(), "PYTHONPATH": f"{SITES['pinned']}:{target}"}
+    check = runbook.PLATFORMS["cuda"].device_check
+
+    def probe():
+        native = json.dumps({check.native_module: check.runtime_library})
+        done = subprocess.run(
+            [sys.executable, "-c", runbook.PROBE, native, "[]"],
+            env=env,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    facts = probe()
+    assert pathlib.Path(facts["xlabind"]).parent == target / "xlabind"
+    loaded = facts["loaded"][check.native_module]
+    assert loaded == [str(machine / "nvidia" / "cu13" / "lib" / "libcudart.so.13")]
+    assert runbook.installation_errors(facts, check, [machine, target]) == []
     # Without that package the RUNPATH finds nothing: a toolkit's copy (in
     # ldconfig here) or none is refused, since users have neither.
-    shutil.rmtree(machine / "nvidia")
-    with pytest.raises(
-        RuntimeError,
-        match=r"CUDA ops (loaded libcudart from \['/usr/local|do "
-        r"not load)",
-    ):
-        gpu_check.install_wheel(wheel, tmp_path / "out", tmp_path / "package")
+    (target / "nvidia" / "cu13" / "lib").unlink()
+    (error,) = runbook.installation_errors(probe(), check, [machine, target])
+    assert "not from a Python package" in error or "does not load" in error, error

@@ -5,7 +5,7 @@ A block is a fenced ```python block, or a ```{code-block} python directive;
 its `:class:` option says where it runs:
 
   (none)          here, under `bazel test //...` (tests/docs/test_doc_examples.py)
-  gpu             on a machine with a CUDA GPU (tools/gpu_check.py)
+  gpu             on a machine with a CUDA GPU (tools/device_check.py)
   multiprocess    in several processes (tests/sharding/test_multiprocess.py)
 
     python3 tests/support/doc_blocks.py docs/guides/tutorial.md ...   # run pages' blocks
@@ -13,7 +13,7 @@ its `:class:` option says where it runs:
     python3 tests/support/doc_blocks.py --standalone docs/semantics.md  # block by block
 
 Block by block, each block runs in a fresh namespace after exactly the
-earlier blocks the site's note above it names (tools/docs/block_needs.py),
+earlier blocks the site's note above it names (docs/sphinx/block_needs.py),
 as a reader who lands on it would.
 """
 
@@ -27,7 +27,7 @@ import sys
 try:
     import block_needs
 except ImportError:  # from a checkout, or runfiles without Bazel's Python path
-    sys.path.append(str(pathlib.Path(__file__).absolute().parents[2] / "tools" / "docs"))
+    sys.path.append(str(pathlib.Path(__file__).absolute().parents[2] / "docs" / "sphinx"))
     import block_needs
 
 PLACES = ("here", "gpu", "multiprocess")

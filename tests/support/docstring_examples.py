@@ -1,6 +1,6 @@
 """The examples in xlabind's public docstrings, as doctests. Lines that need
 a CUDA GPU carry `# doctest: +GPU`: without one they are left out (a page's
-other lines still run); tools/gpu_check.py runs them all on a GPU machine
+other lines still run); tools/device_check.py runs them all on a GPU machine
 (tests/gpu/test_gpu.py::test_docstring_examples_on_the_gpu)."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ def has_gpu() -> bool:
 requires_gpu = pytest.mark.skipif(
     not has_gpu(),
     reason="no CUDA device here (JAX_PLATFORMS=cpu or a CPU-only jaxlib); "
-    "tools/gpu_check.py runs these on a GPU",
+    "tools/device_check.py runs these on a GPU",
 )
 
 

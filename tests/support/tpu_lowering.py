@@ -15,9 +15,9 @@ from xlabind.ops.map_coordinates import tpu_kernels
 
 ON_TPU = jax.default_backend() == "tpu"
 
-#: What only the chip shows (tools/tpu_check.py runs these files there).
+#: What only the chip shows (tools/device_check.py runs these files there).
 chip_only = pytest.mark.skipif(
-    not ON_TPU, reason="needs a TPU chip (tools/tpu_check.py runs it on one)"
+    not ON_TPU, reason="needs a TPU chip (tools/device_check.py runs it on one)"
 )
 
 #: jax.export's safety checks off for every target xlabind.ops calls.

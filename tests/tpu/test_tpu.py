@@ -1,6 +1,6 @@
 """Python functions in TPU programs: every constructor, the jaxbind drop-in,
 derivatives, vmap, effects, exceptions, in-place results; native targets
-refused by name. tools/tpu_check.py runs this file on a TPU chip. Off a TPU
+refused by name. tools/device_check.py runs this file on a TPU chip. Off a TPU
 the TPU lowering rule stands in for the CPU one (jax lowers the same host
 callback there), so CI runs the TPU path's Python half with the same
 assertions; what only a chip shows is marked `chip_only`.

@@ -5,7 +5,7 @@ symbolic point counts, cval traced and its gradient; spline_filter and its
 matrix against SciPy; the Pallas kernels' own contract. The contract every
 implementation holds (values at every order, mode and rank, both
 gradients, no points, vmap) is tests/ops/test_map_coordinates.py, whose
-"tpu" cases run the same formulation. tools/tpu_check.py runs this file on
+"tpu" cases run the same formulation. tools/device_check.py runs this file on
 a TPU chip; off a TPU the TPU lowering rule stands in for the CPU one and
 the Pallas kernels run interpreted, so CI checks the same formulation's
 numbers (not that the chip compiles it)."""

@@ -12,7 +12,7 @@ CuPy and PyTorch are stand-ins here (this module's ``StandInCupy`` and
 little work behind them, so a row shows xlabind's own host work, not CuPy's or
 PyTorch's. The floor row is the handler alone: a view per buffer, one call of
 a no-op, the escape check (``buffer_callback``'s host work is of that kind;
-tools/gpu_benchmark.py measures it). On the GPU (tools/gpu_benchmark.py)
+tools/benchmarks/cuda_rows.py measures it). On the GPU (tools/benchmarks/cuda_rows.py)
 the driver and the real libraries add their own costs on top of these.
 
     tools/bazel run //tools:benchmark -- --cuda-host

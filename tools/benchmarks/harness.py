@@ -1,7 +1,9 @@
-"""The benchmark's harness: a timed case, how cases are warmed up and timed
-(interleaved, in a fresh random order each round), medians and percentiles,
-workers in processes of their own, the JSON report. The groups of cases are
-the other modules of this folder; main.py runs them."""
+"""The benchmark's one harness, for the CPU, GPU and TPU rows alike: how
+cases are timed (interleaved, in a fresh random order each round), their
+percentiles, Markdown tables, workers in processes of their own, the JSON
+report; and the CPU rows' timed case and warm-up. The groups of cases are
+the other modules of this folder; main.py runs the CPU ones, cuda_rows.py and
+tpu_ops.py a device's."""
 
 from __future__ import annotations
 
@@ -14,18 +16,20 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-# xlabind's callbacks run on the CPU only; on a machine with an accelerator jax
-# would otherwise put the arrays (and the computation) there.
+# The CPU rows run on the CPU (xlabind's callbacks run there; a machine's
+# accelerator would otherwise take the arrays) and in float64. A device's rows
+# (cuda_rows.py, tpu_ops.py) set JAX_PLATFORMS before importing this module
+# and keep jax's float32 default, as their users do.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_enable_x64", os.environ["JAX_PLATFORMS"] == "cpu")
 
 import xlabind  # noqa: E402
 import xlabind.testing as xlabind_testing  # noqa: E402
@@ -116,53 +120,144 @@ def warm_up(cases: list[Case]) -> None:
     xlabind_testing.set_unwritten_result_checks(True)
 
 
-def measure(
-    cases: list[Case], rounds: int, calls: int, seed: int = 0, after_itself: bool = False
-) -> None:
-    """Appends `rounds * calls` timings to every case, the cases interleaved;
-    with `after_itself`, each timed call follows an untimed one of its case."""
-    order = list(cases)
-    rng = random.Random(seed)  # a fresh order each round, so no case always follows another
-    clock = time.perf_counter
+def interleaved(
+    samplers: dict[str, Callable[[], float]],
+    rounds: int,
+    *,
+    calls: int = 1,
+    seed: int = 0,
+    budget_s: float = float("inf"),
+) -> dict[str, list[float]]:
+    """Each case's samples: `samplers` maps a case to a function that takes one
+    sample and returns its seconds. Every round runs each case in turn, in a
+    fresh random order (so no case always follows another), `calls` samples
+    each; a case stops once it has spent `budget_s` and has 5 samples."""
+    times: dict[str, list[float]] = {name: [] for name in samplers}
+    spent = dict.fromkeys(samplers, 0.0)
+    order = list(samplers)
+    rng = random.Random(seed)
     for _ in range(rounds):
         rng.shuffle(order)
         # A collection inside a timed call would land on whichever case made
         # the garbage overflow; between rounds it lands on none.
         gc.disable()
         try:
-            for case in order:
-                f, x, times = case.fn, case.x, case.times
-                xlabind_testing.set_unwritten_result_checks(case.checks_unwritten)
+            for name in order:
+                if spent[name] > budget_s and len(times[name]) >= 5:
+                    continue
                 for _ in range(calls):
-                    if after_itself:
-                        f(x).block_until_ready()
-                    start = clock()
-                    f(x).block_until_ready()
-                    times.append(clock() - start)
+                    seconds = samplers[name]()
+                    times[name].append(seconds)
+                    spent[name] += seconds
         finally:
             gc.enable()
-            xlabind_testing.set_unwritten_result_checks(True)
+    return times
 
 
-def _us(seconds: float) -> float:
-    return seconds * 1e6
+def measure(
+    cases: list[Case], rounds: int, calls: int, seed: int = 0, after_itself: bool = False
+) -> None:
+    """Appends `rounds * calls` timings to every case, the cases interleaved;
+    with `after_itself`, each timed call follows an untimed one of its case."""
+    clock = time.perf_counter
+
+    def sampler(case: Case) -> Callable[[], float]:
+        f, x = case.fn, case.x
+
+        def sample() -> float:
+            xlabind_testing.set_unwritten_result_checks(case.checks_unwritten)
+            if after_itself:
+                f(x).block_until_ready()
+            start = clock()
+            f(x).block_until_ready()
+            return clock() - start
+
+        return sample
+
+    try:
+        times = interleaved(
+            {str(i): sampler(case) for i, case in enumerate(cases)}, rounds, calls=calls, seed=seed
+        )
+    finally:
+        xlabind_testing.set_unwritten_result_checks(True)
+    for i, case in enumerate(cases):
+        case.times += times[str(i)]
+
+
+def interleaved_medians(
+    programs: dict[str, Callable], args, rounds: int, seed: int = 0
+) -> dict[str, float | str]:
+    """Median milliseconds of each jax program on `args` (its first call
+    untimed), interleaved, or why it could not run: one that fails, out of
+    memory say, leaves the others timed."""
+    failed: dict[str, float | str] = {}
+    ready: dict[str, Callable] = {}
+    for name, f in programs.items():
+        try:
+            jax.block_until_ready(f(*args))
+            ready[name] = f
+        except Exception as error:
+            failed[name] = f"failed: {type(error).__name__}: {str(error)[:160]}"
+
+    def sampler(f: Callable) -> Callable[[], float]:
+        def sample() -> float:
+            start = time.perf_counter()
+            jax.block_until_ready(f(*args))
+            return time.perf_counter() - start
+
+        return sample
+
+    times = interleaved({name: sampler(f) for name, f in ready.items()}, rounds, seed=seed)
+    return {**{name: float(np.median(t)) * 1e3 for name, t in times.items()}, **failed}
+
+
+def chained(call: Callable, k: int) -> Callable:
+    """jit of `k` calls in one program, each on the last one's result: a
+    call's cost without a dispatch of its own."""
+
+    def program(x):
+        for _ in range(k):
+            x = call(x)
+        return x
+
+    return jax.jit(program)
+
+
+def quantiles_us(seconds: Iterable[float]) -> dict:
+    """Percentiles of samples in seconds, in µs, and how many there were."""
+    times = np.asarray(list(seconds))
+    p10, p25, p50, p75, p90 = np.percentile(times, [10, 25, 50, 75, 90]) * 1e6
+    return {
+        "p10": p10,
+        "p25": p25,
+        "p50": p50,
+        "p75": p75,
+        "p90": p90,
+        "min": times.min() * 1e6,
+        "count": len(times),
+    }
+
+
+def markdown_table(header: list[str], rows: Iterable[list]) -> Iterator[str]:
+    """A Markdown table's lines, each row as soon as it comes (a device's rows
+    are printed while later ones are measured)."""
+    yield "| " + " | ".join(header) + " |"
+    yield "|" + " --- |" * len(header)
+    for row in rows:
+        yield "| " + " | ".join(str(cell) for cell in row) + " |"
 
 
 def summarize(case: Case) -> dict:
-    times = np.asarray(case.times)
-    p10, p25, median, p75, p90 = np.percentile(times, [10, 25, 50, 75, 90])
+    q = quantiles_us(case.times)
     return {
         "key": case.key,
         "case": case.label,
         "n": case.n,
         "shape": list(case.x.shape),
-        "calls": len(times),
-        "median_us": _us(median),
-        "p10_us": _us(p10),
-        "p25_us": _us(p25),
-        "p75_us": _us(p75),
-        "p90_us": _us(p90),
-        "min_us": _us(times.min()),
+        "calls": q["count"],
+        "median_us": q["p50"],
+        **{f"p{p}_us": q[f"p{p}"] for p in (10, 25, 75, 90)},
+        "min_us": q["min"],
     }
 
 
@@ -194,16 +289,30 @@ def write_json(path: str, report: dict) -> None:
         f.write("\n")
 
 
-def run_worker(args: list[str], env: dict | None = None) -> dict:
-    """Runs main.py as a worker in a fresh process; returns what it prints."""
+def on_cpu_devices(devices: int) -> dict:
+    """A worker's environment for `devices` virtual CPU devices."""
+    flags = os.environ.get("XLA_FLAGS", "")
+    return {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={devices}"}
+
+
+def run_worker(
+    args: list[str], env: dict | None = None, script: str = MAIN, timeout: float | None = None
+) -> dict:
+    """Runs `script` (main.py) as a worker in a fresh process, at most
+    `timeout` seconds; returns the JSON it prints last."""
     import subprocess
 
-    out = subprocess.run(
-        [sys.executable, MAIN, *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
+    try:
+        out = subprocess.run(
+            [sys.executable, script, *args],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **(env or {})},
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:  # the worker is killed
+        message = f"benchmark worker {' '.join(args)} timed out after {timeout:.0f} s"
+        raise WorkerFailed(message) from None
     if out.returncode != 0:
         raise WorkerFailed(
             f"benchmark worker {' '.join(args)} exited with {out.returncode}:\n"

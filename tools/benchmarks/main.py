@@ -4,105 +4,13 @@
     tools/bazel run //tools:benchmark -- --quick      # a few seconds, for smoke tests
     tools/bazel run //tools:benchmark -- --grid-sweep # map_coordinates on 32^3 to 96^3 grids
 
-Every case is a jitted function of one float64 array (jax_enable_x64 is on),
-timed on the CPU:
-
-  * the jit dispatch floor: ``jax.jit(jnp.copy)``;
-  * a native no-op FFI call (xlabind's ``NOOP_TARGET`` through
-    ``jax.ffi.ffi_call``): the cost of any custom call, and the unit of the
-    "vs native" column;
-  * no-op host callbacks: ``jax.pure_callback``,
-    ``jax.experimental.buffer_callback`` (where this jax has it), and
-    ``xlabind.callback`` in place (no copy) and returning (one copy), at
-    n = 1 and n = 10^6. The in-place no-ops run with the unwritten-result
-    check off: a function that writes nothing is refused with it on;
-  * an in-place callback that writes its result once (``out[...] = x``)
-    with the check on and off (what the check costs), against a native copy
-    (``COPY_TARGET``, one memcpy), at n = 1 and n = 10^6, and at n = 1
-    against the native copy followed by the same NumPy write (what calling
-    Python from XLA adds);
-  * the primal call of a differentiable op (``xlabind.linear``) next to the
-    same no-op as a plain ``xlabind.callback``;
-  * ``jax.vmap`` over a batch of 64 vectors of an elementwise ``np.sin``,
-    with ``vmap_method="native"`` (one call) and ``"sequential"`` (64 calls);
-  * ``xlabind.ops.map_coordinates`` and jax's, called eagerly (no jit around
-    them) on 8 points: what one dispatch of the op costs;
-  * ``xlabind.ops.map_coordinates`` against ``jax.scipy.ndimage.map_coordinates``
-    (2^20 points in a 64^3 float64 grid, order 1): the values, and the
-    gradient in the grid. These take milliseconds a call and get rounds of
-    their own (a twentieth as many, at least 5), each comparison (ours and
-    jax's values; ours and jax's gradients) interleaved within itself: jax's
-    gradient churns through hundreds of megabytes, which would evict the
-    coordinates between two calls of the values and time the refill instead;
-  * ``xlabind.ops.map_coordinates`` of order 3 against SciPy and a jnp
-    reference (``_cubic_by_gathers``), values and the gradient in the grid,
-    the same way. In these groups each timed call follows an untimed call of
-    the same case: XLA hands a call's temporaries back after its result is
-    ready, and for the jnp gradient (half a gigabyte of gathered nodes) that
-    work runs on into the next call. On 2 cores it took a core from whichever
-    case came next: xlabind's order-3 gradient measured 84 ms right after the
-    jnp one and 42 ms after one of its own. So each case is timed the way a
-    loop of it runs, after a call of its own kind. (A pause instead of the
-    untimed call was tried: an idle pause let XLA's threads fall asleep, and
-    jax's order-1 values took 9 ms after one against 6.6 ms without.)
-
-Three more measurements run in processes of their own (each needs a fresh jax):
-
-  * ``sharded``: on 8 virtual CPU devices (and on as many as there are
-    cores, where no device waits for a core), a no-op ``xlabind.callback`` once
-    per device (with a sharding rule) and once per program, each with and
-    without the exchange of the calls' status that stops every device when
-    one fails (python/xlabind/_lowering/status_exchange.py): what that collective costs;
-  * ``map_coordinates_sharded``: map_coordinates on 2^22 points (2^20 with
-    --quick) sharded over 8 virtual CPU devices, 64^3 float64 grid: values and
-    the grid's gradient split by points (the op's sharding rule) against once
-    per program, and one grid's all-reduce (what the split gradient adds);
-  * ``map_coordinates_threads``: map_coordinates (2^20 points, 64^3 float64
-    grid) with its CPU loops on XLA's intra-op thread pool and on threads of
-    its own (the handler reads XLABIND_MAP_COORDINATES_OWN_THREADS on every
-    call): alone, beside a 768×768 matmul in the same program, and split over
-    8 virtual CPU devices whose calls all share one pool;
-  * ``worker_threads``: an in-place no-op callback chained 64 times on one
-    CPU device (a program small enough to run on the caller's thread, then
-    one with enough work to run on XLA's) and on each of 2 and 8 (XLA's
-    threads), over the same program with native no-ops, beside
-    ``buffer_callback``; each kind in a process of its own
-    (worker_threads.py; alone with ``--worker-threads``);
-  * ``lifetime``: how much the process grows over a loop that creates, jits,
-    calls and drops bound functions closing over 1 MB each, next to the same
-    loop written with ``jax.pure_callback`` (1,000 each; 50 with --quick).
-
-``--cuda-host`` measures only the host work of CUDA callbacks, on the CPU
-(cuda_host.py): the handler's views and call, and xlabind's Python around the
-user's function, with stand-ins for the GPU, CuPy and PyTorch, next to the
-floor of one view per buffer and one call (what buffer_callback does); the
-floor and one case again on a thread Python did not start, as XLA's are.
-
-``--spline-orders`` measures only map_coordinates of orders 2 to 5 (mirror,
-2^20 points in a 64^3 float64 grid, prefilter included): xlabind's values
-against SciPy's, and xlabind's gradient in the grid.
-
-``--roofline`` measures only the native ops against the machine's limits
-(roofline.py): map_coordinates of orders 0 to 5 and spline_filter, float32
-and float64, 64^3 and 256^3 grids, values and gradients, next to jax, SciPy
-and a jnp gather and next to the stream, node-access and FMA bounds that
-tools/benchmarks/machine_probe.cc measures in the same run; on one device,
-then (a process of its own) on 8 devices sharing the cores.
-
-``--grid-sweep`` measures only the map_coordinates values, ours against jax's,
-on cubic float64 grids from 32^3 to 96^3 (2^20 points each): as a grid
-outgrows the L2 caches (1 MiB a core on the benchmark's machines; a 64^3
-grid is 2 MiB), both sides pay about the same extra time for the misses, which is
-what bounds the 64^3 ratio.
-
-Method: every case is compiled and called a few times first. Then, for many
-rounds, each case in turn (in a fresh random order each round) is called a few
-times, each call timed alone as ``f(x).block_until_ready()`` with
-``time.perf_counter``. The table gives the median over all timed calls; the
-JSON adds percentiles. glibc malloc is told to keep freed memory (see
-`pin_malloc`), so that page faults do not drown the large cases. The ratios in
-the summary are what the issue sets targets for; nothing here asserts on them,
-since timings depend on the machine.
+The CPU rows: every case a jitted function of one float64 array, timed on the
+CPU by the harness (harness.py); the measurements that need a fresh jax in
+processes of their own (workers.py, worker_threads.py); --roofline,
+--cuda-host, --worker-threads, --spline-orders and --grid-sweep alone.
+docs/development/measuring.md says what each case and option times and how;
+the ratios in the summary are what the issues set targets for, and nothing
+here asserts on them, since timings depend on the machine.
 """
 
 from __future__ import annotations
@@ -123,6 +31,7 @@ from harness import (
     environment,
     jax,
     measure,
+    on_cpu_devices,
     pin_malloc,
     run_worker,
     summarize,
@@ -224,32 +133,12 @@ SPEEDUPS = [
 
 def ratios(results: dict[str, dict]) -> list[dict]:
     out = []
-    for name, num, den, target in TARGETS:
-        if num in results and den in results:
-            value = results[num]["median_us"] / results[den]["median_us"]
-            out.append(
-                {
-                    "name": name,
-                    "numerator": num,
-                    "denominator": den,
-                    "ratio": value,
-                    "target_max": target,
-                    "target_min": None,
-                }
-            )
-    for name, num, den, target in SPEEDUPS:
-        if num in results and den in results:
-            value = results[num]["median_us"] / results[den]["median_us"]
-            out.append(
-                {
-                    "name": name,
-                    "numerator": num,
-                    "denominator": den,
-                    "ratio": value,
-                    "target_max": None,
-                    "target_min": target,
-                }
-            )
+    for rows, bound in ((TARGETS, "target_max"), (SPEEDUPS, "target_min")):
+        for name, num, den, target in rows:
+            if num in results and den in results:
+                row = {"name": name, "numerator": num, "denominator": den}
+                row["ratio"] = results[num]["median_us"] / results[den]["median_us"]
+                out.append({**row, "target_max": None, "target_min": None, bound: target})
     return out
 
 
@@ -403,10 +292,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--calls-per-round",
                 str(args.calls_per_round),
             ],
-            {
-                "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
-                + f" --xla_force_host_platform_device_count={devices}"
-            },
+            on_cpu_devices(devices),
         )
         for devices in dict.fromkeys(SHARDED_DEVICES)
     ]
@@ -419,10 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             "--rounds",
             str(max(5, args.rounds // 20)),
         ],
-        {
-            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
-            + " --xla_force_host_platform_device_count=8"
-        },
+        on_cpu_devices(8),
     )
     mc_threads = run_worker(
         [
@@ -432,10 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             "--rounds",
             str(max(5, args.rounds // 20)),
         ],
-        {
-            "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
-            + " --xla_force_host_platform_device_count=8"
-        },
+        on_cpu_devices(8),
     )
     worker_threads = measure_worker_threads(max(5, args.rounds // 10))
     loops = 50 if args.quick else 1000
@@ -486,10 +366,7 @@ def roofline_main(args: argparse.Namespace, malloc_pinned: bool, start: float) -
     try:
         sharded = run_worker(
             ["--worker", "roofline", str(rounds), "quick" if args.quick else "all"],
-            {
-                "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")
-                + " --xla_force_host_platform_device_count=8"
-            },
+            on_cpu_devices(8),
         )
     except WorkerFailed as error:
         sharded, sharded_error = None, str(error)

@@ -3,19 +3,13 @@ program, xlabind against jax.pure_callback doing the same work, and the
 device -> host -> device round trip outside a program as the floor. The
 programs are timed interleaved, a fresh order each round; a row is the
 median program time divided by the calls in it. On the default backend
-(a TPU on the TPU machine; tools/tpu_check.py runs it there)."""
+(a TPU on the TPU machine: tpu_ops.py prints these rows with its own)."""
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Iterator
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-
-import xlabind
+from harness import chained, interleaved_medians, jax, jnp, markdown_table, np, xlabind
 
 CHAINED = 16
 SIZES = (256, 2**20)
@@ -29,23 +23,14 @@ def _scaled_into(a, *, out):
     np.multiply(a, np.float32(1.0001), out=out)
 
 
-def _chain(call: Callable) -> Callable:
-    def program(x):
-        for _ in range(CHAINED):
-            x = call(x)
-        return x
-
-    return jax.jit(program)
-
-
 def programs() -> dict[str, Callable]:
     like = lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype)
     returning = xlabind.callback(_scaled, like)
     in_place = xlabind.callback(_scaled_into, like, in_place=True)
     return {
-        "jax.pure_callback": _chain(lambda x: jax.pure_callback(_scaled, like(x), x)),
-        "xlabind.callback": _chain(returning),
-        "xlabind.callback in_place": _chain(in_place),
+        "jax.pure_callback": chained(lambda x: jax.pure_callback(_scaled, like(x), x), CHAINED),
+        "xlabind.callback": chained(returning, CHAINED),
+        "xlabind.callback in_place": chained(in_place, CHAINED),
     }
 
 
@@ -76,35 +61,16 @@ def rows(rounds: int = 15) -> Iterator[dict]:
             yield {"n": n, "case": name, "ms_per_call": program_ms, "ratio": ratio}
 
 
-def interleaved_medians(
-    programs: dict[str, Callable], args, rounds: int, seed: int = 0
-) -> dict[str, float | str]:
-    """Median milliseconds of each program on `args`, timed interleaved in a
-    fresh order each round, or why it could not run (one that fails, out of
-    memory say, leaves the others timed)."""
-    failed: dict[str, float | str] = {}
-    programs = dict(programs)
-    for name, f in list(programs.items()):
-        try:
-            jax.block_until_ready(f(*args))
-        except Exception as error:
-            failed[name] = f"failed: {type(error).__name__}: {str(error)[:160]}"
-            del programs[name]
-    times: dict[str, list[float]] = {name: [] for name in programs}
-    order = list(programs)
-    rng = random.Random(seed)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for name in order:
-            start = time.perf_counter()
-            jax.block_until_ready(programs[name](*args))
-            times[name].append(time.perf_counter() - start)
-    return {**{name: float(np.median(t)) * 1e3 for name, t in times.items()}, **failed}
-
-
-def table_lines() -> Iterator[str]:
-    yield f"| n (float32) | case ({CHAINED} chained) | ms a call | vs pure_callback |"
-    yield "| --- | --- | --- | --- |"
-    for row in rows():
-        ratio = "" if row["ratio"] != row["ratio"] else f"{row['ratio']:.2f}x"
-        yield f"| {row['n']} | {row['case']} | {row['ms_per_call']:.3f} | {ratio} |"
+def table_lines(rounds: int = 15) -> Iterator[str]:
+    yield from markdown_table(
+        ["n (float32)", f"case ({CHAINED} chained)", "ms a call", "vs pure_callback"],
+        (
+            [
+                row["n"],
+                row["case"],
+                f"{row['ms_per_call']:.3f}",
+                "" if row["ratio"] != row["ratio"] else f"{row['ratio']:.2f}x",
+            ]
+            for row in rows(rounds)
+        ),
+    )

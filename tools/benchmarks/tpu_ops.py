@@ -5,20 +5,26 @@ jax.scipy.ndimage.map_coordinates in the same run (order 1, its grid and
 coordinate gradients), and order 3 with its prefilter against xlabind's own
 order 1. Each program's first call is timed once and split into lowering
 (trace and lower), compiling and the first run; then the programs are timed
-interleaved and a row is a median. tools/tpu_check.py runs it on the TPU
-machine; `python3 tpu_ops.py [CASE ...]` runs the cases named (their index
-in CASES) alone."""
+interleaved and a row is a median.
+
+    python3 tools/benchmarks/tpu_ops.py [--cases calls 0 3 ...]
+
+prints the TPU rows as Markdown, each as it is measured: the cost of a call
+(tpu_calls.py; `calls`) and the cases of CASES (by index); all of them by
+default. tools/device_check.py runs it on the TPU machine."""
 
 from __future__ import annotations
 
-import sys
+import argparse
+import os
 import time
 from collections.abc import Callable, Iterator
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from tpu_calls import interleaved_medians
+# The machine's device, in jax's float32 default (harness.py).
+os.environ.setdefault("JAX_PLATFORMS", "")
+
+import tpu_calls
+from harness import interleaved_medians, jax, jnp, markdown_table, np
 
 from xlabind.ops import map_coordinates
 
@@ -93,11 +99,18 @@ def _first_calls(programs: dict[str, Callable], args) -> dict[str, tuple[float, 
 
 
 def table_lines(rounds: int = 5, cases: tuple = CASES) -> Iterator[str]:
-    yield (
-        f"| grid (float32) | points (mode {MODE}) | case | ms | first call s"
-        " (lower + compile + run) | ratio |"
-    )
-    yield "| --- | --- | --- | --- | --- | --- |"
+    header = [
+        "grid (float32)",
+        f"points (mode {MODE})",
+        "case",
+        "ms",
+        "first call s (lower + compile + run)",
+        "ratio",
+    ]
+    yield from markdown_table(header, _rows(rounds, cases))
+
+
+def _rows(rounds: int, cases: tuple) -> Iterator[list]:
     for grid_shape, shape in cases:
         key = jax.random.PRNGKey(len(shape) + grid_shape[0])
         grid = jax.random.normal(key, grid_shape, jnp.float32)
@@ -123,7 +136,7 @@ def table_lines(rounds: int = 5, cases: tuple = CASES) -> Iterator[str]:
         for name, seconds in first.items():
             value = ms.get(name, seconds)
             if isinstance(value, str) or isinstance(seconds, str):
-                yield f"| {where[0]} | {where[1]} | {name} | {value} | | |"
+                yield [*where, name, value, "", ""]
                 continue
             ratio = ""
             if name in SPEEDUPS and isinstance(ms.get(SPEEDUPS[name][0]), float):
@@ -131,14 +144,27 @@ def table_lines(rounds: int = 5, cases: tuple = CASES) -> Iterator[str]:
                 r = ms[base] / value if "faster" in label else value / ms[base]
                 ratio = f"{r:.1f}{label}"
             split = " + ".join(f"{s:.1f}" for s in seconds)
-            yield (
-                f"| {where[0]} | {where[1]} | {name} | {value:.2f} | {sum(seconds):.1f}"
-                f" ({split}) | {ratio} |"
-            )
+            yield [*where, name, f"{value:.2f}", f"{sum(seconds):.1f} ({split})", ratio]
         del grid, coords
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    choices = ["calls", *map(str, range(len(CASES)))]
+    parser.add_argument("--cases", nargs="+", choices=choices, default=choices)
+    parser.add_argument("--quick", action="store_true", help="3 rounds: a smoke test")
+    args = parser.parse_args(argv)
+    if "calls" in args.cases:
+        print("\n## The cost of a call (medians)\n", flush=True)
+        for line in tpu_calls.table_lines(3 if args.quick else 15):
+            print(line, flush=True)
+    ops = tuple(CASES[int(i)] for i in args.cases if i != "calls")
+    if ops:
+        print("\n## xlabind.ops on the chip (medians)\n", flush=True)
+        for line in table_lines(3 if args.quick else 5, cases=ops):
+            print(line, flush=True)
+    return 0
+
+
 if __name__ == "__main__":
-    chosen = tuple(CASES[int(i)] for i in sys.argv[1:]) or CASES
-    for line in table_lines(cases=chosen):
-        print(line, flush=True)
+    raise SystemExit(main())

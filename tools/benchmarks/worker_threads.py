@@ -23,7 +23,7 @@ import statistics
 import threading
 import time
 
-from harness import jax, jnp, np, os, run_worker, xlabind, xlabind_testing
+from harness import jax, jnp, np, on_cpu_devices, run_worker, xlabind, xlabind_testing
 from host_calls import noop_into
 
 try:
@@ -147,12 +147,8 @@ def worker_arguments(kind: str, busy: bool, rounds: int) -> list[str]:
 
 def measure_worker_threads(rounds: int) -> list[dict]:
     """Every kind on every row, each in a fresh process."""
-    flags = os.environ.get("XLA_FLAGS", "")
     return [
-        run_worker(
-            worker_arguments(kind, busy, rounds),
-            {"XLA_FLAGS": f"{flags} --xla_force_host_platform_device_count={n}"},
-        )
+        run_worker(worker_arguments(kind, busy, rounds), on_cpu_devices(n))
         for n, busy in ROWS
         for kind in KINDS
     ]

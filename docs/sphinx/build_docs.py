@@ -1,5 +1,5 @@
 """Builds xlabind's documentation site with Sphinx, warnings as errors, into a
-zip of its HTML (what `tools/bazel build //tools/docs:html` makes).
+zip of its HTML (what `tools/bazel build //docs/sphinx:html` makes).
 
 The pages are docs/ (one MyST file each). Added to them here, so that nothing
 is written twice:
@@ -298,7 +298,7 @@ def prose(text: str) -> str:
 
 def helper_entry(doc: native_headers.Doc) -> list[str]:
     """A helper's description, parameters, result and example (its doc
-    comment's sections: tools/docs/native_headers.py)."""
+    comment's sections: docs/sphinx/native_headers.py)."""
     out = [prose(paragraph) + "\n" for paragraph in doc.summary.split("\n\n")]
     if doc.args:
         out += ["**Parameters**", ""]
@@ -394,8 +394,12 @@ def copy_examples(source: pathlib.Path) -> None:
 
 
 def write_sources(source: pathlib.Path) -> None:
+    # docs/ less what is no page: its Bazel file, the figures' data and this
+    # builder's own folder (docs/sphinx).
     shutil.copytree(
-        REPO / "docs", source, ignore=shutil.ignore_patterns("BUILD.bazel", "figure_data")
+        REPO / "docs",
+        source,
+        ignore=shutil.ignore_patterns("BUILD.bazel", "figure_data", "sphinx"),
     )
     figures.write(source / "_figures", figures.load(REPO / "docs" / "figure_data"))
     for module_name, sections in API.items():

@@ -1,5 +1,5 @@
 """Stand-ins for xlabind's compiled modules, so that the documentation site
-builds without compiling C++ or CUDA (`tools/bazel build //tools/docs:html_quick`).
+builds without compiling C++ or CUDA (`tools/bazel build //docs/sphinx:html_quick`).
 
 What the site reads of the compiled modules is kept in compiled_modules.json:
 each module's names, DeviceArray's docstrings and members (the API page of
@@ -8,7 +8,7 @@ a call's status. The stand-ins hand those out and do nothing else: their
 registries are empty, and any other function raises if called. The snapshot
 is taken from the real modules,
 
-    tools/bazel run //tools/docs:snapshot_compiled_modules -- --write
+    tools/bazel run //docs/sphinx:snapshot_compiled_modules -- --write
 
 and tests/docs/test_quick_site.py holds it equal to the modules the build
 compiles, and the quick site equal to the full site, file for file.
@@ -94,7 +94,7 @@ def _function(module: str, name: str, entry: dict[str, Any]) -> Any:
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
             f"xlabind.{module}.{name}: the documentation build's stand-in "
-            "(tools/docs/stand_ins.py) cannot run it"
+            "(docs/sphinx/stand_ins.py) cannot run it"
         )
 
     return refuse
@@ -126,7 +126,7 @@ def install(path: pathlib.Path = SNAPSHOT) -> None:
     taken = json.loads(path.read_text())
     for module_name, entry in taken.items():
         module = types.ModuleType(f"xlabind.{module_name}")
-        module.__doc__ = f"A stand-in for {module_name} (tools/docs/stand_ins.py)."
+        module.__doc__ = f"A stand-in for {module_name} (docs/sphinx/stand_ins.py)."
         for name in entry["names"]:
             if name in entry["classes"]:
                 value = _class(name, entry["classes"][name])
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         # Under `bazel run`, into the checkout (not the runfiles' copy).
         checkout = os.environ.get("BUILD_WORKSPACE_DIRECTORY")
-        path = pathlib.Path(checkout, "tools", "docs", SNAPSHOT.name) if checkout else SNAPSHOT
+        path = pathlib.Path(checkout, "docs", "sphinx", SNAPSHOT.name) if checkout else SNAPSHOT
         path.write_text(text)
     else:
         sys.stdout.write(text)

@@ -1,9 +1,9 @@
-"""Serves the documentation site (//tools/docs:html) on http://127.0.0.1 until
+"""Serves the documentation site (//docs/sphinx:html) on http://127.0.0.1 until
 interrupted, and prints the address to open. Over http, as a browser needs it
 for search to show snippets (it fetches the pages it found; a file:// page
 may not).
 
-    tools/bazel run //tools/docs:open [-- --port 8000] [-- --into DIR]
+    tools/bazel run //docs/sphinx:open [-- --port 8000] [-- --into DIR]
 """
 
 from __future__ import annotations

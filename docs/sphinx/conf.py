@@ -1,4 +1,4 @@
-"""Sphinx configuration of xlabind's documentation site. tools/docs/build_docs.py
+"""Sphinx configuration of xlabind's documentation site. docs/sphinx/build_docs.py
 copies docs/ next to a copy of this file, adds the generated reference pages,
 and builds; this folder (the domains, offline MathJax, the stylesheet) is on
 the path."""

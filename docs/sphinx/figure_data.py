@@ -5,7 +5,7 @@ writes (docs/figure_data/spline_orders.json), so that building the site needs
 no compiled module; tests/docs/test_figures.py computes it again and holds the
 file to the result.
 
-    tools/bazel run //tools/docs:snapshot_figure_data -- --write
+    tools/bazel run //docs/sphinx:snapshot_figure_data -- --write
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """What CUDA callbacks and xlabind's CUDA kernels cost on a GPU, next to the
 alternatives, in one run.
 
-    python3 tools/gpu_benchmark.py [--json FILE] [--quick]
+    python3 tools/benchmarks/cuda_rows.py [--json FILE] [--quick] [--cases GROUP ...]
 
-Run by tools/gpu_check.py on the GPU machine, with the extension it built (or
-the installed wheel). Each group runs in a process of its own (``--group``),
+Run by tools/device_check.py on the GPU machine, against the installed wheel;
+each group's table is printed as Markdown as soon as the group ends, and the
+JSON rewritten. Each group runs in a process of its own (``--group``),
 because XLA reads its flags once per process and PyTorch, once imported,
 changes what every call does; every row names the flags it ran with.
 
@@ -36,7 +37,9 @@ changes what every call does; every row names the flags it ran with.
              and spline_filter on 256^3, against cupyx.scipy.ndimage (timed
              the same way: REPEATS calls between events on CuPy's stream).
 
-Times are p10 / p50 / p90 over interleaved rounds. Nothing asserts on the
+Times are p10 / p50 / p90 over interleaved rounds (harness.py, as the CPU and
+TPU rows); a group that outlives its time box is stopped and reported, the
+others' tables stand. Nothing asserts on the
 numbers; results are checked against the baseline before timing, and the
 summary lines say how they compare with the GPU issue's targets.
 """
@@ -47,14 +50,30 @@ import argparse
 import functools
 import json
 import os
-import random
-import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
+
+# The machine's device, in jax's float32 default (harness.py).
+os.environ.setdefault("JAX_PLATFORMS", "")
+
+from harness import (
+    WorkerFailed,
+    chained,
+    interleaved,
+    jax,
+    jnp,
+    markdown_table,
+    np,
+    quantiles_us,
+    run_worker,
+    xlabind,
+    xlabind_testing,
+)
+
+#: CuPy, imported by the worker that needs it (a group's process).
+cp = None
 
 #: In the order they run: what the GPU issues most need measured first.
 GROUPS = ("host", "graph", "kernels", "torch")
@@ -72,8 +91,6 @@ SIZES = (1, 10**6)
 #: (--dry-run sleeps that long); without --quick, FULL_SECONDS.
 QUICK_SECONDS = {"host": 50.0, "graph": 30.0, "kernels": 70.0, "torch": 40.0}
 FULL_SECONDS = {"host": 300.0, "graph": 300.0, "kernels": 600.0, "torch": 300.0}
-#: A group is not started with less time left than this (its compilations alone).
-MIN_SECONDS = 20.0
 #: Runs of a kernel case between its two events. One run between them would
 #: count the launch gaps before and after it (10-20 µs each, on both sides of
 #: a comparison), pulling every ratio toward 1.
@@ -83,26 +100,9 @@ REPEATS = 8
 CALLBACK_THREADS: set = set()
 
 
-def quantiles(samples: list[float]) -> dict:
-    """p10, p50, p90 in µs."""
-    s = sorted(samples)
-
-    def at(q):
-        return s[min(len(s) - 1, int(q * (len(s) - 1) + 0.5))] * 1e6
-
-    return {"p10": at(0.1), "p50": at(0.5), "p90": at(0.9), "count": len(s)}
-
-
-# -- the worker side: one group per process ----------------------------------
-def _setup():
-    global jax, jnp, np, xlabind, xlabind_testing, cp
+def _import_cupy() -> None:
+    global cp
     import cupy as cp
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    import xlabind
-    import xlabind.testing as xlabind_testing
 
 
 def _like(x):
@@ -187,20 +187,10 @@ COPIES = (
 def _interleaved(
     fns: dict[str, Callable], run: Callable, rounds: int, budget_s: float
 ) -> dict[str, list]:
-    """run(fn) -> seconds, for each case in turn, in shuffled rounds; a case
-    stops once it has spent budget_s (after 5 samples)."""
-    times: dict[str, list] = {name: [] for name in fns}
-    spent = dict.fromkeys(fns, 0.0)
-    names = list(fns)
-    for _ in range(rounds):
-        random.shuffle(names)
-        for name in names:
-            if spent[name] > budget_s and len(times[name]) >= 5:
-                continue
-            elapsed = run(fns[name])
-            times[name].append(elapsed)
-            spent[name] += elapsed
-    return times
+    """run(fn) -> seconds, for each case in turn (harness.interleaved)."""
+    return interleaved(
+        {name: functools.partial(run, fn) for name, fn in fns.items()}, rounds, budget_s=budget_s
+    )
 
 
 def _isolated(fn, x) -> float:
@@ -214,15 +204,6 @@ def _throughput(fn, x, calls: int = 100) -> float:
     outs = [fn(x) for _ in range(calls)]
     jax.block_until_ready(outs)
     return (time.perf_counter() - start) / calls
-
-
-def _chain(fn, k: int):
-    def chained(x):
-        for _ in range(k):
-            x = fn(x)
-        return x
-
-    return jax.jit(chained)
 
 
 def per_call_group(quick: bool, torch=None) -> list[dict]:
@@ -239,7 +220,7 @@ def per_call_group(quick: bool, torch=None) -> list[dict]:
             if name in COPIES:
                 np.testing.assert_array_equal(np.asarray(got), np.asarray(x), err_msg=name)
         chained = {
-            name: _chain(fn, CHAIN)
+            name: chained(fn, CHAIN)
             for name, fn in plain.items()
             if name != "pure_callback identity" or n == 1
         }
@@ -255,12 +236,12 @@ def per_call_group(quick: bool, torch=None) -> list[dict]:
             row = {
                 "case": name,
                 "n": n,
-                "isolated_us": quantiles(isolated[name]),
-                "throughput_us": quantiles(throughput[name]),
+                "isolated_us": quantiles_us(isolated[name]),
+                "throughput_us": quantiles_us(throughput[name]),
             }
             if name in chain:
                 per_call = [t / CHAIN for t in chain[name]]
-                row["chained_us"] = quantiles(per_call)
+                row["chained_us"] = quantiles_us(per_call)
                 row["host_cost_us"] = statistics.median(per_call) * 1e6 - native_chain * 1e6
             rows.append(row)
         del x
@@ -290,7 +271,7 @@ def graph_group(quick: bool) -> list[dict]:
             command_buffer_compatible=True,
         ),
     }
-    chained = {name: _chain(fn, k) for name, fn in fns.items()}
+    chained = {name: chained(fn, k) for name, fn in fns.items()}
     for name, fn in chained.items():
         for _ in range(3):  # capture (after a warm-up run where XLA makes one)
             got = fn(x)
@@ -303,7 +284,7 @@ def graph_group(quick: bool) -> list[dict]:
             "case": name,
             "n": n,
             "chain": k,
-            "isolated_us": quantiles(times[name]),
+            "isolated_us": quantiles_us(times[name]),
             "per_copy_us": statistics.median(times[name]) / k * 1e6,
             "python_calls_while_timed": replay_calls if name != "native copy" else None,
             "python_calls_at_capture": captured if name != "native copy" else None,
@@ -492,8 +473,8 @@ def kernels_group(quick: bool) -> list[dict]:
                                 "grid": side,
                                 "points": n_actual,
                                 "dtype": np.dtype(dtype).name,
-                                "jax_us": quantiles(times[f"{what} jax"]),
-                                "xlabind_us": quantiles(times[f"{what} xlabind"]),
+                                "jax_us": quantiles_us(times[f"{what} jax"]),
+                                "xlabind_us": quantiles_us(times[f"{what} xlabind"]),
                                 "ratio": theirs / mine,
                                 "xlabind_GBps": moved / mine / 1e9,
                                 "share_of_peak": (moved / mine / 1e9 / peak) if peak else None,
@@ -553,8 +534,8 @@ def kernels_group(quick: bool) -> list[dict]:
                         "grid": side,
                         "points": n if what == "order 3" else None,
                         "dtype": np.dtype(dtype).name,
-                        "cupyx_us": quantiles(times[f"{what} cupyx"]),
-                        "xlabind_us": quantiles(times[f"{what} xlabind"]),
+                        "cupyx_us": quantiles_us(times[f"{what} cupyx"]),
+                        "xlabind_us": quantiles_us(times[f"{what} xlabind"]),
                         "ratio": theirs / mine,
                     }
                 )
@@ -563,7 +544,7 @@ def kernels_group(quick: bool) -> list[dict]:
 
 
 def worker(group: str, quick: bool) -> dict:
-    _setup()
+    _import_cupy()
     if group == "torch":
         import torch
 
@@ -585,88 +566,21 @@ def worker(group: str, quick: bool) -> dict:
     }
 
 
-def dry_run_worker(group: str, quick: bool, scale: float, overrun: str | None) -> dict:
-    """--dry-run's stand-in for a group: as long as the group takes on the GPU
-    machine (times `scale`), then one row of its table with nothing measured;
-    the `overrun` group never ends."""
-    seconds = (QUICK_SECONDS if quick else FULL_SECONDS)[group] * scale
-    time.sleep(3600 if group == overrun else seconds)
-    q = {"p10": 0.0, "p50": 0.0, "p90": 0.0, "count": 0}
-    row = {
-        "host": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
-        "torch": {"case": "dry run", "n": 1, "isolated_us": q, "throughput_us": q},
-        "graph": {
-            "case": "dry run",
-            "n": 1,
-            "chain": 1,
-            "isolated_us": q,
-            "per_copy_us": 0.0,
-            "python_calls_while_timed": 0,
-            "python_calls_at_capture": 0,
-        },
-        "kernels": {
-            "group": "dry run",
-            "case": "dry run",
-            "coordinates": "-",
-            "grid": 0,
-            "points": 0,
-            "dtype": "-",
-            "jax_us": q,
-            "xlabind_us": q,
-            "ratio": 0.0,
-        },
-    }[group]
-    return {"group": group, "flags": "(dry run)", "rows": [row], "callback_threads": []}
-
-
 # -- the parent: every group, then the tables ---------------------------------
-def _die_with_parent() -> None:
-    """In a worker, before exec: killed when the benchmark dies, however it dies
-    (gpu_check.py's deadline), so no worker outlives it holding the GPU."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def run_group(group: str, quick: bool, timeout: float, dry_run: list[str]) -> dict:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + FLAGS[group]).strip()
-    env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
-    command = [
-        sys.executable,
-        __file__,
-        "--group",
-        group,
-        *(["--quick"] if quick else []),
-        *dry_run,
-    ]
+def run_group(group: str, quick: bool) -> dict:
+    """One group in a process of its own, with its XLA flags, within its time
+    box; a failure is reported in its place."""
+    flags = (os.environ.get("XLA_FLAGS", "") + " " + FLAGS[group]).strip()
+    env = {"XLA_FLAGS": flags}
+    env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5")
+    box = 1.5 * (QUICK_SECONDS if quick else FULL_SECONDS)[group]
     start = time.perf_counter()
+    args = ["--group", group, *(["--quick"] if quick else [])]
     try:
-        done = subprocess.run(
-            command,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            preexec_fn=_die_with_parent,
-        )
-    except subprocess.TimeoutExpired:  # the worker is killed
-        return {
-            "group": group,
-            "flags": env["XLA_FLAGS"],
-            "error": f"timed out after {timeout:.0f} s",
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-    seconds = round(time.perf_counter() - start, 1)
-    if done.returncode != 0:
-        return {
-            "group": group,
-            "flags": env["XLA_FLAGS"],
-            "seconds": seconds,
-            "error": f"exit {done.returncode}: {done.stderr[-2000:]}",
-        }
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "seconds": seconds}
+        report = run_worker(args, env, script=os.path.abspath(__file__), timeout=box)
+    except WorkerFailed as error:
+        report = {"group": group, "flags": flags, "error": str(error)[-2000:]}
+    return {**report, "seconds": round(time.perf_counter() - start, 1)}
 
 
 def write_json(path: str, reports: list[dict]) -> None:
@@ -678,69 +592,74 @@ def write_json(path: str, reports: list[dict]) -> None:
 
 
 def _q(q: dict) -> str:
-    return f"{q['p10']:8.1f} {q['p50']:8.1f} {q['p90']:8.1f}"
+    return f"{q['p10']:.1f} / {q['p50']:.1f} / {q['p90']:.1f}"
 
 
-def print_report(reports: list[dict]) -> None:
-    for report in reports:
-        print_group(report)
-    print_targets(reports)
-
-
-def print_group(report: dict) -> None:
-    """One group's table, flushed: printed as soon as the group ends."""
-    print(f"\n== {report['group']} (XLA_FLAGS={report['flags']!r}, {report.get('seconds', '?')} s)")
-    if "error" in report or "skipped" in report:
-        print(
-            f"   {'failed: ' + report['error'] if 'error' in report else report['skipped']}",
-            flush=True,
-        )
-        return
+def group_lines(report: dict) -> list[str]:
+    """One group's table, as Markdown."""
+    lines = [f"\n## {report['group']} (XLA_FLAGS={report['flags']!r}, {report['seconds']} s)\n"]
+    if "error" in report:
+        return lines + [f"failed: {report['error']}"]
     rows = report["rows"]
     if report["group"] in ("host", "torch"):
-        print(
-            f"{'case':36} {'n':>8}  {'isolated p10/p50/p90 µs':>26}  "
-            f"{'throughput p50':>14}  {'chained p50':>11}  {'host cost':>9}"
-        )
-        for r in rows:
-            chained = f"{r['chained_us']['p50']:11.1f}" if "chained_us" in r else " " * 11
-            cost = f"{r['host_cost_us']:9.1f}" if "host_cost_us" in r else " " * 9
-            print(
-                f"{r['case']:36} {r['n']:>8}  {_q(r['isolated_us']):>26}  "
-                f"{r['throughput_us']['p50']:14.1f}  {chained}  {cost}"
-            )
+        header = ["case", "n", "isolated p10/p50/p90 µs", "throughput p50", "chained p50"]
+        table = [
+            [
+                r["case"],
+                r["n"],
+                _q(r["isolated_us"]),
+                f"{r['throughput_us']['p50']:.1f}",
+                f"{r['chained_us']['p50']:.1f}" if "chained_us" in r else "",
+                f"{r['host_cost_us']:.1f}" if "host_cost_us" in r else "",
+            ]
+            for r in rows
+        ]
+        lines += markdown_table([*header, "host cost µs"], table)
     elif report["group"] == "graph":
-        for r in rows:
-            print(
-                f"{r['case']:36} n={r['n']} x{r['chain']}  replay p10/p50/p90 µs "
-                f"{_q(r['isolated_us'])}  per copy {r['per_copy_us']:.1f} µs  "
-                f"Python calls: {r['python_calls_at_capture']} at capture, "
-                f"{r['python_calls_while_timed']} while timed"
-            )
+        header = ["case", "n x chain", "replay p10/p50/p90 µs", "per copy µs", "Python calls"]
+        table = [
+            [
+                r["case"],
+                f"{r['n']} x{r['chain']}",
+                _q(r["isolated_us"]),
+                f"{r['per_copy_us']:.1f}",
+                f"{r['python_calls_at_capture']} at capture, "
+                f"{r['python_calls_while_timed']} while timed",
+            ]
+            for r in rows
+        ]
+        lines += markdown_table(header, table)
     else:
-        print(
-            f"{'case':16} {'coords':8} {'grid':>5} {'points':>9} {'dtype':8} "
-            f"{'baseline p50 µs':>15} {'xlabind p10/p50/p90 µs':>26} {'ratio':>6} "
-            f"{'GB/s':>7} {'of peak':>7}"
+        header = ["group", "case", "coords", "grid", "points", "dtype", "baseline p50 µs"]
+        table = [
+            [
+                r["group"],
+                r["case"],
+                r["coordinates"],
+                r["grid"],
+                r["points"] or "",
+                r["dtype"],
+                f"{'jax' if 'jax_us' in r else 'cupyx'} "
+                f"{(r.get('jax_us') or r.get('cupyx_us'))['p50']:.1f}",
+                _q(r["xlabind_us"]),
+                f"{r['ratio']:.2f}",
+                f"{r['xlabind_GBps']:.0f}" if "xlabind_GBps" in r else "",
+                f"{r['share_of_peak']:.0%}" if r.get("share_of_peak") else "",
+            ]
+            for r in rows
+        ]
+        lines += markdown_table(
+            [*header, "xlabind p10/p50/p90 µs", "ratio", "GB/s", "of peak"], table
         )
-        for r in rows:
-            base = r.get("jax_us") or r.get("cupyx_us")
-            who = "jax" if "jax_us" in r else "cupyx"
-            share = f"{r['share_of_peak']:7.0%}" if r.get("share_of_peak") else " " * 7
-            gbps = f"{r['xlabind_GBps']:7.0f}" if "xlabind_GBps" in r else " " * 7
-            print(
-                f"{r['case']:16} {r['coordinates']:8} {r['grid']:>5} "
-                f"{r['points'] or '':>9} {r['dtype']:8} {who:>5} {base['p50']:9.1f} "
-                f"{_q(r['xlabind_us']):>26} {r['ratio']:6.2f} {gbps} {share}"
-            )
     if report.get("callback_threads"):
-        print(f"   the xlabind no-op ran on: {', '.join(report['callback_threads'])}")
-    sys.stdout.flush()
+        lines.append(f"\nthe xlabind no-op ran on: {', '.join(report['callback_threads'])}")
+    return lines
 
 
-def print_targets(reports: list[dict]) -> None:
+def target_lines(reports: list[dict]) -> list[str]:
+    """The GPU issue's targets (#26), each with what this run measured."""
     by_group = {r["group"]: r for r in reports if "rows" in r}
-    print("\ntargets (issue #26):")
+    lines = ["\n## Targets (issue #26)\n"]
     host = by_group.get("host")
     if host:
         rows = {(r["case"], r["n"]): r for r in host["rows"]}
@@ -751,41 +670,39 @@ def print_targets(reports: list[dict]) -> None:
             ):
                 if (mine, n) in rows and (theirs, n) in rows:
                     a, b = rows[(mine, n)], rows[(theirs, n)]
-                    print(
-                        f"  chained per call, {mine} / {theirs}, n={n}: "
-                        f"{a['chained_us']['p50'] / b['chained_us']['p50']:.3f} "
-                        f"(≤ {target})"
+                    lines.append(
+                        f"- chained per call, {mine} / {theirs}, n={n}: "
+                        f"{a['chained_us']['p50'] / b['chained_us']['p50']:.3f} (≤ {target})"
                     )
             if ("xlabind no-op", n) in rows and ("buffer_callback no-op", n) in rows:
                 a, b = rows[("xlabind no-op", n)], rows[("buffer_callback no-op", n)]
-                print(
-                    f"  isolated latency, xlabind no-op / buffer_callback no-op, n={n}: "
+                lines.append(
+                    f"- isolated latency, xlabind no-op / buffer_callback no-op, n={n}: "
                     f"{a['isolated_us']['p50'] / b['isolated_us']['p50']:.3f} (≤ 1.1)"
                 )
     graph = by_group.get("graph")
     if graph:
         rows = {r["case"]: r["per_copy_us"] for r in graph["rows"]}
         if {"xlabind CuPy copy", "native copy"} <= set(rows):
-            print(
-                f"  captured, xlabind CuPy copy / native copy, n=10^8: "
+            lines.append(
+                f"- captured, xlabind CuPy copy / native copy, n=10^8: "
                 f"{rows['xlabind CuPy copy'] / rows['native copy']:.3f} (≤ 1.2)"
             )
-    kernels = by_group.get("kernels")
-    if kernels:
-        for r in kernels["rows"]:
-            if r.get("points") not in (None, 1 << 24):
-                continue
-            target = {
-                ("order 1", "values"): 1.5 if r["grid"] == 64 else 1.0,
-                ("order 1", "grid gradient"): 1.2 if r["grid"] == 64 else 1.0,
-                ("order 3", "order 3"): 1.0,
-                ("order 3", "spline_filter"): 1.0,
-            }.get((r["group"], r["case"]))
-            if target is not None:
-                print(
-                    f"  {r['case']} {r['coordinates']} {r['grid']}^3 {r['dtype']}: "
-                    f"{r['ratio']:.2f} (≥ {target})"
-                )
+    for r in by_group.get("kernels", {}).get("rows", []):
+        if r.get("points") not in (None, 1 << 24):
+            continue
+        target = {
+            ("order 1", "values"): 1.5 if r["grid"] == 64 else 1.0,
+            ("order 1", "grid gradient"): 1.2 if r["grid"] == 64 else 1.0,
+            ("order 3", "order 3"): 1.0,
+            ("order 3", "spline_filter"): 1.0,
+        }.get((r["group"], r["case"]))
+        if target is not None:
+            lines.append(
+                f"- {r['case']} {r['coordinates']} {r['grid']}^3 {r['dtype']}: "
+                f"{r['ratio']:.2f} (≥ {target})"
+            )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -794,69 +711,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds and sizes")
     parser.add_argument("--group", choices=GROUPS, help="one group, in this process (JSON out)")
     parser.add_argument(
-        "--only",
+        "--cases",
         nargs="+",
         choices=GROUPS,
         default=list(GROUPS),
         help="the groups to run (in GROUPS' order)",
     )
-    parser.add_argument(
-        "--deadline",
-        type=float,
-        default=None,
-        help="seconds for the whole benchmark: a group gets at most what is "
-        "left, and one that cannot have MIN_SECONDS is skipped",
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="stand-in groups that take their QUICK_SECONDS (or FULL_SECONDS) "
-        "times --time-scale and measure nothing: the time boxes, tested "
-        "anywhere",
-    )
-    parser.add_argument("--time-scale", type=float, default=1.0)
-    parser.add_argument(
-        "--overrun", choices=GROUPS, help="with --dry-run: this group never ends (it is stopped)"
-    )
     args = parser.parse_args(argv)
-    boxes = QUICK_SECONDS if args.quick else FULL_SECONDS
     if args.group:
-        report = (
-            dry_run_worker(args.group, args.quick, args.time_scale, args.overrun)
-            if args.dry_run
-            else worker(args.group, args.quick)
-        )
-        print(json.dumps(report))
+        print(json.dumps(worker(args.group, args.quick)))
         return 0
-    dry_run = (
-        [
-            "--dry-run",
-            "--time-scale",
-            str(args.time_scale),
-            *(["--overrun", args.overrun] if args.overrun else []),
-        ]
-        if args.dry_run
-        else []
-    )
-    end = time.perf_counter() + args.deadline if args.deadline else float("inf")
     reports = []
-    for group in (g for g in GROUPS if g in args.only):
-        left = end - time.perf_counter()
-        # The time boxes are the GPU machine's; a dry run's are scaled with it.
-        box = boxes[group] * (args.time_scale if args.dry_run else 1.0) * 1.5
-        if left < MIN_SECONDS * (args.time_scale if args.dry_run else 1.0):
-            report = {
-                "group": group,
-                "flags": FLAGS[group],
-                "skipped": f"not run: {max(0.0, left):.0f} s left",
-            }
-        else:
-            report = run_group(group, args.quick, min(box, left), dry_run)
-        reports.append(report)
-        print_group(report)
+    for group in (g for g in GROUPS if g in args.cases):
+        reports.append(run_group(group, args.quick))
+        for line in group_lines(reports[-1]):
+            print(line, flush=True)
         if args.json:
             write_json(args.json, reports)
-    print_targets(reports)
+    for line in target_lines(reports):
+        print(line, flush=True)
     return 1 if any("error" in r for r in reports) else 0
 
 

@@ -1,10 +1,12 @@
 """The site's figures and the numbers its prose quotes, drawn at build time
 from the data in docs/figure_data/:
 
-* ``spline_orders.json`` (tools/docs/figure_data.py): map_coordinates of
+* ``spline_orders.json`` (docs/sphinx/figure_data.py): map_coordinates of
   orders 0 to 5 on a sampled signal, and each order's distance from SciPy's;
 * ``roofline.json``: what ``tools/bazel run //tools:benchmark -- --roofline
-  --json`` wrote (the native ops against jax, SciPy and the machine's bounds).
+  --json`` wrote (the native ops against jax, SciPy and the machine's bounds);
+* ``device_<platform>.json``: what tools/device_check.py wrote on a device
+  machine (its benchmark.json: the benchmark's tables and the machine).
 
 and two diagrams drawn from code: a call's path through XLA's buffers, and
 what each ``vmap_method`` hands the function.
@@ -126,6 +128,7 @@ def numbers(data: dict) -> dict[str, str]:
         "speed_points": f"2^{values[1]['workload']['points'].bit_length() - 1}",
         "speed_grid": f"{SPEED_GRID}³ {SPEED_DTYPE}",
         "speed_table": speed_table(data),
+        **measuring_tables(data),
     }
     for order, row in values.items():
         out[f"order{order}_ms"] = _ms(row["ms"]["xlabind"])
@@ -173,6 +176,52 @@ def speed_table(data: dict) -> str:
             + f"| {100 * row['fraction_of_bound']:.0f}% |"
         )
     return "\n".join(lines)
+
+
+def _markdown(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows])
+
+
+def measuring_tables(data: dict) -> dict[str, str]:
+    """The measuring page's current tables, each with the machine it came
+    from: the roofline run's every row, and each device run recorded."""
+    run = data["roofline"]
+    environment = run["environment"]
+    rows = []
+    for row in run["roofline"]["rows"]:
+        w, ms, bounds = row["workload"], row["ms"], row["bounds_ms"]
+        others = ", ".join(f"{name} {_ms(t)}" for name, t in ms.items() if name != "xlabind")
+        rows.append(
+            [
+                w["op"],
+                w["kind"],
+                w["order"],
+                f"{w['side']}³ {w['dtype']}",
+                _ms(ms["xlabind"]),
+                others or "—",
+                f"{_ms(bounds['bound'])} ({bounds['binding']})",
+                f"{100 * row['fraction_of_bound']:.0f}%",
+            ]
+        )
+    header = ["op", "kind", "order", "grid", "xlabind", "others", "bound", "of bound"]
+    devices = []
+    for name, run_data in sorted(data.items()):
+        if name.startswith("device_"):
+            machine = "; ".join(line for line in run_data["report"] if line.startswith("jax"))
+            devices.append(f"**{run_data['platform']}**, {run_data['date']}: {machine}.")
+            for table in run_data["tables"]:
+                devices += [f"*{table['title']}*", _markdown(table["header"], table["rows"])]
+    return {
+        "roofline_machine": (
+            f"{environment.get('cpu', 'CPU model unknown')}, {environment['cpu_count']} cores; "
+            f"Python {environment['python']}, jax {environment['jax']}, xlabind "
+            f"{environment['xlabind']}; {run['rounds']} rounds, {run['seconds']:.0f} s"
+        ),
+        "roofline_rows": _markdown(header, rows),
+        "device_runs": "\n\n".join(devices)
+        or "No device run is recorded in `docs/figure_data/` yet.",
+    }
 
 
 # -- the charts ----------------------------------------------------------------
