@@ -423,8 +423,8 @@ def test_a_symbolic_point_count_exports_for_a_tpu(monkeypatch):
 
 @pytest.mark.parametrize("points", [3, 5000])
 def test_a_symbolic_point_count_has_the_values_of_a_known_one(monkeypatch, points):
-    """The same program exported for the CPU, with the TPU rule and its
-    kernels interpreted: the points run in chunks of a fixed size (here
+    """The same program exported for this machine (off a chip: the CPU, with
+    the TPU rule and its kernels interpreted): the points run in chunks of a fixed size (here
     2048: 5000 points take three, the last one padded), values and grid
     gradient as the program for the known count."""
     monkeypatch.setattr(tpu_formulation, "SYMBOLIC_CHUNK_POINTS", 2048, raising=False)
@@ -436,8 +436,9 @@ def test_a_symbolic_point_count_has_the_values_of_a_known_one(monkeypatch, point
     pulled = jax.jit(jax.grad(lambda g, i, j, w: jnp.vdot(sample(g, i, j), w)))
     at = jax.ShapeDtypeStruct((n,), jnp.float32)
     g = jax.ShapeDtypeStruct(grid.shape, jnp.float32)
+    # Exported for the machine's own platform: on a chip, the TPU program runs there.
     export = lambda f, *args: jax.export.export(
-        f, platforms=("cpu",), disabled_checks=EXPORT_CHECKS
+        f, platforms=(jax.default_backend(),), disabled_checks=EXPORT_CHECKS
     )(*args)
     np.testing.assert_allclose(
         export(sample, g, at, at).call(grid, i, j), sample(grid, i, j), rtol=1e-6, atol=1e-6

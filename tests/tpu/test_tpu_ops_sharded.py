@@ -23,6 +23,11 @@ from xlabind.ops import map_coordinates
 from xlabind.ops.map_coordinates import tpu_kernels
 
 
+#: The mesh's devices: the 8 virtual CPU devices off a chip, every chip on a
+#: TPU machine (one on a v5e-1, where the programs run whole on the chip).
+DEVICES = min(8, len(jax.devices()))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def tpu_rule():
     with tpu_rule_for_cpu_programs():
@@ -57,7 +62,7 @@ def test_kernels_inside_a_shard_map_that_checks_vma_lower_for_a_tpu(order, what)
     """Each device's points through the kernels: Pallas asks the kernels'
     results how they vary across the mesh (check_vma=True), and the grid's
     cotangent is pulled back as varying as its points."""
-    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+    mesh = jax.make_mesh((DEVICES,), ("x",), axis_types=(AxisType.Auto,))
     f, out = (interpolate(order), P("x")) if what == "values" else (grid_gradient(order), P())
     in_specs = (P(), P(None, "x"))
     mapped = jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out, check_vma=True)
@@ -78,10 +83,10 @@ def test_kernels_inside_a_shard_map_that_checks_vma_lower_for_a_tpu(order, what)
 
 
 SPLITS = [
-    ((3, 512), ("x",), (8,), (None, "x")),
-    ((3, 16, 32), ("x",), (8,), (None, "x", None)),
-    ((3, 16, 32), ("x",), (8,), (None, None, "x")),
-    ((3, 16, 32), ("a", "b"), (4, 2), (None, "a", "b")),
+    ((3, 512), ("x",), (DEVICES,), (None, "x")),
+    ((3, 16, 32), ("x",), (DEVICES,), (None, "x", None)),
+    ((3, 16, 32), ("x",), (DEVICES,), (None, None, "x")),
+    ((3, 16, 32), ("a", "b"), (min(4, DEVICES), max(1, DEVICES // 4)), (None, "a", "b")),
 ]
 
 
@@ -128,7 +133,7 @@ def test_a_batch_of_grids_split_on_an_explicit_axis():
     f = jax.vmap(lambda g, c: map_coordinates(g, list(c), 1, "wrap"))
     gradient = jax.grad(lambda g, c: (f(g, c) ** 2).sum())
     want, want_gradient = jax.jit(f)(grids, coords), jax.jit(gradient)(grids, coords)
-    mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Explicit,))
+    mesh = jax.make_mesh((DEVICES,), ("x",), axis_types=(AxisType.Explicit,))
     with jax.set_mesh(mesh):
         g = jax.device_put(grids, NamedSharding(mesh, P("x")))
         c = jax.device_put(coords, NamedSharding(mesh, P("x")))
