@@ -22,7 +22,6 @@ from tpu_lowering import EXPORT_CHECKS, tpu_rule_for_cpu_programs
 from xlabind.ops import map_coordinates
 from xlabind.ops.map_coordinates import tpu_kernels
 
-
 #: The mesh's devices: the 8 virtual CPU devices off a chip, every chip on a
 #: TPU machine (one on a v5e-1, where the programs run whole on the chip).
 DEVICES = min(8, len(jax.devices()))
