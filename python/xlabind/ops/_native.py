@@ -21,6 +21,10 @@ TARGET_NAMES = (
     "xlabind_spline_filter_transpose",
 )
 
+#: The platforms whose compiled modules run the ops' targets (the CPU
+#: module and the CUDA one); the others run the targets' formulations.
+NATIVE_PLATFORMS = ("cpu", "cuda")
+
 #: Why the ops cannot run where their CPU module is not installed.
 OPS_MODULE_MISSING = (
     "this installation of xlabind has no compiled module for xlabind.ops "
@@ -50,7 +54,7 @@ except ModuleNotFoundError as error:
     if error.name != "xlabind._xlabind_ops":
         raise
     # The rest of xlabind works without it; the ops say why they cannot run.
-    for platform in ("cpu", "cuda"):
+    for platform in NATIVE_PLATFORMS:
         mark_unavailable(platform, TARGET_NAMES, OPS_MODULE_MISSING)
 else:
     register_ffi_targets(_xlabind_ops)

@@ -36,6 +36,7 @@ import numpy as np
 from xlabind._primitive.traced_rules import traceable
 from xlabind._runtime.native_targets import ffi_target
 from xlabind.linear import linear
+from xlabind.ops._native import NATIVE_PLATFORMS
 from xlabind.ops.map_coordinates import tpu_formulation
 from xlabind.ops.modes import Mode
 from xlabind.ops.spline_filter.op import checked_order, spline_filter
@@ -59,12 +60,12 @@ _SPLINE_PAD = 12
 # On TPUs, which run no native handlers, the same computations in JAX.
 _GATHER = ffi_target(
     "xlabind_map_coordinates",
-    platforms=("cpu", "cuda"),
+    platforms=NATIVE_PLATFORMS,
     formulations={"tpu": tpu_formulation.map_coordinates_gather},
 )
 _SCATTER = ffi_target(
     "xlabind_map_coordinates_transpose",
-    platforms=("cpu", "cuda"),
+    platforms=NATIVE_PLATFORMS,
     formulations={"tpu": tpu_formulation.map_coordinates_scatter},
 )
 

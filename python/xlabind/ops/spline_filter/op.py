@@ -26,18 +26,19 @@ from jax.typing import ArrayLike
 from xlabind._primitive.definition import BoundFunction
 from xlabind._runtime.native_targets import ffi_target
 from xlabind.linear import linear
+from xlabind.ops._native import NATIVE_PLATFORMS
 from xlabind.ops.modes import Boundary
 from xlabind.ops.spline_filter import tpu_formulation
 
 # On TPUs, which run no native handlers, the same computations in JAX.
 _FILTER = ffi_target(
     "xlabind_spline_filter",
-    platforms=("cpu", "cuda"),
+    platforms=NATIVE_PLATFORMS,
     formulations={"tpu": tpu_formulation.spline_filter},
 )
 _FILTER_TRANSPOSE = ffi_target(
     "xlabind_spline_filter_transpose",
-    platforms=("cpu", "cuda"),
+    platforms=NATIVE_PLATFORMS,
     formulations={"tpu": tpu_formulation.spline_filter_transpose},
 )
 
