@@ -243,7 +243,8 @@ def test_undecodable_text_fails_the_chip_cleanly():
 
 # -- sub-byte and 8-bit float arrays across the transfer ---------------------------
 
-SUB_BYTE = ["int2", "uint2", "int4", "uint4", "float4_e2m1fn"]
+TWO_BIT = ["int2", "uint2"]
+SUB_BYTE = [*TWO_BIT, "int4", "uint4", "float4_e2m1fn"]
 ONE_BYTE_FLOATS = [d.name for d in DTYPES if d.name.startswith("float8_")]
 
 
@@ -339,18 +340,20 @@ def test_emit_host_call_carries_narrow_arrays_in_whole_bytes(
     emitter_with_wire_dtypes, dtype_name, in_place
 ):
     values = every_value(dtype_name)
+    if dtype_name in TWO_BIT:
+        values = a_shape_xla_converts(values)
     dtype = values.dtype
     seen = []
     if in_place:
 
         def identity(x, out):
             seen.append(x.dtype)
-            out[...] = x[::-1]
+            out[...] = x[..., ::-1]
     else:
 
         def identity(x):
             seen.append(x.dtype)
-            return x[::-1]
+            return x[..., ::-1]
 
     op = xlabind.callback(identity, lambda x: x, in_place=in_place)
     # The narrow array is made in the program from a whole-byte one: on a
@@ -366,7 +369,24 @@ def test_emit_host_call_carries_narrow_arrays_in_whole_bytes(
     # Blocked on: a chip runs the program, and so the call, behind Python.
     result = jax.block_until_ready(program(values.astype(wide)))
     assert seen == [dtype]
-    np.testing.assert_array_equal(np.asarray(result), values[::-1].astype(wide))
+    np.testing.assert_array_equal(np.asarray(result), values[..., ::-1].astype(wide))
+
+
+def a_shape_xla_converts(values):
+    """`values` resized to the first shape at which jax's own conversion from
+    int8 runs: XLA on a v5e converts 2-bit arrays only at some shapes ("INT2 is
+    not supported for rank 1", "... for second minor size 5, expected to be
+    greater than or equal to ... (16)"), before any xlabind call is involved."""
+    refusals = []
+    for shape in [values.shape, (16, values.size), (16, 128), (128, 128)]:
+        wide = np.resize(values, shape).astype(np.int8)
+        try:
+            jax.block_until_ready(jax.jit(lambda v: v.astype(values.dtype))(wide))
+        except jax.errors.JaxRuntimeError as error:
+            refusals.append(f"{shape}: {str(error).splitlines()[0]}")
+            continue
+        return np.resize(values, shape)
+    pytest.skip(f"jax itself converts no {values.dtype} array here: {refusals}")
 
 
 def wide_dtype(dtype_name):

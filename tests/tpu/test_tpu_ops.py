@@ -139,16 +139,26 @@ def test_the_kernel_reads_each_points_row():
     np.testing.assert_array_equal(rows, np.asarray(table)[np.asarray(cell)].T)
 
 
-def test_the_scatter_kernel_adds_each_points_column_in_order():
-    cell = jnp.array([0, 39, 17, 3, 3, 21], jnp.int32)
-    contribution = jnp.arange(8 * 6, dtype=jnp.float32).reshape(8, 6)
+# 40 cells: one page of sums; 3 * 2^17 + 5 cells of 8 taps (16 to a row of
+# sums): 3 pages of 2^13 rows (tpu_kernels._PAGE_BITS), the last part-filled,
+# points on each side of each seam.
+@pytest.mark.parametrize(
+    "cells, cell",
+    [
+        (40, [0, 39, 17, 3, 3, 21]),
+        (3 * 2**17 + 5, [0, 2**17 - 1, 2**17, 2**17, 2**18 + 1, 3 * 2**17 + 4, 7]),
+    ],
+)
+def test_the_scatter_kernel_adds_each_points_column_in_order(cells, cell):
+    cell = jnp.array(cell, jnp.int32)
+    contribution = jnp.arange(8 * cell.size, dtype=jnp.float32).reshape(8, -1)
     previous = tpu_kernels.INTERPRET
     tpu_kernels.INTERPRET = previous or not ON_TPU
     try:
-        table = jax.jit(tpu_kernels.scatter_rows, static_argnums=2)(contribution, cell, 40)
+        table = jax.jit(tpu_kernels.scatter_rows, static_argnums=2)(contribution, cell, cells)
     finally:
         tpu_kernels.INTERPRET = previous
-    expected = np.zeros((8, 40), np.float32)
+    expected = np.zeros((8, cells), np.float32)
     np.add.at(expected.T, np.asarray(cell), np.asarray(contribution).T)
     np.testing.assert_array_equal(table, expected)
 
