@@ -60,6 +60,7 @@ CHECKOUT_PACKAGES = [
     "third_party/toolchains/zig",
     "tools",
     "tools/docs",
+    "tools/platforms",
 ]
 
 # What a package folder can hold that is no source (.gitignore's patterns):

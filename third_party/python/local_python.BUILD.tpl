@@ -7,12 +7,19 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "headers",
-    # platform/: Debian's multiarch pyconfig.h, which include/'s includes.
-    hdrs = glob(["include/**/*.h"]) + glob(["platform/**/*.h"], allow_empty = True),
+    # platform/: Debian's multiarch pyconfig.h, which include/'s includes;
+    # cross/linux_aarch64: the one it includes in a Linux aarch64 build.
+    hdrs = glob(["include/**/*.h"]) + glob(["platform/**/*.h"], allow_empty = True) + select({
+        "{LINUX_AARCH64}": glob(["cross/linux_aarch64/**/*.h"], allow_empty = True),
+        "//conditions:default": [],
+    }),
     includes = [
         "include",
         "platform",
-    ],
+    ] + select({
+        "{LINUX_AARCH64}": ["cross/linux_aarch64"],
+        "//conditions:default": [],
+    }),
 )
 
 py_runtime(

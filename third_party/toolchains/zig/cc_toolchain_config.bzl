@@ -1,4 +1,5 @@
-"""C/C++ toolchain configuration for zig c++ (clang 19 + hermetic libc++)."""
+"""C/C++ toolchain configuration for zig c++ (clang 19 + hermetic libc++), one
+per target platform (tools/platforms), all from the one pinned zig."""
 
 load("@bazel_tools//tools/build_defs/cc:action_names.bzl", "ACTION_NAMES")
 load(
@@ -28,7 +29,40 @@ _LINK_ACTIONS = [
     ACTION_NAMES.cpp_link_nodeps_dynamic_library,
 ]
 
+# Each target xlabind builds for: its platform's constraints (the name is the
+# platform's, in tools/platforms), zig's target triple and what Bazel's C++
+# rules are told of it. glibc 2.17 is the oldest manylinux2014 baseline, so
+# the modules load on any Linux machine jaxlib itself supports.
+ZIG_TARGETS = {
+    "linux_x86_64": struct(
+        triple = "x86_64-linux-gnu.2.17",
+        cpu = "x86_64",
+        os = "linux",
+        bazel_cpu = "k8",
+        system_name = "x86_64-unknown-linux-gnu",
+        libc = "glibc_2.17",
+    ),
+    "linux_aarch64": struct(
+        triple = "aarch64-linux-gnu.2.17",
+        cpu = "aarch64",
+        os = "linux",
+        bazel_cpu = "aarch64",
+        system_name = "aarch64-unknown-linux-gnu",
+        libc = "glibc_2.17",
+    ),
+}
+
+# The target of the machine Bazel runs on: its toolchain's names (`config`,
+# `cc-compiler-k8`, the `zig-cc` wrapper) are the ones every earlier build
+# used, so its actions and their cache keys stay as they were.
+HOST_TARGET = "linux_x86_64"
+
+def wrapper_name(target):
+    """The compiler wrapper the repository writes for `target`."""
+    return "zig-cc" if target == HOST_TARGET else "zig-cc-" + target
+
 def _impl(ctx):
+    target = ZIG_TARGETS[ctx.attr.target]
     features = [
         feature(name = "supports_pic", enabled = True),
         feature(name = "supports_dynamic_linker", enabled = True),
@@ -78,9 +112,9 @@ def _impl(ctx):
         ),
     ]
     tool_paths = [
-        tool_path(name = "gcc", path = "zig-cc"),
-        tool_path(name = "ld", path = "zig-cc"),
-        tool_path(name = "cpp", path = "zig-cc"),
+        tool_path(name = "gcc", path = wrapper_name(ctx.attr.target)),
+        tool_path(name = "ld", path = wrapper_name(ctx.attr.target)),
+        tool_path(name = "cpp", path = wrapper_name(ctx.attr.target)),
         tool_path(name = "ar", path = "zig-ar"),
         # Not used by any xlabind target; Bazel insists they be named.
         tool_path(name = "gcov", path = "/bin/false"),
@@ -92,11 +126,11 @@ def _impl(ctx):
         ctx = ctx,
         features = features,
         cxx_builtin_include_directories = [ctx.attr.zig_lib],
-        toolchain_identifier = "zig-x86_64-linux-gnu",
+        toolchain_identifier = "zig-" + target.triple.split(".")[0],
         host_system_name = "x86_64-unknown-linux-gnu",
-        target_system_name = "x86_64-unknown-linux-gnu",
-        target_cpu = "k8",
-        target_libc = "glibc_2.17",
+        target_system_name = target.system_name,
+        target_cpu = target.bazel_cpu,
+        target_libc = target.libc,
         compiler = "zig",
         abi_version = "local",
         abi_libc_version = "local",
@@ -105,6 +139,13 @@ def _impl(ctx):
 
 zig_cc_toolchain_config = rule(
     implementation = _impl,
-    attrs = {"zig_lib": attr.string(mandatory = True)},
+    attrs = {
+        "zig_lib": attr.string(mandatory = True),
+        "target": attr.string(
+            default = HOST_TARGET,
+            values = ZIG_TARGETS.keys(),
+            doc = "the platform's name in ZIG_TARGETS",
+        ),
+    },
     provides = [CcToolchainConfigInfo],
 )
