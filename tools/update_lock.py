@@ -4,8 +4,10 @@
 Each requirements.in pins exact versions. For every CPython version the pinned
 jax supports (3.11-3.13) this asks pip which x86_64 Linux wheel it would
 install, downloads it and records its sha256, so one lock serves every
-supported interpreter. The lock of the headers other machines build against
-(third_party/python/target_headers.in) holds those machines' wheels instead.
+supported interpreter. The locks of the headers other machines build against
+(third_party/python/target_headers.in) and of what the aarch64 wheel's tests
+run beside (third_party/python/aarch64_tests.in) hold those machines' wheels
+instead.
 pip is the only client used: it talks to whatever package index the
 machine's pip is configured for.
 
@@ -35,6 +37,7 @@ LOCKS = {
     REPO / "third_party/cmake/requirements.in": REPO / "third_party/cmake/requirements.lock",
     REPO / "third_party/lint/requirements.in": REPO / "third_party/lint/requirements.lock",
     REPO / "third_party/python/target_headers.in": REPO / "third_party/python/target_headers.lock",
+    REPO / "third_party/python/aarch64_tests.in": REPO / "third_party/python/aarch64_tests.lock",
 }
 PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
 #: The CPython versions of a lock whose jax needs others than PYTHON_VERSIONS.
@@ -42,6 +45,8 @@ LOCK_PYTHON_VERSIONS = {
     REPO / "third_party/python/newest.in": ("3.12", "3.13", "3.14"),
     # Whatever interpreter builds a wheel for another machine (3.11-3.14).
     REPO / "third_party/python/target_headers.in": ("3.11", "3.12", "3.13", "3.14"),
+    # The CPython versions Debian ships for aarch64 (tools/aarch64_sysroot.py).
+    REPO / "third_party/python/aarch64_tests.in": ("3.11", "3.13"),
 }
 PLATFORMS = (
     "manylinux_2_17_x86_64",
@@ -64,6 +69,7 @@ TARGET_PLATFORMS = {
 #: The locks of other machines' wheels, and which machines.
 LOCK_PLATFORMS = {
     REPO / "third_party/python/target_headers.in": ("Linux aarch64",),
+    REPO / "third_party/python/aarch64_tests.in": ("Linux aarch64",),
 }
 
 
