@@ -122,3 +122,13 @@ def test_the_target_headers_pin_the_numpy_the_build_pins():
     wheels = re.findall(r"numpy-([\d.]+)-(cp3\d+)-\2-([\w.]+)\.whl", lock)
     assert wheels and {version for version, _, _ in wheels} == {numpy_pin("requirements.in")}
     assert all(platform.endswith("aarch64") for _, _, platform in wheels), wheels
+
+
+def test_the_aarch64_platform_tags_are_the_same_everywhere():
+    # pip's tags for Linux aarch64: the locks' (tools/update_lock.py), the
+    # target headers' repository (repositories.bzl) and the sysroot's pip.
+    locks = load_tool("update_lock").TARGET_PLATFORMS["Linux aarch64"]
+    assert load_tool("aarch64_sysroot").PLATFORMS == locks
+    text = (RUNFILES / "repositories.bzl").read_text()
+    block = re.search(r'name = "xlabind_headers_linux_aarch64".*?platforms = \[(.*?)\]', text, re.S)
+    assert tuple(re.findall(r'"([\w.]+)"', block.group(1))) == locks
