@@ -20,9 +20,9 @@ consumer's own (`@pypi` of rules_python, say):
                    Without it, xlabind's targets build with the workspace's
                    own C/C++ toolchain.
   @xlabind_cuda    nvcc, the CUDA runtime and CCCL from pinned NVIDIA wheels
-  @xlabind_headers_linux_aarch64
-                   NumPy's headers from its pinned Linux aarch64 wheel, for a
-                   build for that machine (tools/platforms)
+  @xlabind_headers_linux_aarch64, @xlabind_headers_macos_arm64
+                   NumPy's headers from its pinned Linux aarch64 (macOS
+                   arm64) wheel, for a build for that machine (tools/platforms)
 
 Bazel 4.2.3 also fetches four repositories of its own on the first build
 (rules_cc, rules_java, remote_coverage_tools, platforms), and xlabind's
@@ -81,6 +81,14 @@ def define_repositories(existing = {}):
                 "manylinux_2_27_aarch64",
                 "manylinux_2_28_aarch64",
             ],
+        )
+    if "xlabind_headers_macos_arm64" not in existing:
+        target_headers_repository(
+            name = "xlabind_headers_macos_arm64",
+            build_file = Label("//third_party/python:target_headers.BUILD"),
+            lock = Label("//third_party/python:target_headers.lock"),
+            # tools/update_lock.py's TARGET_PLATFORMS["macOS arm64"].
+            platforms = ["macosx_11_0_arm64"],
         )
     if "xlabind_zig" not in existing:
         zig_toolchain(name = "xlabind_zig")

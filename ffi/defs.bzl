@@ -43,6 +43,10 @@ XLABIND_COPTS = ["-std=c++17", "-fvisibility=hidden"]
 # prefixes with the module and extension that define it.
 _CUDA_RUNFILES = Label("@xlabind_cuda//:BUILD.bazel").workspace_name
 
+# A build for macOS (ELF-only link options left out). A string: Bazel 4's
+# select() in a macro takes no Label keys.
+_MACOS = str(Label("//tools/platforms:macos_target"))
+
 def _with(deps, extra):
     """`deps` plus the labels in `extra` it does not name already."""
     named = [str(d).split("//")[-1] for d in deps]
@@ -205,7 +209,13 @@ def xlabind_extension(
         deps = _with(deps, [Label("//ffi/native:helpers")]) + [Label("@xlabind_python//:headers")],
         linkshared = True,
         additional_linker_inputs = [Label("//ffi:module_exports.lds")],
-        linkopts = ["-Wl,--version-script=$(location %s)" % Label("//ffi:module_exports.lds")] +
-                   ["-Wl,-rpath," + path for path in runpaths],
+        linkopts = select({
+            # Mach-O (tools/platforms:macos_arm64): no version script, no
+            # $ORIGIN; the module names itself as dyld finds it.
+            _MACOS: ["-Wl,-install_name,@rpath/%s.so" % name],
+            "//conditions:default": [
+                "-Wl,--version-script=$(location %s)" % Label("//ffi:module_exports.lds"),
+            ] + ["-Wl,-rpath," + path for path in runpaths],
+        }),
         **kwargs
     )

@@ -65,10 +65,11 @@ TARGET_PLATFORMS = {
         "manylinux_2_27_aarch64",
         "manylinux_2_28_aarch64",
     ),
+    "macOS arm64": ("macosx_11_0_arm64",),
 }
 #: The locks of other machines' wheels, and which machines.
 LOCK_PLATFORMS = {
-    REPO / "third_party/python/target_headers.in": ("Linux aarch64",),
+    REPO / "third_party/python/target_headers.in": ("Linux aarch64", "macOS arm64"),
     REPO / "third_party/python/aarch64_tests.in": ("Linux aarch64",),
 }
 

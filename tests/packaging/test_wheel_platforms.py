@@ -121,7 +121,7 @@ def test_the_target_headers_pin_the_numpy_the_build_pins():
     lock = (RUNFILES / "third_party" / "python" / "target_headers.lock").read_text()
     wheels = re.findall(r"numpy-([\d.]+)-(cp3\d+)-\2-([\w.]+)\.whl", lock)
     assert wheels and {version for version, _, _ in wheels} == {numpy_pin("requirements.in")}
-    assert all(platform.endswith("aarch64") for _, _, platform in wheels), wheels
+    assert all(platform.endswith(("aarch64", "arm64")) for _, _, platform in wheels), wheels
 
 
 def test_the_aarch64_platform_tags_are_the_same_everywhere():

@@ -77,9 +77,24 @@ def _local_python_impl(rctx):
         )
     else:
         rctx.file("platform/README", "No multiarch headers: pyconfig.h is in include/.\n")
+
+    # Debian's pyconfig.h knows no location for macOS: for a macOS build,
+    # include/ again, with this machine's own pyconfig.h in its place.
+    macos_include = "include"
+    if multiarch and "multiarch" in rctx.read(include + "/pyconfig.h"):
+        for entry in rctx.path(include).readdir():
+            if entry.basename != "pyconfig.h":
+                rctx.symlink(entry, "cross/macos_arm64/" + entry.basename)
+        rctx.symlink(
+            "/usr/include/%s/python%s/pyconfig.h" % (multiarch, version),
+            "cross/macos_arm64/pyconfig.h",
+        )
+        macos_include = "cross/macos_arm64"
     rctx.template("BUILD.bazel", rctx.attr.build_template, {
         "{INTERPRETER}": executable,
         "{LINUX_AARCH64}": absolute_label(rctx.attr.linux_aarch64),
+        "{MACOS}": absolute_label(rctx.attr.macos),
+        "{MACOS_INCLUDE}": macos_include,
         "{VERSION}": version,
     })
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
@@ -94,6 +109,10 @@ local_python = repository_rule(
         "linux_aarch64": attr.label(
             default = Label("//tools/platforms:linux_aarch64_target"),
             doc = "the condition of a build for Linux aarch64",
+        ),
+        "macos": attr.label(
+            default = Label("//tools/platforms:macos_target"),
+            doc = "the condition of a build for macOS",
         ),
     },
     environ = ["XLABIND_PYTHON", "XLABIND_LOCK", "PATH"],

@@ -8,6 +8,7 @@ load(
     "flag_group",
     "flag_set",
     "tool_path",
+    "variable_with_value",
 )
 
 _COMPILE_ACTIONS = [
@@ -41,6 +42,7 @@ ZIG_TARGETS = {
         bazel_cpu = "k8",
         system_name = "x86_64-unknown-linux-gnu",
         libc = "glibc_2.17",
+        macho = False,
     ),
     "linux_aarch64": struct(
         triple = "aarch64-linux-gnu.2.17",
@@ -49,8 +51,57 @@ ZIG_TARGETS = {
         bazel_cpu = "aarch64",
         system_name = "aarch64-unknown-linux-gnu",
         libc = "glibc_2.17",
+        macho = False,
+    ),
+    # macOS 11 (the first on Apple silicon): Mach-O, libSystem only.
+    "macos_arm64": struct(
+        triple = "aarch64-macos.11.0",
+        cpu = "aarch64",
+        os = "macos",
+        bazel_cpu = "darwin_arm64",
+        system_name = "arm64-apple-macosx11.0",
+        libc = "macosx",
+        macho = True,
     ),
 }
+
+# A Mach-O module leaves CPython's symbols to the interpreter that loads it
+# (macOS links an extension module against no libpython).
+_MACHO_LINK_FLAGS = ["-Wl,-undefined,dynamic_lookup"]
+
+# With target_libc "macosx" Bazel passes libtool's flags to the archiver,
+# which `zig ar` (GNU ar's) rejects: these are the flags it passes on Linux.
+_MACHO_FEATURES = [feature(
+    name = "archiver_flags",
+    enabled = True,
+    flag_sets = [flag_set(
+        actions = [ACTION_NAMES.cpp_link_static_library],
+        flag_groups = [
+            flag_group(flags = ["rcsD", "%{output_execpath}"]),
+            flag_group(
+                iterate_over = "libraries_to_link",
+                flag_groups = [
+                    flag_group(
+                        flags = ["%{libraries_to_link.name}"],
+                        expand_if_equal = variable_with_value(
+                            name = "libraries_to_link.type",
+                            value = "object_file",
+                        ),
+                    ),
+                    flag_group(
+                        flags = ["%{libraries_to_link.object_files}"],
+                        iterate_over = "libraries_to_link.object_files",
+                        expand_if_equal = variable_with_value(
+                            name = "libraries_to_link.type",
+                            value = "object_file_group",
+                        ),
+                    ),
+                ],
+                expand_if_available = "libraries_to_link",
+            ),
+        ],
+    )],
+)]
 
 # The target of the machine Bazel runs on: its toolchain's names (`config`,
 # `cc-compiler-k8`, the `zig-cc` wrapper) are the ones every earlier build
@@ -107,10 +158,12 @@ def _impl(ctx):
             enabled = True,
             flag_sets = [flag_set(
                 actions = _LINK_ACTIONS,
-                flag_groups = [flag_group(flags = ["-Wl,--build-id=none"])],
+                flag_groups = [flag_group(flags = _MACHO_LINK_FLAGS if target.macho else [
+                    "-Wl,--build-id=none",
+                ])],
             )],
         ),
-    ]
+    ] + (_MACHO_FEATURES if target.macho else [])
     tool_paths = [
         tool_path(name = "gcc", path = wrapper_name(ctx.attr.target)),
         tool_path(name = "ld", path = wrapper_name(ctx.attr.target)),

@@ -4,6 +4,10 @@ load("{CONFIG_BZL}", "HOST_TARGET", "ZIG_TARGETS", "wrapper_name", "zig_cc_toolc
 
 package(default_visibility = ["//visibility:public"])
 
+# The symbols macOS's libSystem exports (zig's stub of it), for the checks of
+# the macOS modules' undefined symbols (tests/packaging/test_macos_modules.py).
+exports_files(["site/ziglang/lib/libc/darwin/libSystem.tbd"])
+
 filegroup(
     name = "wrappers",
     srcs = ["zig-ar", "zig-cc"],
