@@ -28,8 +28,12 @@ def _platform_modules_impl(ctx):
     packages = ctx.attr.package if type(ctx.attr.package) == "list" else [ctx.attr.package]
     modules = {}
     for package in packages:
-        for f in package[DefaultInfo].default_runfiles.files.to_list():
-            if f.extension == "so" and f.dirname.endswith("/xlabind"):
+        info = package[DefaultInfo]
+        # A module itself (a cc_binary's .so), or a py_library's modules: the
+        # .so files of its runfiles' xlabind folder.
+        own = [f for f in info.files.to_list() if f.extension == "so"]
+        for f in own or info.default_runfiles.files.to_list():
+            if f.extension == "so" and (own or f.dirname.endswith("/xlabind")):
                 modules[f.basename] = f
     outputs = []
     for name in sorted(modules):
@@ -44,12 +48,13 @@ def _platform_modules_impl(ctx):
 
 platform_modules = rule(
     implementation = _platform_modules_impl,
-    doc = "The .so files of `package`'s xlabind folder, built for `platform`, as <name>/<file>.",
+    doc = "The .so files of `package` (a module, or a py_library's xlabind folder), " +
+          "built for `platform`, as <name>/<file>.",
     attrs = {
         "package": attr.label(
             default = Label("//python:xlabind"),
             cfg = _for_platform,
-            doc = "the py_library whose runfiles hold the modules",
+            doc = "the py_library whose runfiles hold the modules, or one module",
         ),
         "platform": attr.string(
             mandatory = True,
