@@ -53,12 +53,12 @@ def test_each_module_carries_its_own_cpp_runtime(name):
 def test_the_reader_agrees_with_binutils_readelf(name):
     readelf = shutil.which("readelf")
     assert readelf, "binutils' readelf is not on PATH (it comes with gcc)"
-    symbols = subprocess.run(
-        [readelf, "--dyn-syms", "--wide", str(MODULES / name)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+
+    def listing(option: str) -> str:
+        command = [readelf, option, "--wide", str(MODULES / name)]
+        return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+    symbols = listing("--dyn-syms")
     exported, undefined = set(), set()
     for line in symbols.splitlines():
         fields = line.split()
@@ -69,12 +69,7 @@ def test_the_reader_agrees_with_binutils_readelf(name):
             undefined.add(symbol)
         elif fields[4] in ("GLOBAL", "WEAK", "UNIQUE") and fields[5] in ("DEFAULT", "PROTECTED"):
             exported.add(symbol)
-    versions = subprocess.run(
-        [readelf, "--version-info", "--wide", str(MODULES / name)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    versions = listing("--version-info")
     glibc = max(
         tuple(int(part) for part in version.split("_")[1].split("."))
         for version in set(re.findall(r"GLIBC_[\d.]+\d", versions))

@@ -112,6 +112,13 @@ def test_modules_of_another_machine_are_refused_for_this_one():
         packer.platform_tag({"xlabind/_xlabind.so": aarch64.read_bytes()}, "linux_x86_64")
 
 
+def test_macos_arm64_is_refused_saying_why(tmp_path):
+    packer = load_tool("build_wheel")
+    with pytest.raises(SystemExit, match=r"--platform macos_arm64: no macOS arm64 wheel.*pyconfig"):
+        packer.build(tmp_path, "macos_arm64")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_target_headers_pin_the_numpy_the_build_pins():
     def numpy_pin(name: str) -> str:
         text = (RUNFILES / "third_party" / "python" / name).read_text()
