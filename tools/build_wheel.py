@@ -77,6 +77,17 @@ PLATFORM_MODULES = {
     "linux_x86_64": ("_xlabind", "_xlabind_ops", "_xlabind_cuda_ops"),
     "linux_aarch64": ("_xlabind", "_xlabind_ops"),
 }
+#: The machines of tools/platforms that get no wheel, and why (the modules
+#: still cross-compile, for tests/packaging/test_macos_modules.py).
+NO_WHEEL = {
+    "macos_arm64": (
+        "no macOS arm64 wheel is built: no package registry the build uses (PyPI, "
+        "Debian) ships CPython's macOS headers, whose pyconfig.h differs from Linux's "
+        "(SIZEOF_LONG_DOUBLE among others), and zig 0.14.1's Mach-O linker exports "
+        "libc++'s operator new/delete from the modules (docs/development/wheels.md, "
+        '"macOS")'
+    ),
+}
 #: Each machine's ELF machine, as the wheel's platform tag names it.
 PLATFORM_MACHINES = {"linux_x86_64": "x86_64", "linux_aarch64": "aarch64"}
 #: Where the CUDA runtime the cuda13 extra installs is, from a module in
@@ -230,6 +241,8 @@ def build(out_dir: pathlib.Path, platform: str | None = None) -> pathlib.Path:
     """The wheel for `platform` (a tools/platforms name; default: this
     machine), written into `out_dir`."""
     platform = platform or this_machine()
+    if platform in NO_WHEEL:
+        sys.exit(f"build_wheel: --platform {platform}: {NO_WHEEL[platform]}")
     if platform not in PLATFORM_MODULES:
         sys.exit(
             f"build_wheel: --platform must be one of {sorted(PLATFORM_MODULES)}, not {platform!r}"
@@ -277,7 +290,7 @@ def main() -> int:
     )
     parser.add_argument(
         "--platform",
-        choices=sorted(PLATFORM_MODULES),
+        choices=sorted([*PLATFORM_MODULES, *NO_WHEEL]),
         help="the machine the wheel is for (tools/platforms; default: this one)",
     )
     args = parser.parse_args()
