@@ -125,6 +125,7 @@ def xlabind_ffi_library(
         )
         cuda_deps = [":" + name + "_cuda"]
         extra_copts = select({_CUDA: [], "//conditions:default": _UNUSED_DROPPED_COPTS})
+
     # (In this order: the x86-64 build's deps, and so its cache keys, as
     # before other machines existed.)
     helpers = _with(deps, [

@@ -29,6 +29,7 @@ def _platform_modules_impl(ctx):
     modules = {}
     for package in packages:
         info = package[DefaultInfo]
+
         # A module itself (a cc_binary's .so), or a py_library's modules: the
         # .so files of its runfiles' xlabind folder.
         own = [f for f in info.files.to_list() if f.extension == "so"]

@@ -12,7 +12,7 @@ CPU module is not installed at all (a Bazel target on
 @xlabind//python:xlabind_core), every op says that instead.
 """
 
-import platform
+from platform import machine as host_machine
 
 import xlabind
 from xlabind._runtime.extension import mark_unavailable
@@ -77,7 +77,7 @@ else:
         if error.name != "xlabind._xlabind_cuda_ops":
             raise
         # Not installed at all (not a runtime that failed to load).
-        mark_unavailable("cuda", TARGET_NAMES, cuda_module_missing(platform.machine()))
+        mark_unavailable("cuda", TARGET_NAMES, cuda_module_missing(host_machine()))
     except ImportError as error:
         # The CUDA module holds the CUDA versions of the CPU module's ops.
         mark_unavailable("cuda", TARGET_NAMES, cuda_runtime_missing(error))
