@@ -17,8 +17,8 @@ one): another machine's modules are those //tools/platforms cross-compiles
 in the same build. The modules are built for the interpreter Bazel used
 (`XLABIND_PYTHON`, else python3 on PATH), which runs this script too: the
 tag is cpXY-cpXY. The platform tag is read from the modules' bytes
-(tools/module_bytes.py): their ELF machine, and the newest glibc symbol
-version they need (2.17 with the zig toolchain).
+(read_elf): their ELF machine, and the newest glibc symbol version they
+need (2.17 with the zig toolchain).
 
 Nothing here imports the package it packs (another machine's modules cannot
 load here): its version and its dependency table are read from its sources.
@@ -36,6 +36,7 @@ import importlib.util
 import pathlib
 import platform as host
 import re
+import struct
 import sys
 import zipfile
 
@@ -45,16 +46,6 @@ REPO = pathlib.Path(__file__).parent.parent
 # The package as Bazel assembled it in the runfiles: sources, generated
 # headers and CMake files, and this machine's compiled modules.
 PACKAGE = REPO / "python" / "xlabind"
-
-
-def _tool(name: str):
-    """tools/<name>.py beside this script (a py_binary's runfiles hold it)."""
-    spec = importlib.util.spec_from_file_location(
-        name, pathlib.Path(__file__).parent / f"{name}.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _package_file(name: str):
@@ -68,7 +59,6 @@ def _package_file(name: str):
 
 
 _compatibility = _package_file("_compatibility")
-module_bytes = _tool("module_bytes")
 
 #: The compiled modules of each machine's wheel (tools/platforms). Other
 #: machines have no CUDA module yet: the pinned nvcc and CUDA runtime are
@@ -88,8 +78,8 @@ NO_WHEEL = {
         '"macOS")'
     ),
 }
-#: Each machine's ELF machine, as the wheel's platform tag names it.
-PLATFORM_MACHINES = {"linux_x86_64": "x86_64", "linux_aarch64": "aarch64"}
+#: ELF e_machine values of the machines xlabind builds for.
+ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
 #: Where the CUDA runtime the cuda13 extra installs is, from a module in
 #: site-packages/xlabind. The only RUNPATH entry a wheel module keeps.
 WHEEL_RUNPATH = b"$ORIGIN/../nvidia/cu13/lib"
@@ -139,19 +129,66 @@ def cuda_runtime_requirement() -> str:
     return f"nvidia-cuda-runtime>={version},<{major + 1}"
 
 
+def elf_sections(data: bytes, name: str) -> list[tuple[int, bytes, bytes]]:
+    """The sections of `data`, a 64-bit little-endian ELF file (`name`, for
+    errors), each as (sh_type, its bytes, the bytes of the section its
+    sh_link names: a symbol or version table's strings)."""
+    if data[:4] != b"\x7fELF":
+        raise ValueError(f"read_elf: {name} is not an ELF file (it starts {data[:4]!r})")
+    if data[4:6] != b"\x02\x01":
+        raise ValueError(
+            f"read_elf: {name} is not 64-bit little-endian ELF (EI_CLASS, EI_DATA: "
+            f"{data[4]}, {data[5]}; expected 2, 1)"
+        )
+    (start,) = struct.unpack_from("<Q", data, 0x28)
+    size, count = struct.unpack_from("<HH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQI", data, start + i * size) for i in range(count)]
+    contents = [data[h[4] : h[4] + h[5]] for h in headers]
+    return [(h[1], contents[i], contents[h[6]]) for i, h in enumerate(headers)]
+
+
+def elf_string(table: bytes, offset: int) -> str:
+    return table[offset : table.index(b"\0", offset)].decode("ascii", "replace")
+
+
+def read_elf(data: bytes, name: str = "module") -> tuple[str, tuple[int, int] | None]:
+    """A module's machine ("x86_64", "aarch64" or "EM_<number>") and the
+    newest GLIBC_x.y version its symbols need (None: none), from its bytes
+    (a module built for another machine cannot be imported here to ask it)."""
+    versions = []
+    for kind, needs, strings in elf_sections(data, name):
+        offset = 0
+        while kind == 0x6FFFFFFE:  # SHT_GNU_VERNEED: Elf64_Verneed, then its Vernaux
+            _, aux_count, _, aux, next_offset = struct.unpack_from("<HHIII", needs, offset)
+            aux += offset
+            for _ in range(aux_count):
+                _, _, _, name_offset, next_aux = struct.unpack_from("<IHHII", needs, aux)
+                versions.append(elf_string(strings, name_offset))
+                aux += next_aux
+            if not next_offset:
+                break
+            offset += next_offset
+    glibc = [re.fullmatch(r"GLIBC_(\d+)\.(\d+)", version) for version in versions]
+    (machine,) = struct.unpack_from("<H", data, 18)
+    return (
+        ELF_MACHINES.get(machine, f"EM_{machine}"),
+        max([(int(m[1]), int(m[2])) for m in glibc if m], default=None),
+    )
+
+
 def platform_tag(modules: dict[str, bytes], platform: str) -> str:
     """The wheel's platform tag, from the modules' bytes: their ELF machine
     (which must be `platform`'s) and the newest glibc symbol version any of
     them needs (the manylinux2014 baseline, 2.17, at least)."""
-    read = {name: module_bytes.read_elf(data, name) for name, data in modules.items()}
-    expected = PLATFORM_MACHINES[platform]
-    wrong = {name: module.machine for name, module in read.items() if module.machine != expected}
+    read = {name: read_elf(data, name) for name, data in modules.items()}
+    expected = platform.removeprefix("linux_")  # the machine, as ELF_MACHINES names it
+    wrong = {name: machine for name, (machine, _) in read.items() if machine != expected}
     if wrong:
         sys.exit(
             f"build_wheel: --platform {platform} needs {expected} modules, "
             f"but these are built for another machine: {wrong}"
         )
-    glibc = max([(2, 17)] + [module.glibc for module in read.values() if module.glibc])
+    glibc = max([(2, 17)] + [glibc for _, glibc in read.values() if glibc])
     return f"manylinux_{glibc[0]}_{glibc[1]}_{expected}"
 
 
@@ -178,15 +215,6 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def modules_folder(platform: str) -> pathlib.Path:
-    """Where the runfiles hold `platform`'s compiled modules: this machine's
-    beside the package's sources, another's where //tools/platforms puts
-    them (tools/platforms/defs.bzl)."""
-    if platform == this_machine():
-        return PACKAGE
-    return REPO / "tools" / "platforms" / f"{platform}_modules"
-
-
 def package_files(platform: str) -> dict[str, bytes]:
     """xlabind/...: every Python source, py.typed, the native API's headers and
     CMake package, and `platform`'s compiled modules."""
@@ -199,7 +227,9 @@ def package_files(platform: str) -> dict[str, bytes]:
         native_build = relative.startswith(("include/", "cmake/")) and path.is_file()
         if path.suffix == ".py" or relative == "py.typed" or native_build:
             files[f"xlabind/{relative}"] = path.read_bytes()
-    folder = modules_folder(platform)
+    # This machine's modules are beside the sources; another's where
+    # //tools/platforms puts them (tools/platforms/defs.bzl).
+    folder = PACKAGE if platform == this_machine() else REPO / f"tools/platforms/{platform}_modules"
     for module in PLATFORM_MODULES[platform]:
         path = folder / f"{module}.so"
         if not path.exists():
@@ -212,6 +242,7 @@ def metadata(version: str, cuda: bool) -> bytes:
     """METADATA; `cuda`: whether the wheel holds the CUDA module (whose
     runtime the cuda13 extra installs)."""
     readme = (REPO / "README.md").read_text()
+    extra = f'Requires-Dist: {cuda_runtime_requirement()}; extra == "cuda13"' if cuda else ""
     headers = [
         "Metadata-Version: 2.1",
         "Name: xlabind",
@@ -224,14 +255,7 @@ def metadata(version: str, cuda: bool) -> bytes:
         *(f"Classifier: {c}" for c in CLASSIFIERS),
         f"Requires-Python: =={sys.version_info.major}.{sys.version_info.minor}.*",
         *(f"Requires-Dist: {_compatibility.requirement(name)}" for name in _compatibility.TESTED),
-        *(
-            [
-                "Provides-Extra: cuda13",
-                f'Requires-Dist: {cuda_runtime_requirement()}; extra == "cuda13"',
-            ]
-            if cuda
-            else []
-        ),
+        *(["Provides-Extra: cuda13", extra] if cuda else []),
         "Description-Content-Type: text/markdown",
     ]
     return ("\n".join(headers) + "\n\n" + readme).encode()

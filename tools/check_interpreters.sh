@@ -7,7 +7,7 @@
 # the main tests. Then the same interpreter's Linux aarch64 wheel, cross-built
 # and checked by the `cross` tests of tests/packaging: from its modules' bytes,
 # and under qemu-user where an aarch64 sysroot for that CPython exists
-# (tools/aarch64_sysroot.py: 3.13; Debian has no aarch64 3.12).
+# (tests/packaging/aarch64_sysroot.py: 3.13; Debian has no aarch64 3.12).
 #
 #   tools/check_interpreters.sh [3.12 3.13]
 #

@@ -9,7 +9,7 @@
 # every compile that does not depend on the interpreter. Then the cp314 wheel
 # for Linux aarch64, cross-built and checked from its bytes by the `cross`
 # tests of tests/packaging (not run: the aarch64 sysroots have CPython 3.11
-# and 3.13 alone, tools/aarch64_sysroot.py).
+# and 3.13 alone, tests/packaging/aarch64_sysroot.py).
 #
 #   tools/check_python314.sh [bazel build options]
 set -euo pipefail

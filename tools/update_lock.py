@@ -45,7 +45,7 @@ LOCK_PYTHON_VERSIONS = {
     REPO / "third_party/python/newest.in": ("3.12", "3.13", "3.14"),
     # Whatever interpreter builds a wheel for another machine (3.11-3.14).
     REPO / "third_party/python/target_headers.in": ("3.11", "3.12", "3.13", "3.14"),
-    # The CPython versions Debian ships for aarch64 (tools/aarch64_sysroot.py).
+    # The CPython versions Debian ships for aarch64 (tests/packaging/aarch64_sysroot.py).
     REPO / "third_party/python/aarch64_tests.in": ("3.11", "3.13"),
 }
 PLATFORMS = (

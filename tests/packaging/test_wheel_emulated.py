@@ -1,5 +1,5 @@
 """The Linux aarch64 wheel, run where it runs: installed beside jax's aarch64
-wheels in a Debian aarch64 sysroot (tools/aarch64_sysroot.py) and run by that
+wheels in a Debian aarch64 sysroot (aarch64_sysroot.py) and run by that
 sysroot's CPython under qemu-user, on this x86_64 machine: `python -m
 xlabind`, the README's example, the constructors under jit, grad and vmap,
 the jaxbind drop-in, errors and the call after one, map_coordinates at
@@ -7,7 +7,7 @@ every order against SciPy with its gradients (emulated_checks.py), and
 examples/native_op's test beside its module built for aarch64.
 
 Skips, saying why, where qemu-user or the sysroot is missing: CI makes the
-sysroot first (`python3 tools/aarch64_sysroot.py --python 3.11`)."""
+sysroot first (`python3 tests/packaging/aarch64_sysroot.py --python 3.11`)."""
 
 import os
 import pathlib
@@ -17,11 +17,11 @@ import subprocess
 import sys
 import sysconfig
 
+import aarch64_sysroot as sysroots
 import pytest
 import runfiles_repos
 from wheel_tools import RUNFILES, load_tool
 
-sysroots = load_tool("aarch64_sysroot")
 VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 # Each in a process of its own (some turn on float64 for their whole
@@ -59,7 +59,7 @@ def _missing() -> str | None:
     if not sysroots.is_ready(VERSION):
         return (
             f"no aarch64 sysroot for CPython {VERSION} at {sysroots.sysroot(VERSION)}: "
-            f"make it with `python3 tools/aarch64_sysroot.py --python {VERSION}`"
+            f"make it with `python3 tests/packaging/aarch64_sysroot.py --python {VERSION}`"
         )
     return None
 

@@ -9,16 +9,16 @@ import subprocess
 import sys
 import zipfile
 
+import aarch64_sysroot
 import pytest
 from wheel_tools import RUNFILES, build_wheel, load_tool
 
-module_bytes = load_tool("module_bytes")
+packer = load_tool("build_wheel")
 PYTHON_TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory):
-    packer = load_tool("build_wheel")
     return {
         "linux_x86_64": build_wheel(tmp_path_factory.mktemp("x86_64")),
         "linux_aarch64": packer.build(tmp_path_factory.mktemp("aarch64"), "linux_aarch64"),
@@ -37,8 +37,7 @@ def test_the_aarch64_wheel_is_tagged_from_its_modules(wheels):
     assert f"Tag: {tag}\n" in read(wheel, "/WHEEL").decode()
     archive = zipfile.ZipFile(wheel)
     for name in ("xlabind/_xlabind.so", "xlabind/_xlabind_ops.so"):
-        module = module_bytes.read_elf(archive.read(name), name)
-        assert (module.machine, module.glibc) == ("aarch64", (2, 17)), name
+        assert packer.read_elf(archive.read(name), name) == ("aarch64", (2, 17)), name
 
 
 def test_it_holds_what_this_machines_wheel_holds_but_the_cuda_module(wheels):
@@ -106,14 +105,12 @@ def test_the_packer_never_imports_the_package_it_packs(tmp_path):
 
 
 def test_modules_of_another_machine_are_refused_for_this_one():
-    packer = load_tool("build_wheel")
     aarch64 = RUNFILES / "tools" / "platforms" / "linux_aarch64_modules" / "_xlabind.so"
     with pytest.raises(SystemExit, match=r"--platform linux_x86_64 needs x86_64 modules.*aarch64"):
         packer.platform_tag({"xlabind/_xlabind.so": aarch64.read_bytes()}, "linux_x86_64")
 
 
 def test_macos_arm64_is_refused_saying_why(tmp_path):
-    packer = load_tool("build_wheel")
     with pytest.raises(SystemExit, match=r"--platform macos_arm64: no macOS arm64 wheel.*pyconfig"):
         packer.build(tmp_path, "macos_arm64")
     assert list(tmp_path.iterdir()) == []
@@ -135,7 +132,7 @@ def test_the_aarch64_platform_tags_are_the_same_everywhere():
     # pip's tags for Linux aarch64: the locks' (tools/update_lock.py), the
     # target headers' repository (repositories.bzl) and the sysroot's pip.
     locks = load_tool("update_lock").TARGET_PLATFORMS["Linux aarch64"]
-    assert load_tool("aarch64_sysroot").PLATFORMS == locks
+    assert aarch64_sysroot.PLATFORMS == locks
     text = (RUNFILES / "repositories.bzl").read_text()
     block = re.search(r'name = "xlabind_headers_linux_aarch64".*?platforms = \[(.*?)\]', text, re.S)
     assert tuple(re.findall(r'"([\w.]+)"', block.group(1))) == locks

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Makes, once, a Linux aarch64 sysroot from Debian's packages, with jax's
 aarch64 wheels beside its CPython, where xlabind's aarch64 wheel runs under
-qemu-user on this x86_64 machine (tests/packaging/test_wheel_emulated.py).
+qemu-user on this x86_64 machine: the environment of
+tests/packaging/test_wheel_emulated.py, which finds it here (sysroot,
+is_ready), and which CI makes before that test runs.
 
-    python3 tools/aarch64_sysroot.py --python 3.11    # prints the sysroot's folder
-    python3 tools/aarch64_sysroot.py --python 3.13
+    python3 tests/packaging/aarch64_sysroot.py --python 3.11  # prints its folder
+    python3 tests/packaging/aarch64_sysroot.py --python 3.13
 
 Debian ships CPython 3.11 for aarch64 in bookworm and 3.13 in trixie (no 3.12
 or 3.14): those are the two versions. The sysroot holds:
@@ -39,7 +41,7 @@ import subprocess
 import sys
 
 # Not resolved: under Bazel the runfiles tree (symlinks) holds the lock.
-REPO = pathlib.Path(__file__).parent.parent
+REPO = pathlib.Path(__file__).parents[2]
 LOCK = REPO / "third_party" / "python" / "aarch64_tests.lock"
 #: The Debian release of each CPython version it ships for aarch64.
 SUITES = {"3.11": "bookworm", "3.13": "trixie"}
@@ -122,19 +124,10 @@ def make(python: str) -> pathlib.Path:
     if root.exists():
         shutil.rmtree(root)
     root.parent.mkdir(parents=True, exist_ok=True)
+    include = "--include=" + ",".join(packages(python))
+    command = ["debootstrap", "--arch=arm64", "--foreign", "--variant=minbase", include]
     subprocess.run(
-        [
-            "debootstrap",
-            "--arch=arm64",
-            "--foreign",
-            "--variant=minbase",
-            "--include=" + ",".join(packages(python)),
-            SUITES[python],
-            str(root),
-            _mirror(),
-        ],
-        check=True,
-        stdout=subprocess.DEVNULL,
+        [*command, SUITES[python], str(root), _mirror()], check=True, stdout=subprocess.DEVNULL
     )
     # The first stage unpacks only what its second stage needs: the rest,
     # CPython among it, waits as .deb files. Unpack them all here.
@@ -142,28 +135,10 @@ def make(python: str) -> pathlib.Path:
     for deb in sorted(archives.glob("*.deb")):
         subprocess.run(["dpkg-deb", "--extract", str(deb), str(root)], check=True)
         deb.unlink()
-    command = [
-        sys.executable,
-        "-m",
-        "pip",
-        "install",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--require-hashes",
-        "--only-binary=:all:",
-        "--no-compile",
-        "--implementation",
-        "cp",
-        "--python-version",
-        python,
-        "--target",
-        str(root / SITE),
-        "-r",
-        str(LOCK),
-    ]
-    for platform in PLATFORMS:
-        command += ["--platform", platform]
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    command += ["--no-deps", "--require-hashes", "--only-binary=:all:", "--no-compile"]
+    command += ["--implementation", "cp", "--python-version", python, "--target", str(root / SITE)]
+    command += ["-r", str(LOCK), *(f"--platform={platform}" for platform in PLATFORMS)]
     subprocess.run(command, check=True, env=dict(os.environ, PIP_BREAK_SYSTEM_PACKAGES="1"))
     compile_sources(python)
     (root / READY).write_text(fingerprint(python))
