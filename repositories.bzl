@@ -20,6 +20,9 @@ consumer's own (`@pypi` of rules_python, say):
                    Without it, xlabind's targets build with the workspace's
                    own C/C++ toolchain.
   @xlabind_cuda    nvcc, the CUDA runtime and CCCL from pinned NVIDIA wheels
+  @xlabind_headers_linux_aarch64, @xlabind_headers_macos_arm64
+                   NumPy's headers from its pinned Linux aarch64 (macOS
+                   arm64) wheel, for a build for that machine (tools/platforms)
 
 Bazel 4.2.3 also fetches four repositories of its own on the first build
 (rules_cc, rules_java, remote_coverage_tools, platforms), and xlabind's
@@ -30,8 +33,9 @@ added for those the workspace has not defined itself.
 load("@bazel_tools//tools/build_defs/repo:http.bzl", "http_archive")
 load("//third_party/cuda:cuda_repository.bzl", "cuda_repository")
 load("//third_party/python:interpreter.bzl", "local_python")
-load("//third_party/python:pip_repository.bzl", "pip_repository")
+load("//third_party/python:pip_repository.bzl", "pip_repository", "target_headers_repository")
 load("//third_party/shims:shim_repository.bzl", "shim_repository")
+load("//third_party/toolchains/zig:cc_toolchain_config.bzl", "HOST_TARGET", "ZIG_TARGETS")
 load("//third_party/toolchains/zig:zig_repository.bzl", "zig_toolchain")
 
 _BAZEL_SHIMS = ["rules_cc", "rules_java", "remote_coverage_tools", "platforms", "rules_python"]
@@ -63,6 +67,28 @@ def define_repositories(existing = {}):
             build_file = Label("//third_party/python:site_packages.BUILD"),
             lock = Label("//third_party/python:requirements.lock"),
             newest_lock = Label("//third_party/python:newest.lock"),
+        )
+    if "xlabind_headers_linux_aarch64" not in existing:
+        # Fetched only by a build for that machine (site_packages.BUILD).
+        target_headers_repository(
+            name = "xlabind_headers_linux_aarch64",
+            build_file = Label("//third_party/python:target_headers.BUILD"),
+            lock = Label("//third_party/python:target_headers.lock"),
+            # tools/update_lock.py's TARGET_PLATFORMS["Linux aarch64"].
+            platforms = [
+                "manylinux_2_17_aarch64",
+                "manylinux2014_aarch64",
+                "manylinux_2_27_aarch64",
+                "manylinux_2_28_aarch64",
+            ],
+        )
+    if "xlabind_headers_macos_arm64" not in existing:
+        target_headers_repository(
+            name = "xlabind_headers_macos_arm64",
+            build_file = Label("//third_party/python:target_headers.BUILD"),
+            lock = Label("//third_party/python:target_headers.lock"),
+            # tools/update_lock.py's TARGET_PLATFORMS["macOS arm64"].
+            platforms = ["macosx_11_0_arm64"],
         )
     if "xlabind_zig" not in existing:
         zig_toolchain(name = "xlabind_zig")
@@ -111,10 +137,18 @@ def define_dev_repositories(local_repository):
 
 def xlabind_register_zig_toolchain():
     """Makes xlabind's zig the C/C++ toolchain of the whole workspace, under
-    platform-based toolchain resolution (x86-64 Linux hosts and targets).
+    platform-based toolchain resolution (x86-64 Linux hosts; targets: this
+    machine, and through `--platforms` those of @xlabind//tools/platforms).
 
     Call it after xlabind_dependencies() only to build everything with zig
     (hermetic, glibc 2.17, libc++ linked in) instead of the workspace's own
     toolchain; xlabind's macros work with either.
     """
     native.register_toolchains("@xlabind_zig//:cc_toolchain")
+
+    # The other targets' (MODULE.bazel registers the same, by name).
+    native.register_toolchains(*[
+        "@xlabind_zig//:cc_toolchain_" + target
+        for target in ZIG_TARGETS
+        if target != HOST_TARGET
+    ])

@@ -43,6 +43,33 @@ XLABIND_COPTS = ["-std=c++17", "-fvisibility=hidden"]
 # prefixes with the module and extension that define it.
 _CUDA_RUNFILES = Label("@xlabind_cuda//:BUILD.bazel").workspace_name
 
+def _absolute(label):
+    """`label` as a string that names its repository, for a select() key
+    (Bazel 4's select() in a macro takes no Label keys) or a $(location): the
+    string is read in the BUILD file that calls the macro. Bazel 4 writes the
+    main repository's labels without a name ("//tools/..."), which a BUILD
+    file of another repository would read as its own; "@xlabind" is that
+    repository wherever it is not the main one, and the main one's own name in
+    xlabind's workspace (WORKSPACE: workspace(name = "xlabind"))."""
+    label = str(label)
+    return label if label.startswith("@") else "@xlabind" + label
+
+# A build for macOS (ELF-only link options left out).
+_MACOS = _absolute(Label("//tools/platforms:macos_target"))
+
+# A build for the one machine the pinned nvcc and CUDA runtime exist for
+# (x86-64 Linux). Elsewhere (tools/platforms: Linux aarch64, macOS arm64) the
+# macros leave CUDA out: no `cuda_srcs` compiled or linked, no "cuda" handlers
+# or state types in a module.
+_CUDA = _absolute(Label("//tools/platforms:linux_x86_64_target"))
+
+# For a build without CUDA, of a library whose CUDA handlers sit beside its
+# CPU ones in one source (examples/native_op/table_handlers.cc): each function
+# in a section of its own, so that the module's link drops those no handler
+# table names (the CUDA handlers, and with them their calls into the kernels'
+# launchers, which nvcc did not compile for this machine).
+_UNUSED_DROPPED_COPTS = ["-ffunction-sections", "-fdata-sections"]
+
 def _with(deps, extra):
     """`deps` plus the labels in `extra` it does not name already."""
     named = [str(d).split("//")[-1] for d in deps]
@@ -71,6 +98,9 @@ def xlabind_ffi_library(
         sm_90 besides, as xlabind's wheel ships), linking the pinned CUDA
         runtime. They should hold the kernels and `extern "C"` launchers that
         `srcs` call (CUDA's headers do not build with every C++ toolchain).
+        A build for a machine the pinned CUDA is not for (Linux aarch64,
+        macOS arm64: tools/platforms) leaves them out, with the functions of
+        `srcs` that only "cuda" handlers reach (see xlabind_extension).
       deps: other cc_librarys the sources use.
       copts: compiler flags after xlabind's (C++17, hidden visibility).
       cuda_warnings_as_errors: nvcc's warnings fail the build, and in release
@@ -78,6 +108,7 @@ def xlabind_ffi_library(
       **kwargs: the rest of cc_library's attributes.
     """
     cuda_deps = []
+    extra_copts = []
     if cuda_srcs:
         nvcc_objects(
             name = name + "_cuda_objects",
@@ -93,16 +124,21 @@ def xlabind_ffi_library(
             linkstatic = True,
         )
         cuda_deps = [":" + name + "_cuda"]
+        extra_copts = select({_CUDA: [], "//conditions:default": _UNUSED_DROPPED_COPTS})
+
+    # (In this order: the x86-64 build's deps, and so its cache keys, as
+    # before other machines existed.)
+    helpers = _with(deps, [
+        Label("//ffi/native:helpers"),
+        Label("@xlabind_pypi//:xla_ffi_headers"),
+    ])[len(deps):]
     cc_library(
         name = name,
         srcs = srcs,
         hdrs = hdrs,
-        copts = XLABIND_COPTS + copts,
+        copts = XLABIND_COPTS + copts + extra_copts,
         linkstatic = True,
-        deps = _with(deps + cuda_deps, [
-            Label("//ffi/native:helpers"),
-            Label("@xlabind_pypi//:xla_ffi_headers"),
-        ]),
+        deps = deps + select({_CUDA: cuda_deps, "//conditions:default": []}) + helpers,
         **kwargs
     )
 
@@ -174,7 +210,9 @@ def xlabind_extension(
       handlers: {platform: {FFI target name: handler}}; platform "cpu" or
         "cuda", in any case. A handler is the C symbol of its execute stage,
         e.g. {"cpu": {"my_op": "MyOpCpu"}}, or xlabind_handler(...) for one
-        with more stages or one XLA may capture into a CUDA graph.
+        with more stages or one XLA may capture into a CUDA graph. A build for
+        a machine without the pinned CUDA leaves the "cuda" handlers (and
+        state types) out of the module.
       deps: the libraries that define the symbols (xlabind_ffi_library).
       state_types: {platform: [symbol, ...]}: the per-executable state types
         the handlers' instantiate stages build, each exported with
@@ -186,18 +224,29 @@ def xlabind_extension(
         pinned CUDA runtime from there, through its RUNPATH.
       extra_runpaths: more RUNPATH entries (e.g. where a wheel puts libcudart).
     """
+    checked_handlers = module_handlers(name, handlers)
+    checked_state_types = module_state_types(name, state_types)
+    substitutions = extension_module_substitutions(name, checked_handlers, checked_state_types)
+    has_cuda = "CUDA" in checked_handlers or "CUDA" in checked_state_types
+    if has_cuda:
+        # Without CUDA (see _CUDA), the module hands out its CPU handlers alone.
+        substitutions = select({
+            _CUDA: substitutions,
+            "//conditions:default": extension_module_substitutions(
+                name,
+                {p: t for p, t in checked_handlers.items() if p != "CUDA"},
+                {p: t for p, t in checked_state_types.items() if p != "CUDA"},
+            ),
+        })
     _extension_source(
         name = name + "_source",
-        substitutions = extension_module_substitutions(
-            name,
-            module_handlers(name, handlers),
-            module_state_types(name, state_types),
-        ),
+        substitutions = substitutions,
         out = name + "_module.cc",
     )
     folder = native.package_name() if load_from == None else load_from
     depth = len([part for part in folder.split("/") if part]) + 1  # up to the runfiles root
     runpaths = ["$$ORIGIN/" + "../" * depth + _CUDA_RUNFILES + "/site/nvidia/cu13/lib"] + extra_runpaths
+    version_script = "-Wl,--version-script=$(location %s)" % _absolute(Label("//ffi:module_exports.lds"))
     cc_binary(
         name = name + ".so",
         copts = XLABIND_COPTS + kwargs.pop("copts", []),
@@ -205,7 +254,18 @@ def xlabind_extension(
         deps = _with(deps, [Label("//ffi/native:helpers")]) + [Label("@xlabind_python//:headers")],
         linkshared = True,
         additional_linker_inputs = [Label("//ffi:module_exports.lds")],
-        linkopts = ["-Wl,--version-script=$(location %s)" % Label("//ffi:module_exports.lds")] +
-                   ["-Wl,-rpath," + path for path in runpaths],
+        linkopts = select({
+            # Mach-O (tools/platforms:macos_arm64): no version script, no
+            # $ORIGIN; the module names itself as dyld finds it.
+            _MACOS: ["-Wl,-install_name,@rpath/%s.so" % name] +
+                    (["-Wl,-dead_strip"] if has_cuda else []),
+            _CUDA: [version_script] + ["-Wl,-rpath," + path for path in runpaths],
+            # ELF without CUDA: the CUDA handlers left out of the module's
+            # table are dropped (see _UNUSED_DROPPED_COPTS), and no RUNPATH
+            # into the CUDA runtime.
+            "//conditions:default": [version_script] +
+                                    ["-Wl,-rpath," + path for path in extra_runpaths] +
+                                    (["-Wl,--gc-sections"] if has_cuda else []),
+        }),
         **kwargs
     )

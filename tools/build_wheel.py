@@ -2,18 +2,26 @@
 """Builds the xlabind wheel from the package Bazel built.
 
     tools/bazel run --config=release //tools:build_wheel -- --out "$PWD/dist"
+    tools/bazel run --config=release //tools:build_wheel -- --platform linux_aarch64 \
+        --out "$PWD/dist"
     XLABIND_PYTHON="$(command -v python3.12)" tools/bazel run --config=release \
         //tools:build_wheel -- --out "$PWD/dist"
 
 The wheel holds the `xlabind` package as Bazel assembled it: the Python
-sources (with `py.typed`) and the three compiled modules — `_xlabind` (the
-Python-callback handlers, CPU and CUDA), `_xlabind_ops` (native CPU ops) and
-`_xlabind_cuda_ops` (native CUDA kernels, which load libcudart.so.13 from the
-`cuda13` extra's nvidia-cuda-runtime through their RUNPATH). The modules are
-built for the interpreter Bazel used (`XLABIND_PYTHON`, else python3 on
-PATH): the tag is cpXY-cpXY, and the platform tag is the newest glibc symbol
-version the modules need (2.17 with the zig toolchain).
+sources (with `py.typed`) and the compiled modules — `_xlabind` (the
+Python-callback handlers, CPU and CUDA), `_xlabind_ops` (native CPU ops) and,
+on x86_64 Linux only, `_xlabind_cuda_ops` (native CUDA kernels, which load
+libcudart.so.13 from the `cuda13` extra's nvidia-cuda-runtime through their
+RUNPATH). `--platform` picks the machine (tools/platforms; default: this
+one): another machine's modules are those //tools/platforms cross-compiles
+in the same build. The modules are built for the interpreter Bazel used
+(`XLABIND_PYTHON`, else python3 on PATH), which runs this script too: the
+tag is cpXY-cpXY. The platform tag is read from the modules' bytes
+(read_elf): their ELF machine, and the newest glibc symbol version they
+need (2.17 with the zig toolchain).
 
+Nothing here imports the package it packs (another machine's modules cannot
+load here): its version and its dependency table are read from its sources.
 Dependencies are lower bounds (the tested ones, no upper caps: only what is
 known to fail refuses), from python/xlabind/_compatibility.py. Entries carry
 a fixed time stamp, so the same inputs give the same bytes.
@@ -26,19 +34,25 @@ import base64
 import hashlib
 import importlib.util
 import pathlib
+import platform as host
 import re
+import struct
 import sys
 import zipfile
 
-import xlabind
+FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip cannot store earlier than 1980
+# Not resolved: under Bazel the runfiles tree (symlinks) holds the data files.
+REPO = pathlib.Path(__file__).parent.parent
+# The package as Bazel assembled it in the runfiles: sources, generated
+# headers and CMake files, and this machine's compiled modules.
+PACKAGE = REPO / "python" / "xlabind"
 
 
 def _package_file(name: str):
     """One of the package's own source files (the wheel packs the package;
-    its metadata comes from the package's tables), run as a module of its own."""
-    spec = importlib.util.spec_from_file_location(
-        name, pathlib.Path(xlabind.__file__).parent / f"{name}.py"
-    )
+    its metadata comes from the package's tables), run as a module of its own,
+    without importing the package."""
+    spec = importlib.util.spec_from_file_location(f"xlabind_{name}", PACKAGE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -46,12 +60,28 @@ def _package_file(name: str):
 
 _compatibility = _package_file("_compatibility")
 
-FIXED_TIME = (2020, 1, 1, 0, 0, 0)  # zip cannot store earlier than 1980
-# Not resolved: under Bazel the runfiles tree (symlinks) holds the data files.
-REPO = pathlib.Path(__file__).parent.parent
-MODULES = ("_xlabind", "_xlabind_ops", "_xlabind_cuda_ops")
-#: Where the cuda13 extra's nvidia-cuda-runtime puts libcudart.so.13, from a
-#: module in site-packages/xlabind. The only RUNPATH entry a wheel module keeps.
+#: The compiled modules of each machine's wheel (tools/platforms). Other
+#: machines have no CUDA module yet: the pinned nvcc and CUDA runtime are
+#: x86_64 Linux wheels.
+PLATFORM_MODULES = {
+    "linux_x86_64": ("_xlabind", "_xlabind_ops", "_xlabind_cuda_ops"),
+    "linux_aarch64": ("_xlabind", "_xlabind_ops"),
+}
+#: The machines of tools/platforms that get no wheel, and why (the modules
+#: still cross-compile, for tests/packaging/test_macos_modules.py).
+NO_WHEEL = {
+    "macos_arm64": (
+        "no macOS arm64 wheel is built: no package registry the build uses (PyPI, "
+        "Debian) ships CPython's macOS headers, whose pyconfig.h differs from Linux's "
+        "(SIZEOF_LONG_DOUBLE among others), and zig 0.14.1's Mach-O linker exports "
+        "libc++'s operator new/delete from the modules (docs/development/wheels.md, "
+        '"macOS")'
+    ),
+}
+#: ELF e_machine values of the machines xlabind builds for.
+ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
+#: Where the CUDA runtime the cuda13 extra installs is, from a module in
+#: site-packages/xlabind. The only RUNPATH entry a wheel module keeps.
 WHEEL_RUNPATH = b"$ORIGIN/../nvidia/cu13/lib"
 PROJECT_URLS = {
     "Source": "https://github.com/xlabind/xlabind",
@@ -70,6 +100,26 @@ CLASSIFIERS = (
 )
 
 
+def this_machine() -> str:
+    """The tools/platforms name of the machine this runs on."""
+    name = f"{sys.platform}_{host.machine()}"
+    if name not in PLATFORM_MODULES:
+        sys.exit(
+            f"build_wheel: this machine ({name}) is none of {sorted(PLATFORM_MODULES)}: "
+            "name one with --platform"
+        )
+    return name
+
+
+def package_version() -> str:
+    """`__version__` of python/xlabind/__init__.py, read from its text."""
+    text = (PACKAGE / "__init__.py").read_text()
+    found = re.search(r'^__version__ = "([^"]+)"$', text, flags=re.M)
+    if not found:
+        sys.exit(f'build_wheel: no `__version__ = "..."` line in {PACKAGE / "__init__.py"}')
+    return found.group(1)
+
+
 def cuda_runtime_requirement() -> str:
     """nvidia-cuda-runtime from the version the build links against (the CUDA
     lock) up to the next major: libcudart.so.13 keeps its ABI within 13.x."""
@@ -79,15 +129,72 @@ def cuda_runtime_requirement() -> str:
     return f"nvidia-cuda-runtime>={version},<{major + 1}"
 
 
-def glibc_needed(module: bytes) -> tuple[int, int]:
-    """The newest GLIBC_2.x symbol version a module asks for."""
-    minors = [int(m) for m in re.findall(rb"GLIBC_2\.(\d+)", module)]
-    return (2, max(minors, default=17))
+def elf_sections(data: bytes, name: str) -> list[tuple[int, bytes, bytes]]:
+    """The sections of `data`, a 64-bit little-endian ELF file (`name`, for
+    errors), each as (sh_type, its bytes, the bytes of the section its
+    sh_link names: a symbol or version table's strings)."""
+    if data[:4] != b"\x7fELF":
+        raise ValueError(f"read_elf: {name} is not an ELF file (it starts {data[:4]!r})")
+    if data[4:6] != b"\x02\x01":
+        raise ValueError(
+            f"read_elf: {name} is not 64-bit little-endian ELF (EI_CLASS, EI_DATA: "
+            f"{data[4]}, {data[5]}; expected 2, 1)"
+        )
+    (start,) = struct.unpack_from("<Q", data, 0x28)
+    size, count = struct.unpack_from("<HH", data, 0x3A)
+    headers = [struct.unpack_from("<IIQQQQI", data, start + i * size) for i in range(count)]
+    contents = [data[h[4] : h[4] + h[5]] for h in headers]
+    return [(h[1], contents[i], contents[h[6]]) for i, h in enumerate(headers)]
 
 
-def wheel_tag(glibc: tuple[int, int]) -> str:
+def elf_string(table: bytes, offset: int) -> str:
+    return table[offset : table.index(b"\0", offset)].decode("ascii", "replace")
+
+
+def read_elf(data: bytes, name: str = "module") -> tuple[str, tuple[int, int] | None]:
+    """A module's machine ("x86_64", "aarch64" or "EM_<number>") and the
+    newest GLIBC_x.y version its symbols need (None: none), from its bytes
+    (a module built for another machine cannot be imported here to ask it)."""
+    versions = []
+    for kind, needs, strings in elf_sections(data, name):
+        offset = 0
+        while kind == 0x6FFFFFFE:  # SHT_GNU_VERNEED: Elf64_Verneed, then its Vernaux
+            _, aux_count, _, aux, next_offset = struct.unpack_from("<HHIII", needs, offset)
+            aux += offset
+            for _ in range(aux_count):
+                _, _, _, name_offset, next_aux = struct.unpack_from("<IHHII", needs, aux)
+                versions.append(elf_string(strings, name_offset))
+                aux += next_aux
+            if not next_offset:
+                break
+            offset += next_offset
+    glibc = [re.fullmatch(r"GLIBC_(\d+)\.(\d+)", version) for version in versions]
+    (machine,) = struct.unpack_from("<H", data, 18)
+    return (
+        ELF_MACHINES.get(machine, f"EM_{machine}"),
+        max([(int(m[1]), int(m[2])) for m in glibc if m], default=None),
+    )
+
+
+def platform_tag(modules: dict[str, bytes], platform: str) -> str:
+    """The wheel's platform tag, from the modules' bytes: their ELF machine
+    (which must be `platform`'s) and the newest glibc symbol version any of
+    them needs (the manylinux2014 baseline, 2.17, at least)."""
+    read = {name: read_elf(data, name) for name, data in modules.items()}
+    expected = platform.removeprefix("linux_")  # the machine, as ELF_MACHINES names it
+    wrong = {name: machine for name, (machine, _) in read.items() if machine != expected}
+    if wrong:
+        sys.exit(
+            f"build_wheel: --platform {platform} needs {expected} modules, "
+            f"but these are built for another machine: {wrong}"
+        )
+    glibc = max([(2, 17)] + [glibc for _, glibc in read.values() if glibc])
+    return f"manylinux_{glibc[0]}_{glibc[1]}_{expected}"
+
+
+def wheel_tag(platform_tag: str) -> str:
     version = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    return f"{version}-{version}-manylinux_{glibc[0]}_{max(glibc[1], 17)}_x86_64"
+    return f"{version}-{version}-{platform_tag}"
 
 
 def keep_wheel_runpath(module: bytes) -> bytes:
@@ -108,30 +215,34 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def package_files() -> dict[str, bytes]:
+def package_files(platform: str) -> dict[str, bytes]:
     """xlabind/...: every Python source, py.typed, the native API's headers and
-    CMake package, and the compiled modules."""
-    # Not resolved: the runfiles tree holds the built modules beside the sources.
-    package = pathlib.Path(xlabind.__file__).parent
+    CMake package, and `platform`'s compiled modules."""
     files = {}
-    for path in sorted(package.rglob("*")):
-        relative = path.relative_to(package).as_posix()
+    for path in sorted(PACKAGE.rglob("*")):
+        relative = path.relative_to(PACKAGE).as_posix()
         if "__pycache__" in relative:
             continue
         # The native API for builds without Bazel (xlabind/native_build.py).
         native_build = relative.startswith(("include/", "cmake/")) and path.is_file()
         if path.suffix == ".py" or relative == "py.typed" or native_build:
             files[f"xlabind/{relative}"] = path.read_bytes()
-    for module in MODULES:
-        path = package / f"{module}.so"
+    # This machine's modules are beside the sources; another's where
+    # //tools/platforms puts them (tools/platforms/defs.bzl).
+    folder = PACKAGE if platform == this_machine() else REPO / f"tools/platforms/{platform}_modules"
+    for module in PLATFORM_MODULES[platform]:
+        path = folder / f"{module}.so"
         if not path.exists():
-            sys.exit(f"build_wheel: the compiled module {path.name} is missing")
+            sys.exit(f"build_wheel: the compiled module {path} is missing")
         files[f"xlabind/{module}.so"] = keep_wheel_runpath(path.read_bytes())
     return files
 
 
-def metadata(version: str) -> bytes:
+def metadata(version: str, cuda: bool) -> bytes:
+    """METADATA; `cuda`: whether the wheel holds the CUDA module (whose
+    runtime the cuda13 extra installs)."""
     readme = (REPO / "README.md").read_text()
+    extra = f'Requires-Dist: {cuda_runtime_requirement()}; extra == "cuda13"' if cuda else ""
     headers = [
         "Metadata-Version: 2.1",
         "Name: xlabind",
@@ -144,20 +255,29 @@ def metadata(version: str) -> bytes:
         *(f"Classifier: {c}" for c in CLASSIFIERS),
         f"Requires-Python: =={sys.version_info.major}.{sys.version_info.minor}.*",
         *(f"Requires-Dist: {_compatibility.requirement(name)}" for name in _compatibility.TESTED),
-        "Provides-Extra: cuda13",
-        f'Requires-Dist: {cuda_runtime_requirement()}; extra == "cuda13"',
+        *(["Provides-Extra: cuda13", extra] if cuda else []),
         "Description-Content-Type: text/markdown",
     ]
     return ("\n".join(headers) + "\n\n" + readme).encode()
 
 
-def build(out_dir: pathlib.Path) -> pathlib.Path:
-    version = xlabind.__version__
-    files = package_files()
-    glibc = max(glibc_needed(data) for name, data in files.items() if name.endswith(".so"))
-    tag = wheel_tag(glibc)
+def build(out_dir: pathlib.Path, platform: str | None = None) -> pathlib.Path:
+    """The wheel for `platform` (a tools/platforms name; default: this
+    machine), written into `out_dir`."""
+    platform = platform or this_machine()
+    if platform in NO_WHEEL:
+        sys.exit(f"build_wheel: --platform {platform}: {NO_WHEEL[platform]}")
+    if platform not in PLATFORM_MODULES:
+        sys.exit(
+            f"build_wheel: --platform must be one of {sorted(PLATFORM_MODULES)}, not {platform!r}"
+        )
+    version = package_version()
+    files = package_files(platform)
+    modules = {name: data for name, data in files.items() if name.endswith(".so")}
+    tag = wheel_tag(platform_tag(modules, platform))
     dist_info = f"xlabind-{version}.dist-info"
-    files[f"{dist_info}/METADATA"] = metadata(version)
+    cuda = "xlabind/_xlabind_cuda_ops.so" in files
+    files[f"{dist_info}/METADATA"] = metadata(version, cuda)
     files[f"{dist_info}/WHEEL"] = "\n".join(
         [
             "Wheel-Version: 1.0",
@@ -192,8 +312,13 @@ def main() -> int:
         type=pathlib.Path,
         help="folder for the wheel (an absolute path under bazel run)",
     )
+    parser.add_argument(
+        "--platform",
+        choices=sorted([*PLATFORM_MODULES, *NO_WHEEL]),
+        help="the machine the wheel is for (tools/platforms; default: this one)",
+    )
     args = parser.parse_args()
-    print(build(args.out))
+    print(build(args.out, args.platform))
     return 0
 
 

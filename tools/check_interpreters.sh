@@ -4,7 +4,10 @@
 # beside the pinned jax (the main suite ran on 3.11 only), and what only an
 # installed wheel can get wrong beside the oldest supported one (the core ran
 # there on 3.11: tests/packaging/test_wheel_installed.py). CI runs this after
-# the main tests.
+# the main tests. Then the same interpreter's Linux aarch64 wheel, cross-built
+# and checked by the `cross` tests of tests/packaging: from its modules' bytes,
+# and under qemu-user where an aarch64 sysroot for that CPython exists
+# (tests/packaging/aarch64_sysroot.py: 3.13; Debian has no aarch64 3.12).
 #
 #   tools/check_interpreters.sh [3.12 3.13]
 #
@@ -53,6 +56,9 @@ for version in "${versions[@]}"; do
   PYTHONPATH="$pinned" "$python" tools/check_wheel.py "$wheel" --site "$pinned" --tests core
   PYTHONPATH="$pinned" "$python" tools/check_wheel.py "$wheel" \
       --site "$base/external/xlabind_pypi_lower_bound/site" --tests install
+  XLABIND_PYTHON="$python" tools/bazel --output_base="$base" test --symlink_prefix=/ \
+      --disk_cache="$disk_cache" --config=all //tests/packaging:test_platform_modules \
+      //tests/packaging:test_wheel_platforms //tests/packaging:test_wheel_emulated
   tools/bazel --output_base="$base" shutdown  # its server would idle on in CI
   checked=$((checked + 1))
 done

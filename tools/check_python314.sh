@@ -6,7 +6,10 @@
 # machine has no 3.14: Debian sid's, in tools/bazel7's chroot, builds and
 # runs it. CI runs it after tools/check_newest.sh, in the same mode (its
 # options go to Bazel): the two builds then share, through the disk cache,
-# every compile that does not depend on the interpreter.
+# every compile that does not depend on the interpreter. Then the cp314 wheel
+# for Linux aarch64, cross-built and checked from its bytes by the `cross`
+# tests of tests/packaging (not run: the aarch64 sysroots have CPython 3.11
+# and 3.13 alone, tests/packaging/aarch64_sysroot.py).
 #
 #   tools/check_python314.sh [bazel build options]
 set -euo pipefail
@@ -18,6 +21,8 @@ dist="$(mktemp -d)"
 echo "check_python314: CPython 3.14 (Debian sid's), third_party/python/newest.lock"
 export XLABIND_LOCK=newest XLABIND_PYTHON=/usr/bin/python3.14
 tools/bazel7 --output_base="$base" run "$@" //tools:build_wheel -- --out "$dist"
+tools/bazel7 --output_base="$base" test "$@" --config=all //tests/packaging:test_platform_modules \
+    //tests/packaging:test_wheel_platforms
 tools/bazel7 --output_base="$base" shutdown  # its server would idle on in CI
 wheel="$(ls "$dist"/xlabind-*-cp314-cp314-*.whl)"
 site="$(ls -d "$base"/external/*xlabind_pypi/site)"

@@ -60,6 +60,7 @@ CHECKOUT_PACKAGES = [
     "third_party/shims/rules_python/python",
     "third_party/toolchains/zig",
     "tools",
+    "tools/platforms",
 ]
 
 # What a package folder can hold that is no source (.gitignore's patterns):

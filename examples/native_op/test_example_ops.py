@@ -144,7 +144,8 @@ def test_handler_errors_name_the_op_and_the_dtype():
 # [table_cuda]
 @pytest.mark.skipif(
     "CUDA" not in example_ops.registrations(),
-    reason="example_ops was built without CUDA (CMake found no nvcc)",
+    reason="example_ops was built without CUDA (CMake found no nvcc, or Bazel built it "
+    "for a machine the pinned CUDA is not for, such as Linux aarch64)",
 )
 def test_table_lowers_for_cuda_with_its_nested_attribute():
     text = (

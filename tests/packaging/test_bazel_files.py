@@ -215,3 +215,25 @@ def test_labels_a_consumer_evaluates_name_their_repository():
         text = code(RUNFILES / name)
         bare = [m.group(0) for m in re.finditer(r'(?<!Label\()"@xlabind_\w+//[^"]*"', text)]
         assert not bare, (name, bare)
+
+
+def test_every_zig_target_is_a_platform_a_config_and_a_registered_toolchain():
+    """Each target of cc_toolchain_config.bzl's ZIG_TARGETS is a platform of
+    tools/platforms with a `--config` of that name in .bazelrc, and MODULE.bazel
+    registers its toolchain as repositories.bzl does (this machine's first)."""
+    config = code(RUNFILES / "third_party" / "toolchains" / "zig" / "cc_toolchain_config.bzl")
+    targets = re.findall(r'^    "(\w+)": struct\(', config, flags=re.M)
+    host = re.search(r'^HOST_TARGET = "(\w+)"', config, flags=re.M).group(1)
+    assert "linux_aarch64" in targets and host in targets
+    platforms = re.findall(
+        r'platform\(\s*name = "(\w+)"', code(RUNFILES / "tools/platforms/BUILD.bazel")
+    )
+    assert sorted(platforms) == sorted(targets)
+    rc = (RUNFILES / ".bazelrc").read_text()
+    for target in targets:
+        assert f"build:{target} --platforms=//tools/platforms:{target}\n" in rc, target
+    module = code(RUNFILES / "MODULE.bazel")
+    calls = re.findall(r"register_toolchains\((.*?)\)", module, flags=re.S)
+    names = [n for call in calls for n in re.findall(r'"@xlabind_zig//:(\w+)"', call)]
+    cross = [f"cc_toolchain_{target}" for target in targets if target != host]
+    assert names == ["cc_toolchain"] + cross, names

@@ -5,6 +5,14 @@ interpreter installs the pinned packages, provides the C headers extensions
 compile against, and runs every py_binary and py_test.
 """
 
+def absolute_label(label):
+    """`label` as a string that means the same from inside another repository:
+    under bzlmod its canonical form (@@...), which any repository can name;
+    under WORKSPACE the repository's one global name."""
+    if str(label).startswith("@@"):
+        return str(label)
+    return "@%s//%s:%s" % (label.workspace_name, label.package, label.name)
+
 def find_python(rctx):
     python = rctx.os.environ.get("XLABIND_PYTHON", "")
     if python:
@@ -57,10 +65,36 @@ def _local_python_impl(rctx):
             "/usr/include/%s/%s" % (multiarch, python),
             "platform/%s/%s" % (multiarch, python),
         )
+
+        # Debian's pyconfig.h includes the target's own, by its multiarch
+        # name; for a Linux aarch64 build (tools/platforms) that is this
+        # machine's x86-64 one, whose every SIZEOF_ and ALIGNOF_ macro an
+        # aarch64 CPython of the same version shares (both LP64, with a
+        # 16-byte long double). Only that build's include path names it.
+        rctx.symlink(
+            "/usr/include/%s/%s" % (multiarch, python),
+            "cross/linux_aarch64/aarch64-linux-gnu/%s" % python,
+        )
     else:
         rctx.file("platform/README", "No multiarch headers: pyconfig.h is in include/.\n")
+
+    # Debian's pyconfig.h knows no location for macOS: for a macOS build,
+    # include/ again, with this machine's own pyconfig.h in its place.
+    macos_include = "include"
+    if multiarch and "multiarch" in rctx.read(include + "/pyconfig.h"):
+        for entry in rctx.path(include).readdir():
+            if entry.basename != "pyconfig.h":
+                rctx.symlink(entry, "cross/macos_arm64/" + entry.basename)
+        rctx.symlink(
+            "/usr/include/%s/python%s/pyconfig.h" % (multiarch, version),
+            "cross/macos_arm64/pyconfig.h",
+        )
+        macos_include = "cross/macos_arm64"
     rctx.template("BUILD.bazel", rctx.attr.build_template, {
         "{INTERPRETER}": executable,
+        "{LINUX_AARCH64}": absolute_label(rctx.attr.linux_aarch64),
+        "{MACOS}": absolute_label(rctx.attr.macos),
+        "{MACOS_INCLUDE}": macos_include,
         "{VERSION}": version,
     })
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
@@ -71,6 +105,14 @@ local_python = repository_rule(
         "build_template": attr.label(
             default = Label("//third_party/python:local_python.BUILD.tpl"),
             allow_single_file = True,
+        ),
+        "linux_aarch64": attr.label(
+            default = Label("//tools/platforms:linux_aarch64_target"),
+            doc = "the condition of a build for Linux aarch64",
+        ),
+        "macos": attr.label(
+            default = Label("//tools/platforms:macos_target"),
+            doc = "the condition of a build for macOS",
         ),
     },
     environ = ["XLABIND_PYTHON", "XLABIND_LOCK", "PATH"],

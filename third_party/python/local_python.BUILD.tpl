@@ -5,14 +5,34 @@ load("@rules_python//python:defs.bzl", "py_runtime", "py_runtime_pair")
 
 package(default_visibility = ["//visibility:public"])
 
+# include/: the interpreter's headers; platform/: Debian's multiarch
+# pyconfig.h, which include/'s includes. cross/: what a build for another
+# machine (tools/platforms) compiles against instead: for Linux aarch64 the
+# pyconfig.h Debian's includes there; for macOS, where Debian's knows no
+# location, the headers again with this machine's own pyconfig.h in its place
+# (interpreter.bzl; docs/development/wheels.md says why those modules are for
+# checks only).
+_HEADERS = glob(["include/**/*.h"]) + glob(["platform/**/*.h"], allow_empty = True)
+
 cc_library(
     name = "headers",
-    # platform/: Debian's multiarch pyconfig.h, which include/'s includes.
-    hdrs = glob(["include/**/*.h"]) + glob(["platform/**/*.h"], allow_empty = True),
-    includes = [
-        "include",
-        "platform",
-    ],
+    hdrs = select({
+        "{LINUX_AARCH64}": _HEADERS + glob(["cross/linux_aarch64/**/*.h"], allow_empty = True),
+        "{MACOS}": glob(["{MACOS_INCLUDE}/**/*.h"]),
+        "//conditions:default": _HEADERS,
+    }),
+    includes = select({
+        "{LINUX_AARCH64}": [
+            "include",
+            "platform",
+            "cross/linux_aarch64",
+        ],
+        "{MACOS}": ["{MACOS_INCLUDE}"],
+        "//conditions:default": [
+            "include",
+            "platform",
+        ],
+    }),
 )
 
 py_runtime(

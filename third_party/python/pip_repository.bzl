@@ -16,8 +16,11 @@ skip = re.compile(re.escape(sys.argv[1]) + r".*[/\\\\]tests?[/\\\\]")
 compileall.compile_dir(sys.argv[1], quiet=2, workers=0, rx=skip)
 """
 
-def pip_install(rctx, lock, target):
-    """Installs the hash-pinned `lock` (a Label) into `target` under rctx."""
+def pip_install(rctx, lock, target, platforms = []):
+    """Installs the hash-pinned `lock` (a Label) into `target` under rctx:
+    this machine's wheels, or those of another machine where `platforms`
+    names its pip platform tags (then nothing is compiled: such a wheel's
+    files are headers to build against, not code to run here)."""
     python = find_python(rctx)
     args = [
         python,
@@ -37,12 +40,17 @@ def pip_install(rctx, lock, target):
         "-r",
         str(rctx.path(lock)),
     ]
+    for platform in platforms:
+        args += ["--platform", platform]
     rctx.report_progress("pip install -r %s" % lock)
     _run(rctx, "pip install of %s" % lock, args, {
         # Debian's pip refuses installs into an "externally managed" Python
         # even with --target; this install touches only the repository.
         "PIP_BREAK_SYSTEM_PACKAGES": "1",
     })
+
+    if platforms:
+        return
 
     # The packages' bytecode, compiled here once: tests run in sandboxes that
     # cannot write it, and would otherwise compile jax from source in every
@@ -98,4 +106,26 @@ pip_repository = repository_rule(
         "build_file": attr.label(mandatory = True, allow_single_file = True),
     },
     environ = ["XLABIND_PYTHON", "XLABIND_LOCK"],
+)
+
+def _target_headers_repository_impl(rctx):
+    pip_install(rctx, rctx.attr.lock, "site", platforms = rctx.attr.platforms)
+    rctx.symlink(rctx.attr.build_file, "BUILD.bazel")
+    rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
+
+# Another machine's wheels of the pinned packages (for the version of the
+# host interpreter, XLABIND_PYTHON), whose headers a build for that machine
+# compiles against (tools/platforms): each target's own NumPy C API
+# configuration (_numpyconfig.h), as its wheel ships it.
+target_headers_repository = repository_rule(
+    implementation = _target_headers_repository_impl,
+    attrs = {
+        "lock": attr.label(mandatory = True, allow_single_file = True),
+        "platforms": attr.string_list(
+            mandatory = True,
+            doc = "pip's platform tags for the target (--platform), any of which will do",
+        ),
+        "build_file": attr.label(mandatory = True, allow_single_file = True),
+    },
+    environ = ["XLABIND_PYTHON"],
 )

@@ -6,9 +6,13 @@ does the same): `_xlabind_ops` (the CPU handlers) and `_xlabind_cuda_ops`
 The CUDA module links the CUDA runtime (libcudart.so.13, from the wheel's
 cuda13 extra). Without it the module does not load, and the ops' CUDA
 targets say why when a program needs them (the one hook into xlabind's
-runtime: mark_unavailable). Where the CPU module is not installed at all (a
-Bazel target on @xlabind//python:xlabind_core), every op says that instead.
+runtime: mark_unavailable). The wheels for machines other than x86_64 Linux
+(aarch64 Linux) hold no CUDA module at all, and say that instead. Where the
+CPU module is not installed at all (a Bazel target on
+@xlabind//python:xlabind_core), every op says that instead.
 """
+
+from platform import machine as host_machine
 
 from xlabind._runtime.extension import mark_unavailable, register_ffi_targets
 
@@ -48,6 +52,18 @@ def cuda_runtime_missing(error: Exception) -> str:
     )
 
 
+def cuda_module_missing(machine: str) -> str:
+    """Why the CUDA ops are unavailable where the package has no CUDA module:
+    xlabind builds its CUDA kernels for x86_64 Linux alone so far (the nvcc and
+    CUDA runtime it pins are x86_64 packages)."""
+    return (
+        f"xlabind's wheels for {machine} carry no native CUDA kernels yet "
+        "(xlabind/_xlabind_cuda_ops.so is built for x86_64 Linux alone): xlabind.ops "
+        "run on the CPU here. Python functions bound with xlabind still run on GPUs, "
+        "through jax's own CUDA support."
+    )
+
+
 try:
     import xlabind._xlabind_ops as _xlabind_ops
 except ModuleNotFoundError as error:
@@ -60,6 +76,11 @@ else:
     register_ffi_targets(_xlabind_ops)
     try:
         import xlabind._xlabind_cuda_ops as _xlabind_cuda_ops
+    except ModuleNotFoundError as error:
+        if error.name != "xlabind._xlabind_cuda_ops":
+            raise
+        # Not installed at all (not a runtime that failed to load).
+        mark_unavailable("cuda", TARGET_NAMES, cuda_module_missing(host_machine()))
     except ImportError as error:
         # The CUDA module holds the CUDA versions of the CPU module's ops.
         mark_unavailable("cuda", TARGET_NAMES, cuda_runtime_missing(error))

@@ -2,10 +2,18 @@
 
 zig 0.14.1 bundles clang 19, libc++ and glibc stubs, so the .so files it links
 need only GLIBC 2.17, carry libc++ statically and load beside any jaxlib. The
-repository holds the wheel, two wrapper scripts and the cc_toolchain targets.
+repository holds the wheel, the wrapper scripts (one compiler wrapper per
+target of cc_toolchain_config.bzl's ZIG_TARGETS, one archiver) and the
+cc_toolchain targets.
 """
 
+load("//third_party/python:interpreter.bzl", "absolute_label")
 load("//third_party/python:pip_repository.bzl", "lock_pins", "pip_install")
+load(
+    "//third_party/toolchains/zig:cc_toolchain_config.bzl",
+    "ZIG_TARGETS",
+    "wrapper_name",
+)
 
 # The wrappers find zig beside their own real path, and leave zig's own
 # headers out of a compile's dependency file (-MF): they are the toolchain's,
@@ -34,27 +42,23 @@ library="$(printf '%s' "$zig/lib/" | sed 's|[]*.^$/#[]|\\\\&|g')"  # as a litera
 exec sed -i "s# $library[^ ]*##g" "$dependency_file"
 """
 
-def _absolute(label):
-    """`label` as a string that means the same from inside another repository:
-    under bzlmod its canonical form (@@...), which any repository can name;
-    under WORKSPACE the repository's one global name."""
-    if str(label).startswith("@@"):
-        return str(label)
-    return "@%s//%s:%s" % (label.workspace_name, label.package, label.name)
-
 def _zig_toolchain_impl(rctx):
     pip_install(rctx, rctx.attr.lock, "site")
     zig = rctx.path("site/ziglang/zig")
     if not zig.exists:
         fail("the ziglang wheel did not provide %s" % zig)
-    target = "-target " + rctx.attr.target
     pins = lock_pins(rctx, rctx.attr.lock)
-    rctx.file("zig-cc", _WRAPPER.format(pins = pins, subcommand = "c++ " + target), executable = True)
+    for target, info in ZIG_TARGETS.items():
+        rctx.file(
+            wrapper_name(target),
+            _WRAPPER.format(pins = pins, subcommand = "c++ -target " + info.triple),
+            executable = True,
+        )
     rctx.file("zig-ar", _WRAPPER.format(pins = pins, subcommand = "ar"), executable = True)
     rctx.template("BUILD.bazel", rctx.attr.build_template, {
         "{ZIG_LIB}": str(rctx.path("site/ziglang/lib")),
         # Wherever xlabind lives (this workspace, or a consumer's @xlabind).
-        "{CONFIG_BZL}": _absolute(rctx.attr.config_bzl),
+        "{CONFIG_BZL}": absolute_label(rctx.attr.config_bzl),
     })
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
 
@@ -72,9 +76,6 @@ zig_toolchain = repository_rule(
         "config_bzl": attr.label(
             default = Label("//third_party/toolchains/zig:cc_toolchain_config.bzl"),
         ),
-        # glibc 2.17: the oldest manylinux2014 baseline, so the handler .so
-        # files load on any machine jaxlib itself supports.
-        "target": attr.string(default = "x86_64-linux-gnu.2.17"),
     },
     environ = ["XLABIND_PYTHON"],
 )
