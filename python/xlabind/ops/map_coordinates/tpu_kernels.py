@@ -205,8 +205,10 @@ def _scatter_kernel(block: int, taps: int, blocks: int):
 
         def add(i, carry):
             r = _point_row(row_ref, i)
-            page = lax.shift_right_logical(r, _PAGE_BITS)
-            at = (page, pl.ds(lax.bitwise_and(r, (1 << _PAGE_BITS) - 1), 1), slice(None))
+            # int32 constants: a Python int is int64 under jax_enable_x64.
+            page = lax.shift_right_logical(r, jnp.int32(_PAGE_BITS))
+            within = lax.bitwise_and(r, jnp.int32((1 << _PAGE_BITS) - 1))
+            at = (page, pl.ds(within, 1), slice(None))
             sums_ref[at] = sums_ref[at] + rows_ref[pl.ds(i, 1), :]
             return carry
 
