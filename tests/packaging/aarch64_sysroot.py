@@ -146,23 +146,50 @@ def make(python: str) -> pathlib.Path:
 
 
 def compile_sources(python: str) -> None:
-    """Byte-compiles CPython's library and the lock's packages with the
-    sysroot's own CPython, under qemu, once: nothing ran Debian's py3compile
-    (--foreign) or pip's compile (--no-compile, and the host's CPython may be
-    another version), and the tests run with PYTHONDONTWRITEBYTECODE, so
-    every emulated process compiled jax from its sources (`import jax`:
-    105 s of CPU under qemu, against 3-4 s compiled). Test folders are
-    left out: nothing imports them. One process: compileall's workers
-    (multiprocessing) cannot start under qemu-user without binfmt."""
+    """Byte-compiles CPython's library and the lock's packages once: nothing
+    ran Debian's py3compile (--foreign) or pip's compile (--no-compile), and
+    the tests run with PYTHONDONTWRITEBYTECODE, so every emulated process
+    compiled jax from its sources (`import jax`: 105 s of CPU under qemu,
+    against 3-4 s compiled). Bytecode is the same on every machine: a host
+    CPython of the same version (the same magic number) compiles it on every
+    core in seconds; without one, the sysroot's own does, under qemu (about
+    6 minutes of a core), in one process (compileall's workers cannot start
+    under qemu-user without binfmt). Test folders are left out: nothing
+    imports them."""
     root = sysroot(python)
     folders = [root / "usr" / "lib" / f"python{python}", root / SITE]
+    emulated = [
+        "qemu-aarch64-static",
+        "-L",
+        str(root),
+        str(root / "usr" / "bin" / f"python{python}"),
+    ]
+    host = host_python(python, emulated)
+    compiler = [host, "-m", "compileall", "-j", "0"] if host else [*emulated, "-m", "compileall"]
     subprocess.run(
-        ["qemu-aarch64-static", "-L", str(root), str(root / "usr" / "bin" / f"python{python}")]
-        + ["-m", "compileall", "-q", "-x", r"[/\\]tests?[/\\]"]
-        + [str(folder) for folder in folders],
+        [*compiler, "-q", "-x", r"[/\\]tests?[/\\]", *map(str, folders)],
         check=True,
         env={"PATH": "/usr/bin:/bin"},
     )
+
+
+_MAGIC = "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())"
+
+
+def host_python(python: str, emulated: list[str]) -> str | None:
+    """A CPython `python` (X.Y) of this machine (on PATH, else pyenv's) whose
+    bytecode is the emulated one's, or None."""
+    pyenv = pathlib.Path(os.environ.get("PYENV_ROOT") or pathlib.Path.home() / ".pyenv")
+    found = [shutil.which(f"python{python}")]
+    found += sorted(map(str, pyenv.glob(f"versions/{python}.*/bin/python{python}")))
+    magic = subprocess.run(
+        [*emulated, "-c", _MAGIC], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}
+    ).stdout
+    for candidate in filter(None, found):
+        done = subprocess.run([candidate, "-c", _MAGIC], capture_output=True, text=True)
+        if done.returncode == 0 and magic and done.stdout == magic:
+            return candidate
+    return None
 
 
 def main() -> int:
