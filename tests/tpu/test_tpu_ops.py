@@ -127,40 +127,68 @@ def test_filter_matrix_inverts_the_collocation():
     )
 
 
-def test_the_kernel_reads_each_points_row():
-    table = jnp.arange(40 * 8, dtype=jnp.float32).reshape(40, 8)
-    cell = jnp.array([0, 39, 17, 3, 3, 21], jnp.int32)
+def interpreted_off_a_tpu(fn, *args, **kwargs):
+    """fn jitted, its Pallas kernels interpreted unless on a TPU."""
     previous = tpu_kernels.INTERPRET
     tpu_kernels.INTERPRET = previous or not ON_TPU
     try:
-        rows = jax.jit(tpu_kernels.gather_rows)(table, cell)
+        return jax.jit(fn, **kwargs)(*args)
     finally:
         tpu_kernels.INTERPRET = previous
-    np.testing.assert_array_equal(rows, np.asarray(table)[np.asarray(cell)].T)
 
 
-# 40 cells: one page of sums; 3 * 2^17 + 5 cells of 8 taps (16 to a row of
-# sums): 3 pages of 2^13 rows (tpu_kernels._PAGE_BITS), the last part-filled,
-# points on each side of each seam.
+# 8 taps: 16 cells to a row.
+ROW = [0, 39, 17, 3, 3, 21]
+SUB = [0, 15, 7, 4, 4, 9]
+
+
+def test_the_kernel_reads_each_points_cell():
+    packed = jnp.arange(40 * 128, dtype=jnp.float32).reshape(40, 128)
+    row, sub = jnp.array(ROW, jnp.int32), jnp.array(SUB, jnp.int32)
+    taps = interpreted_off_a_tpu(
+        tpu_kernels.gather_packed_rows, packed, 8, row, sub, static_argnums=1
+    )
+    np.testing.assert_array_equal(taps, np.asarray(packed).reshape(40, 16, 8)[ROW, SUB].T)
+
+
+# 40 rows: one page of sums; 3 * 2^13 + 8 rows: 3 pages of 2^13 rows
+# (tpu_kernels._PAGE_BITS) and a part-filled fourth, points on each side of
+# each seam.
 @pytest.mark.parametrize(
-    "cells, cell",
-    [
-        (40, [0, 39, 17, 3, 3, 21]),
-        (3 * 2**17 + 5, [0, 2**17 - 1, 2**17, 2**17, 2**18 + 1, 3 * 2**17 + 4, 7]),
-    ],
+    "rows, row",
+    [(40, ROW), (3 * 2**13 + 8, [0, 2**13 - 1, 2**13, 2**13, 2**14 + 1, 3 * 2**13 + 7])],
 )
-def test_the_scatter_kernel_adds_each_points_column_in_order(cells, cell):
-    cell = jnp.array(cell, jnp.int32)
-    contribution = jnp.arange(8 * cell.size, dtype=jnp.float32).reshape(8, -1)
-    previous = tpu_kernels.INTERPRET
-    tpu_kernels.INTERPRET = previous or not ON_TPU
-    try:
-        table = jax.jit(tpu_kernels.scatter_rows, static_argnums=2)(contribution, cell, cells)
-    finally:
-        tpu_kernels.INTERPRET = previous
-    expected = np.zeros((8, cells), np.float32)
-    np.add.at(expected.T, np.asarray(cell), np.asarray(contribution).T)
-    np.testing.assert_array_equal(table, expected)
+def test_the_scatter_kernel_adds_each_points_taps_in_order(rows, row):
+    contribution = jnp.arange(8 * len(row), dtype=jnp.float32).reshape(8, -1)
+    sums = interpreted_off_a_tpu(
+        tpu_kernels.scatter_packed_rows,
+        contribution,
+        jnp.array(row, jnp.int32),
+        jnp.array(SUB, jnp.int32),
+        rows,
+        static_argnums=3,
+    )
+    expected = np.zeros((rows, 16, 8), np.float32)
+    np.add.at(expected, (np.array(row), np.array(SUB)), np.asarray(contribution).T)
+    np.testing.assert_array_equal(sums, expected.reshape(rows, 128))
+
+
+@pytest.mark.parametrize(
+    "spatial, k", [((50,), 1), ((30,), 3), ((13, 21), 1), ((11, 9), 3), ((7, 9, 10), 1)]
+)
+def test_the_packed_table_holds_each_cells_taps_where_the_kernels_read_them(spatial, k):
+    """packed_tap_table read at packed_position is tap_table, for each cell
+    of each grid of a batch."""
+    ext = np.random.default_rng(k).normal(size=(2, *spatial)).astype(np.float32)
+    packed = np.asarray(tpu_formulation.packed_tap_table(jnp.asarray(ext), k))
+    assert packed.shape == (tpu_formulation.packed_table_rows(2, spatial, k), 128)
+    cells = [m - k for m in spatial]
+    firsts = np.indices((2, *cells)).reshape(1 + len(spatial), 2, -1)[1:]
+    row, sub = tpu_formulation.packed_position(list(jnp.asarray(firsts)), spatial, k)
+    taps = (k + 1) ** len(spatial)
+    read = packed.reshape(len(packed), -1, taps)[row, sub].T
+    want = np.concatenate([np.asarray(tpu_formulation.tap_table(e, k)) for e in ext], axis=1)
+    np.testing.assert_array_equal(read, want)
 
 
 @pytest.mark.parametrize("k", range(6))

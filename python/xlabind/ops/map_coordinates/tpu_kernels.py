@@ -33,20 +33,21 @@ MAX_SCATTER_TABLE_BYTES = 32 << 20
 #: The patch tables (below), held once by their gather and their scatter.
 MAX_PATCH_TABLE_BYTES = 100 << 20
 VMEM_LIMIT_BYTES = 120 << 20
-_LANES = 128
-_LANE_BITS = 7  # log2(_LANES)
+LANES = 128
+_LANE_BITS = 7  # log2(LANES)
 #: The points a kernel's block takes (fewer where there are fewer).
 BLOCK_POINTS = 2048
 
 
-def fits(table, limit: int | None = None) -> bool:
-    """Whether `table` (taps, cells) packs into rows the kernel holds (in
-    `limit` bytes, else MAX_TABLE_BYTES)."""
-    taps = table.shape[0]
-    limit = MAX_TABLE_BYTES if limit is None else limit
-    if taps > _LANES or _LANES % taps:
-        return False
-    return table.size * table.dtype.itemsize <= limit and table.dtype == jnp.float32
+def packs(taps: int) -> bool:
+    """Whether cells of `taps` taps pack whole into rows of 128 lanes."""
+    return taps <= LANES and LANES % taps == 0
+
+
+def fits(rows: int, limit: int | None = None) -> bool:
+    """Whether a packed float32 table of `rows` rows of 128 lanes is one the
+    kernels hold (in `limit` bytes, else MAX_TABLE_BYTES)."""
+    return rows * LANES * 4 <= (MAX_TABLE_BYTES if limit is None else limit)
 
 
 def _unroll() -> int:
@@ -82,7 +83,7 @@ def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
 
 def _kernel(block: int, taps: int):
 
-    per_row = _LANES // taps
+    per_row = LANES // taps
 
     def kernel(row_ref, sub_ref, table_hbm, out_ref, table_ref, rows_ref, copied):
         _load_rows(block, row_ref, table_hbm, table_ref, copied, (rows_ref,), (0,))
@@ -96,15 +97,9 @@ def _kernel(block: int, taps: int):
     return kernel
 
 
-def _packed_rows(cells: int, taps: int) -> int:
-    """Rows of 128 lanes that hold `cells` cells of `taps` each, in whole tiles of 8."""
-    rows = -(-cells // (_LANES // taps))
-    return -(-rows // 8) * 8
-
-
 def _blocking(points: int) -> tuple[int, int]:
     """(points a block, points padded to whole blocks)."""
-    block = BLOCK_POINTS if points >= BLOCK_POINTS else -(-points // _LANES) * _LANES
+    block = BLOCK_POINTS if points >= BLOCK_POINTS else -(-points // LANES) * LANES
     return block, -(-points // block) * block
 
 
@@ -118,7 +113,7 @@ def _point_specs(block: int) -> list:
     from jax.experimental.pallas import tpu as pltpu
 
     return [
-        pl.BlockSpec((block // _LANES, _LANES), lambda b: (b, 0), memory_space=pltpu.SMEM),
+        pl.BlockSpec((block // LANES, LANES), lambda b: (b, 0), memory_space=pltpu.SMEM),
         pl.BlockSpec((1, block), lambda b: (0, b)),
     ]
 
@@ -126,7 +121,7 @@ def _point_specs(block: int) -> list:
 def _point_row(row_ref, i):
     """Point i's row, from the block's rows as _point_specs lays them out."""
     # Shifts and masks: the scalar unit's cheapest division by 128.
-    return row_ref[lax.shift_right_logical(i, _LANE_BITS), lax.bitwise_and(i, _LANES - 1)]
+    return row_ref[lax.shift_right_logical(i, _LANE_BITS), lax.bitwise_and(i, LANES - 1)]
 
 
 def _sequential(vmem_limit: int):
@@ -162,7 +157,7 @@ def _gather_call(kernel, block: int, padded: int, taps: int, stages: int, vmem_l
         out_shape=_result((taps, padded), table.dtype, *args),
         scratch_shapes=[
             pltpu.VMEM(table.shape, table.dtype),
-            *[pltpu.VMEM((block, _LANES), table.dtype) for _ in range(stages)],
+            *[pltpu.VMEM((block, LANES), table.dtype) for _ in range(stages)],
             pltpu.SemaphoreType.DMA,
         ],
         compiler_params=_sequential(vmem_limit),
@@ -170,15 +165,34 @@ def _gather_call(kernel, block: int, padded: int, taps: int, stages: int, vmem_l
     )(*args)
 
 
-def _point_blocks(cell, taps: int):
-    """(points a block, points padded to whole blocks, each padded point's
-    packed row, its cell's place in the row as (1, padded)): the operands
-    both kernels take first."""
-    block, padded = _blocking(cell.shape[0])
-    cell = jnp.pad(cell, (0, padded - cell.shape[0]))
-    per_row = _LANES // taps
-    row = (cell // per_row).reshape(-1, _LANES)
-    return block, padded, row, (cell % per_row).reshape(1, padded)
+def _point_blocks(row, place):
+    """(points a block, points padded to whole blocks, the rows and places
+    padded and laid out as _point_specs reads them): the operands every
+    kernel takes first."""
+    points = row.shape[0]
+    block, padded = _blocking(points)
+    row = jnp.pad(row, (0, padded - points)).reshape(-1, LANES)
+    return block, padded, row, jnp.pad(place, (0, padded - points)).reshape(1, padded)
+
+
+def _accumulated(sums_ref, out_hbm, copied, blocks: int, add) -> None:
+    """In a scatter kernel: the sums in vector memory zeroed before the
+    first block, this block's add(), and one copy of the sums (a resident
+    output block would be double-buffered) written out after the last."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    @pl.when(pl.program_id(0) == 0)
+    def _():
+        sums_ref[...] = jnp.zeros(sums_ref.shape, sums_ref.dtype)
+
+    add()
+
+    @pl.when(pl.program_id(0) == blocks - 1)
+    def _():
+        copy = pltpu.make_async_copy(sums_ref, out_hbm, copied)
+        copy.start()
+        copy.wait()
 
 
 #: A scatter's sums lie in vector memory in pages of 2^13 rows: Mosaic on a
@@ -189,57 +203,47 @@ _PAGE_BITS = 13
 
 def _scatter_kernel(block: int, taps: int, blocks: int):
     from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
 
-    per_row = _LANES // taps
+    per_row = LANES // taps
 
     def kernel(row_ref, sub_ref, contribution_ref, out_hbm, sums_ref, rows_ref, copied):
-        @pl.when(pl.program_id(0) == 0)
-        def _():
-            sums_ref[...] = jnp.zeros(sums_ref.shape, sums_ref.dtype)
+        def add_block():
+            contribution = contribution_ref[...]  # (taps, points)
+            sub = sub_ref[...]
+            spread = [jnp.where(sub == s, contribution, 0) for s in range(per_row)]
+            rows_ref[...] = jnp.concatenate(spread, axis=0).T  # (points, lanes)
 
-        contribution = contribution_ref[...]  # (taps, points)
-        sub = sub_ref[...]
-        spread = [jnp.where(sub == s, contribution, 0) for s in range(per_row)]
-        rows_ref[...] = jnp.concatenate(spread, axis=0).T  # (points, lanes)
+            def add(i, carry):
+                r = _point_row(row_ref, i)
+                # int32 constants: a Python int is int64 under jax_enable_x64.
+                page = lax.shift_right_logical(r, jnp.int32(_PAGE_BITS))
+                within = lax.bitwise_and(r, jnp.int32((1 << _PAGE_BITS) - 1))
+                at = (page, pl.ds(within, 1), slice(None))
+                sums_ref[at] = sums_ref[at] + rows_ref[pl.ds(i, 1), :]
+                return carry
 
-        def add(i, carry):
-            r = _point_row(row_ref, i)
-            # int32 constants: a Python int is int64 under jax_enable_x64.
-            page = lax.shift_right_logical(r, jnp.int32(_PAGE_BITS))
-            within = lax.bitwise_and(r, jnp.int32((1 << _PAGE_BITS) - 1))
-            at = (page, pl.ds(within, 1), slice(None))
-            sums_ref[at] = sums_ref[at] + rows_ref[pl.ds(i, 1), :]
-            return carry
+            lax.fori_loop(0, block, add, 0, unroll=_unroll())
 
-        lax.fori_loop(0, block, add, 0, unroll=_unroll())
-
-        # One copy of the sums (a resident output block would be
-        # double-buffered), written out after the last block.
-        @pl.when(pl.program_id(0) == blocks - 1)
-        def _():
-            copy = pltpu.make_async_copy(sums_ref, out_hbm, copied)
-            copy.start()
-            copy.wait()
+        _accumulated(sums_ref, out_hbm, copied, blocks, add_block)
 
     return kernel
 
 
-def scatter_rows(contribution, cell, cells: int):
-    """(taps, cells): the transpose of gather_rows: contribution[:, p] added
-    into column `cell[p]`, the points one after another (a cell's points
-    add up in order; no two updates of a row race)."""
+def scatter_packed_rows(contribution, row, sub, rows: int):
+    """(rows, 128): the transpose of gather_packed_rows: contribution[:, p]
+    added into the taps of cell `sub[p]` of row `row[p]`, the points one
+    after another (a cell's points add up in order; no two updates of a
+    row race)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
     taps, points = contribution.shape
-    rows = _packed_rows(cells, taps)
     page = min(rows, 1 << _PAGE_BITS)
     pages = -(-rows // page)
-    block, padded, row, sub = _point_blocks(cell, taps)
+    block, padded, row, sub = _point_blocks(row, sub)
     contribution = jnp.pad(contribution, ((0, 0), (0, padded - points)))  # adds zeros
     blocks = padded // block
-    sums = (pages, page, _LANES)
+    sums = (pages, page, LANES)
     packed = pl.pallas_call(
         _scatter_kernel(block, taps, blocks),
         grid=(blocks,),
@@ -251,35 +255,24 @@ def scatter_rows(contribution, cell, cells: int):
         out_shape=_result(sums, contribution.dtype, row, sub, contribution),
         scratch_shapes=[
             pltpu.VMEM(sums, contribution.dtype),
-            pltpu.VMEM((block, _LANES), contribution.dtype),
+            pltpu.VMEM((block, LANES), contribution.dtype),
             pltpu.SemaphoreType.DMA,
         ],
         compiler_params=_sequential(100 << 20),
         interpret=INTERPRET,
     )(row, sub, contribution)
-    return packed.reshape(-1)[: cells * taps].reshape(cells, taps).T
+    return packed.reshape(pages * page, LANES)[:rows]
 
 
-def packed_rows(table):
-    """`table` (cells, taps) packed as gather_packed_rows reads it: 128 // taps
-    cells to a row of 128 lanes."""
-    cells, taps = table.shape
-    rows = _packed_rows(cells, taps)
-    return jnp.pad(table.reshape(-1), (0, rows * _LANES - table.size)).reshape(rows, _LANES)
-
-
-def gather_packed_rows(packed, taps: int, cell):
-    """(taps, points): cell `cell[p]`'s taps from a packed_rows table, for each point."""
-    points = cell.shape[0]
-    block, padded, row, sub = _point_blocks(cell, taps)
+def gather_packed_rows(packed, taps: int, row, sub):
+    """(taps, points): the taps of cell `sub[p]` of row `row[p]` of a
+    packed table (rows of 128 lanes, 128 // taps cells of `taps` each),
+    for each point."""
+    points = row.shape[0]
+    block, padded, row, sub = _point_blocks(row, sub)
     kernel = _kernel(block, taps)
     out = _gather_call(kernel, block, padded, taps, 1, 100 << 20, row, sub, packed)
     return out[:, :points]
-
-
-def gather_rows(table, cell):
-    """(taps, points): row `cell[p]` of `table` (cells, taps) for each point."""
-    return gather_packed_rows(packed_rows(table), table.shape[1], cell)
 
 
 # -- patches: the grid itself, for tables too large to hold whole ------------
@@ -307,7 +300,7 @@ def patch_rows(lead: int, shape: tuple[int, ...], k: int) -> int:
 
 def patch_table_bytes(lead: int, shape: tuple[int, ...], k: int) -> int:
     """The bytes of that patch table (float32 rows of 128 lanes)."""
-    return patch_rows(lead, shape, k) * _LANES * 4
+    return patch_rows(lead, shape, k) * LANES * 4
 
 
 def _runs_by_reshapes(x, axis: int, count: int, size: int, k: int):
@@ -365,7 +358,7 @@ def patch_table(grids, k: int):
     patches = _overlapping(grids, 1, across, _PATCH[0], k)  # (lead, across, 8, n1, rest)
     patches = _overlapping(patches, 3, down, _PATCH[1], k)  # (lead, across, 8, down, 16, rest)
     patches = patches.transpose(0, 1, 3, 5, 2, 4)
-    return patches.reshape(lead * across * down * rest, _LANES)
+    return patches.reshape(lead * across * down * rest, LANES)
 
 
 def patch_position(lead_index, c0, c1, rest_index, rest: int, k: int, counts: tuple[int, int]):
@@ -388,7 +381,7 @@ def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
         stages, copied = scratch[:-1], scratch[-1]
         _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets)
         # Lane of each node relative to the point's first node, points along lanes.
-        relative = lax.broadcasted_iota(jnp.int32, (_LANES, block), 0) - lane_ref[...]
+        relative = lax.broadcasted_iota(jnp.int32, (LANES, block), 0) - lane_ref[...]
         # Written in one store: a store per tap took about 60% of the
         # kernel's interpreted lowering off a TPU, and a quarter of the first
         # call's compile on one (v5e, 64^3 order 5: 17.5 s against 13.0; the
@@ -404,13 +397,6 @@ def _patch_gather_kernel(block: int, offsets: tuple[int, ...], k: int):
     return kernel
 
 
-def _patch_operands(row, lane, padded: int):
-    """The rows and lanes padded to whole blocks, laid out as _point_specs reads them."""
-    points = row.shape[0]
-    row = jnp.pad(row, (0, padded - points)).reshape(-1, _LANES)
-    return row, jnp.pad(lane, (0, padded - points)).reshape(1, padded)
-
-
 def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
     """((k + 1)^2 * len(offsets), points): the (k + 1)^2 nodes from lane
     `lane[p]` of row `row[p] + offset` of the patch table for each offset
@@ -418,8 +404,7 @@ def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
     the taps of its axes after the first two."""
 
     points = row.shape[0]
-    block, padded = _blocking(points)
-    row, lane = _patch_operands(row, lane, padded)
+    block, padded, row, lane = _point_blocks(row, lane)
     taps = len(offsets) * (k + 1) ** 2
     kernel = _patch_gather_kernel(block, tuple(offsets), k)
     out = _gather_call(
@@ -430,39 +415,29 @@ def gather_patches(table, row, lane, offsets: tuple[int, ...], k: int):
 
 def _patch_scatter_kernel(block: int, offsets: tuple[int, ...], k: int, blocks: int):
     from jax.experimental import pallas as pl
-    from jax.experimental.pallas import tpu as pltpu
 
     def kernel(row_ref, lane_ref, contribution_ref, out_hbm, sums_ref, *scratch):
         stages, copied = scratch[:-1], scratch[-1]
 
-        @pl.when(pl.program_id(0) == 0)
-        def _():
-            sums_ref[...] = jnp.zeros(sums_ref.shape, sums_ref.dtype)
+        def add_block():
+            relative = lax.broadcasted_iota(jnp.int32, (LANES, block), 0) - lane_ref[...]
+            for r, stage in enumerate(stages):
+                spread = jnp.zeros((LANES, block), sums_ref.dtype)
+                for p, offset in enumerate(_patch_offsets(k)):
+                    value = contribution_ref[pl.ds(p * len(stages) + r, 1), :]
+                    spread = spread + jnp.where(relative == offset, value, 0)
+                stage[...] = spread.T  # (points, lanes)
 
-        relative = lax.broadcasted_iota(jnp.int32, (_LANES, block), 0) - lane_ref[...]
-        for r, stage in enumerate(stages):
-            spread = jnp.zeros((_LANES, block), sums_ref.dtype)
-            for p, offset in enumerate(_patch_offsets(k)):
-                value = contribution_ref[pl.ds(p * len(stages) + r, 1), :]
-                spread = spread + jnp.where(relative == offset, value, 0)
-            stage[...] = spread.T  # (points, lanes)
+            def add(i, carry):
+                r = _point_row(row_ref, i)
+                for stage, offset in zip(stages, offsets):
+                    at = pl.ds(r + offset, 1)
+                    sums_ref[at, :] = sums_ref[at, :] + stage[pl.ds(i, 1), :]
+                return carry
 
-        def add(i, carry):
-            r = _point_row(row_ref, i)
-            for stage, offset in zip(stages, offsets):
-                at = pl.ds(r + offset, 1)
-                sums_ref[at, :] = sums_ref[at, :] + stage[pl.ds(i, 1), :]
-            return carry
+            lax.fori_loop(0, block, add, 0, unroll=_unroll())
 
-        lax.fori_loop(0, block, add, 0, unroll=_unroll())
-
-        # One copy of the sums in vector memory (a resident output block
-        # would be double-buffered), written out after the last block.
-        @pl.when(pl.program_id(0) == blocks - 1)
-        def _():
-            copy = pltpu.make_async_copy(sums_ref, out_hbm, copied)
-            copy.start()
-            copy.wait()
+        _accumulated(sums_ref, out_hbm, copied, blocks, add_block)
 
     return kernel
 
@@ -474,8 +449,7 @@ def scatter_patches(contribution, row, lane, offsets: tuple[int, ...], k: int, r
     from jax.experimental.pallas import tpu as pltpu
 
     taps, points = contribution.shape
-    block, padded = _blocking(points)
-    row, lane = _patch_operands(row, lane, padded)
+    block, padded, row, lane = _point_blocks(row, lane)
     contribution = jnp.pad(contribution, ((0, 0), (0, padded - points)))  # adds zeros
     blocks = padded // block
     return pl.pallas_call(
@@ -486,10 +460,10 @@ def scatter_patches(contribution, row, lane, offsets: tuple[int, ...], k: int, r
             pl.BlockSpec((taps, block), lambda b: (0, b)),
         ],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
-        out_shape=_result((rows, _LANES), contribution.dtype, row, lane, contribution),
+        out_shape=_result((rows, LANES), contribution.dtype, row, lane, contribution),
         scratch_shapes=[
-            pltpu.VMEM((rows, _LANES), contribution.dtype),
-            *[pltpu.VMEM((block, _LANES), contribution.dtype) for _ in offsets],
+            pltpu.VMEM((rows, LANES), contribution.dtype),
+            *[pltpu.VMEM((block, LANES), contribution.dtype) for _ in offsets],
             pltpu.SemaphoreType.DMA,
         ],
         compiler_params=_sequential(VMEM_LIMIT_BYTES),
