@@ -3,8 +3,9 @@ of a float32 grid, at the sizes users have (2^20 and 2^24 points, as a flat
 (d, points) array and image-shaped (d, H, W), on 3-D and 2-D grids), against
 jax.scipy.ndimage.map_coordinates in the same run (order 1, its grid and
 coordinate gradients), and order 3 with its prefilter against xlabind's own
-order 1. Each program's first call is timed once and split into lowering
-(trace and lower), compiling and the first run; then the programs are timed
+order 1 (at 256^3 through the patch kernels, one per chunk of axis 2). Each
+program's first call is timed once and split into lowering (trace and
+lower), compiling and the first run; then the programs are timed
 interleaved and a row is a median.
 
     python3 tools/benchmarks/tpu_ops.py [--cases calls 0 3 ...]
@@ -73,8 +74,7 @@ def _programs(grid_shape: tuple[int, ...]) -> dict[str, Callable]:
         "jax order 1, coordinate gradient": gradient(theirs, 1),
         "xlabind order 1, coordinate gradient": gradient(ours(1), 1),
     }
-    if max(grid_shape) <= 64 or len(grid_shape) == 2:
-        programs["xlabind order 3 + prefilter"] = ours(3)
+    programs["xlabind order 3 + prefilter"] = ours(3)
     return {name: jax.jit(f) for name, f in programs.items()}
 
 
