@@ -1,9 +1,10 @@
 """Every Python block of the documentation runs (tests/support/doc_blocks.py):
 each page's blocks in order, in one namespace, as a reader runs them, with 8
 CPU devices and, in a process of its own, with one; each block on its own,
-after only the blocks the site's note above it names; the
-blocks marked for a GPU or several processes run in tools/device_check.py and
-tests/sharding/test_multiprocess.py."""
+after only the blocks the site's note above it names (with 8 devices; in the
+sampled loop each page runs in this process one of the two ways,
+tests/support/cases.py); the blocks marked for a GPU or several processes
+run in tools/device_check.py and tests/sharding/test_multiprocess.py."""
 
 import doc_blocks
 
@@ -14,6 +15,7 @@ import pathlib  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
+import cases  # noqa: E402
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
@@ -31,11 +33,19 @@ def test_the_pages_have_blocks_for_every_place():
     assert here >= 50, here
 
 
-@pytest.mark.parametrize("page", PAGES_HERE)
-def test_page(page):
+@pytest.mark.parametrize(
+    "page, how", cases.product("test_page", PAGES_HERE, ("in-order", "block-by-block"))
+)
+def test_page(page, how):
+    """In order: the page's blocks in one namespace. Block by block: as a
+    reader who lands on a block, a fresh namespace, the earlier blocks its
+    note names (docs/sphinx/block_needs.py), then the block."""
     before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
     try:
-        doc_blocks.run(pathlib.Path(page))
+        if how == "in-order":
+            doc_blocks.run(pathlib.Path(page))
+        else:
+            assert doc_blocks.run_standalone(pathlib.Path(page)) >= 1
     finally:
         # A page that changes jax's configuration changes it for itself only.
         for name, value in before.items():
@@ -95,18 +105,6 @@ def test_one_device_runs_each_page_afresh_and_reports_each_failure(tmp_path):
     assert ran == {str(tmp_path / n) for n in ("one.md", "four.md", "after.md")}, done.stdout
     assert "this page fails" in done.stderr.partition(f"== {tmp_path / 'fails.md'}")[2]
     assert f"== {tmp_path / 'crashes.md'}: exit status" in done.stderr, done.stderr[-2000:]
-
-
-@pytest.mark.parametrize("page", PAGES_HERE)
-def test_page_block_by_block(page):
-    """As a reader who lands on a block: a fresh namespace, the earlier
-    blocks its note names (docs/sphinx/block_needs.py), then the block."""
-    before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
-    try:
-        assert doc_blocks.run_standalone(pathlib.Path(page)) >= 1
-    finally:
-        for name, value in before.items():
-            jax.config.update(name, value)
 
 
 def test_a_block_missing_what_it_needs_fails(tmp_path):
