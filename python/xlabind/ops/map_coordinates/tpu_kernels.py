@@ -27,7 +27,9 @@ from jax import lax
 #: programs (tests/support/tpu_lowering.py) set this, as no CPU lowers Mosaic.
 INTERPRET = False
 #: The most vector memory (128 MiB on a v5e) a packed table may take: the
-#: gather holds one copy of it, the scatter two (Pallas double-buffers outputs).
+#: gather holds one copy of it. The scatter's half was set when Pallas
+#: double-buffered its sums as an output; it now holds one copy in scratch
+#: (_accumulated), and a larger limit has not been measured on a chip.
 MAX_TABLE_BYTES = 64 << 20
 MAX_SCATTER_TABLE_BYTES = 32 << 20
 #: The patch tables (below), held once by their gather and their scatter.
