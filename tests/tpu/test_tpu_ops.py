@@ -127,16 +127,8 @@ def test_filter_matrix_inverts_the_collocation():
     )
 
 
-def interpreted_off_a_tpu(fn, *args, **kwargs):
-    """fn jitted, its Pallas kernels interpreted unless on a TPU."""
-    previous = tpu_kernels.INTERPRET
-    tpu_kernels.INTERPRET = previous or not ON_TPU
-    try:
-        return jax.jit(fn, **kwargs)(*args)
-    finally:
-        tpu_kernels.INTERPRET = previous
-
-
+# The kernels below run interpreted off a TPU: the module's tpu_rule fixture
+# (tests/support/tpu_lowering.py) sets tpu_kernels.INTERPRET there.
 # 8 taps: 16 cells to a row.
 ROW = [0, 39, 17, 3, 3, 21]
 SUB = [0, 15, 7, 4, 4, 9]
@@ -145,9 +137,7 @@ SUB = [0, 15, 7, 4, 4, 9]
 def test_the_kernel_reads_each_points_cell():
     packed = jnp.arange(40 * 128, dtype=jnp.float32).reshape(40, 128)
     row, sub = jnp.array(ROW, jnp.int32), jnp.array(SUB, jnp.int32)
-    taps = interpreted_off_a_tpu(
-        tpu_kernels.gather_packed_rows, packed, 8, row, sub, static_argnums=1
-    )
+    taps = jax.jit(tpu_kernels.gather_packed_rows, static_argnums=1)(packed, 8, row, sub)
     np.testing.assert_array_equal(taps, np.asarray(packed).reshape(40, 16, 8)[ROW, SUB].T)
 
 
@@ -160,13 +150,8 @@ def test_the_kernel_reads_each_points_cell():
 )
 def test_the_scatter_kernel_adds_each_points_taps_in_order(rows, row):
     contribution = jnp.arange(8 * len(row), dtype=jnp.float32).reshape(8, -1)
-    sums = interpreted_off_a_tpu(
-        tpu_kernels.scatter_packed_rows,
-        contribution,
-        jnp.array(row, jnp.int32),
-        jnp.array(SUB, jnp.int32),
-        rows,
-        static_argnums=3,
+    sums = jax.jit(tpu_kernels.scatter_packed_rows, static_argnums=3)(
+        contribution, jnp.array(row, jnp.int32), jnp.array(SUB, jnp.int32), rows
     )
     expected = np.zeros((rows, 16, 8), np.float32)
     np.add.at(expected, (np.array(row), np.array(SUB)), np.asarray(contribution).T)
@@ -208,30 +193,19 @@ def test_the_patch_kernels_read_and_add_each_points_nodes(k):
     row, lane = tpu_kernels.patch_position(lead, c0, c1, rest, 3, k, counts)
     row, lane = jnp.asarray(row, jnp.int32), jnp.asarray(lane, jnp.int32)
     offsets = (0, 1)
-    previous = tpu_kernels.INTERPRET
-    tpu_kernels.INTERPRET = previous or not ON_TPU
-    try:
-        table = jax.jit(tpu_kernels.patch_table, static_argnums=1)(grids, k)
-        got = jax.jit(tpu_kernels.gather_patches, static_argnums=(3, 4))(
-            table, row, lane, offsets, k
-        )
-        contribution = rng.normal(size=got.shape).astype(np.float32)
-        sums = jax.jit(tpu_kernels.scatter_patches, static_argnums=(3, 4, 5))(
-            contribution, row, lane, offsets, k, table.shape[0]
-        )
-    finally:
-        tpu_kernels.INTERPRET = previous
+    table = jax.jit(tpu_kernels.patch_table, static_argnums=1)(grids, k)
+    read = jax.jit(tpu_kernels.gather_patches, static_argnums=(3, 4))
+    got = read(table, row, lane, offsets, k)
+    contribution = rng.normal(size=got.shape).astype(np.float32)
+    sums = jax.jit(tpu_kernels.scatter_patches, static_argnums=(3, 4, 5))(
+        contribution, row, lane, offsets, k, table.shape[0]
+    )
     nodes = [(a, b, r) for a in range(k + 1) for b in range(k + 1) for r in offsets]
     want = np.stack([grids[lead, c0 + a, c1 + b, rest + r] for a, b, r in nodes])
     np.testing.assert_array_equal(got, want)
     # The scatter is the gather's transpose: <scatter(c), t> == <c, gather(t)>.
     probe = rng.normal(size=table.shape).astype(np.float32)
-    read = jax.jit(tpu_kernels.gather_patches, static_argnums=(3, 4))
-    tpu_kernels.INTERPRET = previous or not ON_TPU
-    try:
-        gathered = read(probe, row, lane, offsets, k)
-    finally:
-        tpu_kernels.INTERPRET = previous
+    gathered = read(probe, row, lane, offsets, k)
     np.testing.assert_allclose(np.vdot(sums, probe), np.vdot(contribution, gathered), rtol=1e-5)
 
 
