@@ -232,8 +232,10 @@ def tap_table(ext, k: int):
 def _packed_layout(ext_shape, k: int) -> tuple[int, tuple[int, ...]]:
     """(cells a packed row holds, the shape its rows are indexed by) for the
     packed tap table of a grid extended to `ext_shape` (spatial): axis 0's
-    cells split as (cells a row holds, a), the others' cells after a, the
-    last padded to whole tiles of 8 rows (a alone in 1-D)."""
+    cells split as (a, cells a row holds), the others' cells after a, the
+    last padded to whole tiles of 8 rows (a alone in 1-D). A row holds
+    consecutive cells of axis 0, a power of two of them: a point's row and
+    place are a shift and a mask of its first cell."""
     per = tpu_kernels.LANES // (k + 1) ** len(ext_shape)
     cells = [m - k for m in ext_shape]
     a = -(-cells[0] // per)
@@ -264,20 +266,21 @@ def packed_tap_table(ext, k: int):
     for offset in itertools.product(range(k + 1), repeat=ndim):
         tap = ext[(slice(None), *(slice(t, t + c) for t, c in zip(offset, cells)))]
         taps.append(jnp.pad(tap, [(0, 0), *((0, p - c) for p, c in zip(padded, cells))]))
-    table = jnp.stack(taps).reshape(len(taps), batch, per, *rows)
+    table = jnp.stack(taps).reshape(len(taps), batch, rows[0], per, *rows[1:])
     # (batch, *rows, per, taps): a row's cells one after another, each its taps.
-    return table.transpose(1, *range(3, 3 + ndim), 2, 0).reshape(-1, tpu_kernels.LANES)
+    order = (1, 2, *range(4, 3 + ndim), 3, 0)
+    return table.transpose(order).reshape(-1, tpu_kernels.LANES)
 
 
 def packed_position(firsts, ext_shape, k: int):
     """Each point's row of packed_tap_table and its cell's place in the row,
     flat: `firsts` its first cell on each axis, (batch, points) each."""
-    _, rows = _packed_layout(ext_shape, k)
+    per, rows = _packed_layout(ext_shape, k)
     element = jnp.arange(firsts[0].shape[0], dtype=jnp.int32)[:, None]
-    row = element * rows[0] + firsts[0] % rows[0]
+    row = element * rows[0] + firsts[0] // per
     for first, n in zip(firsts[1:], rows[1:]):
         row = row * n + first
-    return row.reshape(-1), (firsts[0] // rows[0]).reshape(-1)
+    return row.reshape(-1), (firsts[0] % per).reshape(-1)
 
 
 def _tap_weights(weights: list[list]) -> jax.Array:
