@@ -1,9 +1,9 @@
 """Every Python block of the documentation runs (tests/support/doc_blocks.py):
 each page's blocks in order, in one namespace, as a reader runs them, with 8
 CPU devices and, in a process of its own, with one; each block on its own,
-after only the blocks the site's note above it names (with 8 devices; in the
-sampled loop each page runs in this process one of the two ways,
-tests/support/cases.py); the blocks marked for a GPU or several processes
+after only the blocks the site's note above it names (with 8 devices). In
+the sampled loop each page runs one of the three ways
+(tests/support/cases.py); the blocks marked for a GPU or several processes
 run in tools/device_check.py and tests/sharding/test_multiprocess.py."""
 
 import doc_blocks
@@ -33,13 +33,24 @@ def test_the_pages_have_blocks_for_every_place():
     assert here >= 50, here
 
 
-@pytest.mark.parametrize(
-    "page, how", cases.product("test_page", PAGES_HERE, ("in-order", "block-by-block"))
-)
-def test_page(page, how):
+WAYS = ("in-order", "block-by-block", "on one device")
+PAGE_RUNS = cases.product("test_page", PAGES_HERE, WAYS)
+
+
+@pytest.mark.parametrize("page, how", PAGE_RUNS)
+def test_page(page, how, request):
     """In order: the page's blocks in one namespace. Block by block: as a
     reader who lands on a block, a fresh namespace, the earlier blocks its
-    note names (docs/sphinx/block_needs.py), then the block."""
+    note names (docs/sphinx/block_needs.py), then the block. On one device:
+    in order, as on a reader's laptop, a fresh process with one CPU device,
+    where a page that needs several devices sets them up itself."""
+    if how == "on one device":
+        stdout, stderr = request.getfixturevalue("on_one_device")
+        failure = stderr.partition(f"== {page}")[2]
+        assert not failure, failure[-4000:]
+        ran = [line for line in stdout.splitlines() if line.startswith(f"{page}: ")]
+        assert ran and ran[0].endswith("blocks ran"), stdout + stderr[-4000:]
+        return
     before = {name: getattr(jax.config, name) for name in ("jax_enable_x64",)}
     try:
         if how == "in-order":
@@ -54,26 +65,17 @@ def test_page(page, how):
 
 @pytest.fixture(scope="module")
 def on_one_device():
-    """Every page run on one device (doc_blocks.run_on_one_device: a process
-    of its own each, forked from one that imported jax), as (stdout, stderr)."""
+    """The pages this run takes on one device (doc_blocks.run_on_one_device:
+    a process of its own each, forked from one that imported jax), as
+    (stdout, stderr)."""
+    pages = [p.values[0] for p in PAGE_RUNS if p.values[1] == "on one device"]
     done = subprocess.run(
-        [sys.executable, doc_blocks.__file__, "--one-device", *PAGES_HERE],
+        [sys.executable, doc_blocks.__file__, "--one-device", *pages],
         capture_output=True,
         text=True,
         timeout=900,
     )
     return done.stdout, done.stderr
-
-
-@pytest.mark.parametrize("page", PAGES_HERE)
-def test_page_on_one_device(page, on_one_device):
-    """As on a reader's laptop: a fresh process with one CPU device, where a
-    page that needs several devices sets them up itself."""
-    stdout, stderr = on_one_device
-    failure = stderr.partition(f"== {page}")[2]
-    assert not failure, failure[-4000:]
-    ran = [line for line in stdout.splitlines() if line.startswith(f"{page}: ")]
-    assert ran and ran[0].endswith("blocks ran"), stdout + stderr[-4000:]
 
 
 def test_one_device_runs_each_page_afresh_and_reports_each_failure(tmp_path):

@@ -7,7 +7,9 @@ page is wider than a phone's; every internal link and anchor resolves; search
 ranks the reference first, with snippets.
 
 Every page at every width and every search are frames of one page, opened by
-one Chromium run (a start costs more than a page); its screenshot is kept as a
+one Chromium run (a start costs more than a page); in the default loop the
+pages with code and the searches are a sample (tests/support/cases.py), all
+of them under --config=all. Its screenshot is kept as a
 test output (bazel-testlogs/tests/docs/test_docs_and_readme/test.outputs/
 outputs.zip): docs_pages_and_searches.png, the frames top to bottom."""
 
@@ -28,6 +30,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 
+import cases
 import pytest
 
 SITE_ZIP = pathlib.Path("docs/sphinx/html.zip")  # in the runfiles
@@ -389,6 +392,13 @@ def code_pages() -> list[str]:
         )
 
 
+def checked_code_pages() -> list[str]:
+    """The pages with code that Chromium renders: every one, or a sample in
+    the default loop (tests/support/cases.py; each page's frame costs the
+    render about a third of a second)."""
+    return cases.some("code pages", code_pages(), sampled=6)
+
+
 def frames():
     """(iframe, height) for each page at each width, each page with code at
     CODE_WIDTH, then each search."""
@@ -399,9 +409,9 @@ def frames():
     for name, page in PAGES.items():
         for width in WIDTHS:
             yield frame(f"{name}_{width}", "page", f"/{page}?measure", width, FRAME_HEIGHT[width])
-    for page in code_pages():
+    for page in checked_code_pages():
         yield frame(f"code_{page}", "page", f"/{page}?measure", CODE_WIDTH, CODE_HEIGHT)
-    for query in [*SEARCHES, *MATH_SEARCHES]:
+    for query in [*CHECKED_SEARCHES, *MATH_SEARCHES]:
         yield frame(f"search_{query}", "search", f"/search.html?q={query}", 1280, SEARCH_HEIGHT)
 
 
@@ -433,8 +443,8 @@ def test_code_fits_its_box_on_every_page(rendered):
     """No code block of any page, generated or written, is cut off in a
     1,280 px window with a scrollbar (CODE_WIDTH): nothing to scroll
     sideways."""
-    pages = code_pages()
-    assert "api/native-helpers.html" in pages and len(pages) >= 20, pages
+    assert "api/native-helpers.html" in code_pages() and len(code_pages()) >= 20, code_pages()
+    pages = checked_code_pages()
     silent = [page for page in pages if f"code_{page}" not in rendered]
     assert not silent, f"never reported: {silent}"
     for page in pages:
@@ -514,6 +524,9 @@ SEARCHES = {
 }
 
 
+CHECKED_SEARCHES = cases.some("searches", list(SEARCHES), sampled=3)
+
+
 # Searches whose snippets quote a page's math, and text the snippet shows.
 MATH_SEARCHES = {"continuously": "k - 1 times continuously"}
 
@@ -530,7 +543,7 @@ def test_search_snippets_show_math_as_text(rendered, query):
         assert not re.search(r"\\[()\[\]]|\\[a-z]+|\^\{", text), text
 
 
-@pytest.mark.parametrize("query", SEARCHES)
+@pytest.mark.parametrize("query", CHECKED_SEARCHES)
 def test_search_lists_the_reference_first_with_snippets(site, rendered, query):
     address, _ = site
     listed = rendered[f"search_{query}"]

@@ -122,3 +122,18 @@ def test_the_loop_runs_a_seeded_sample_holding_every_value_and_ci_all(tmp_path):
     for axis, wanted in enumerate([range(6), ["constant", "wrap", "mirror"], (1, 2, 3)]):
         assert {v[axis] for v in values} == {str(w) for w in wanted}, axis
     assert run_cases(tests, "sampled") == sample  # the same cases every run
+
+
+def test_listed_cases_are_sampled_in_the_loop_in_their_order_and_all_in_ci(tmp_path):
+    tests = tmp_path / "test_listed.py"
+    tests.write_text(
+        "import cases, pytest\n"
+        "@pytest.mark.parametrize('case', cases.some(\n"
+        "    'probe', ['a', 'b', 'c', 'd', 'e', 'f', 'g'], sampled=3))\n"
+        "def test_case(case):\n"
+        "    pass\n"
+    )
+    assert run_cases(tests, "all") == list("abcdefg")
+    sample = run_cases(tests, "sampled")
+    assert len(sample) == 3 and sample == sorted(sample) and set(sample) < set("abcdefg")
+    assert run_cases(tests, "sampled") == sample

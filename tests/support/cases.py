@@ -44,6 +44,16 @@ def product(name: str, *axes, sampled: int = 0, keep=None, ids=_name):
     return [pytest.param(*combo, id="-".join(ids(v) for v in combo)) for combo in combos]
 
 
+def some(name: str, values: list, sampled: int) -> list:
+    """A test's listed cases, `values` (each one path of the code, not a
+    product): all of them, or, in the sampled loop, `sampled` of them drawn
+    by `name`, in their listed order."""
+    if ALL:
+        return list(values)
+    drawn = _shuffled(range(len(values)), name)[:sampled]
+    return [value for i, value in enumerate(values) if i in drawn]
+
+
 def repeats(full: int, sampled: int) -> int:
     """How many times a test repeats a run that races (every run in CI,
     `sampled` in the loop)."""
@@ -53,8 +63,7 @@ def repeats(full: int, sampled: int) -> int:
 def _covering_sample(combos, width, size, name):
     """`size` combos in a fixed random order, first those that take a value
     of an axis not yet taken: every value of every axis at least once."""
-    order = combos[:]
-    random.Random(zlib.crc32(name.encode())).shuffle(order)
+    order = _shuffled(combos, name)
     seen, chosen = set(), []
     for combo in order:
         new = {(axis, repr(combo[axis])) for axis in range(width)} - seen
@@ -65,3 +74,10 @@ def _covering_sample(combos, width, size, name):
     chosen += rest[: max(0, size - len(chosen))]
     # Back in the product's order: the ids read as a sorted table.
     return sorted(chosen, key=combos.index)
+
+
+def _shuffled(items, name: str) -> list:
+    """`items` in the fixed random order that `name` seeds."""
+    order = list(items)
+    random.Random(zlib.crc32(name.encode())).shuffle(order)
+    return order

@@ -176,7 +176,7 @@ def test_the_packed_table_holds_each_cells_taps_where_the_kernels_read_them(spat
     np.testing.assert_array_equal(read, want)
 
 
-@pytest.mark.parametrize("k", range(6))
+@pytest.mark.parametrize("k", cases.some("patch kernels", range(6), sampled=3))
 def test_the_patch_kernels_read_and_add_each_points_nodes(k):
     """gather_patches reads a point's (k + 1)^2 nodes of the first two axes
     from its patch row (at every row offset); scatter_patches adds them back."""
@@ -209,7 +209,7 @@ def test_the_patch_kernels_read_and_add_each_points_nodes(k):
     np.testing.assert_allclose(np.vdot(sums, probe), np.vdot(contribution, gathered), rtol=1e-5)
 
 
-@pytest.mark.parametrize("k", [0, 1, 3, 5])
+@pytest.mark.parametrize("k", cases.some("patch table transpose", [0, 1, 3, 5], sampled=2))
 def test_the_patch_tables_transpose_is_its_derivative(k):
     """patch_table's hand-made transpose (sums of reshaped runs) is its
     transpose: <pullback(c), g> == <c, table(g)> for a linear map."""
@@ -223,14 +223,18 @@ def test_the_patch_tables_transpose_is_its_derivative(k):
 
 @pytest.mark.parametrize(
     "case",
-    [
-        ((9, 8, 7), 1, "nearest"),
-        ((9, 8, 7), 5, "wrap"),
-        ((12, 10), 2, "mirror"),  # one row a point
-        ((5, 6, 4, 3), 3, "reflect"),  # 16 rows a point
-        ((9, 8, 7), 3, "mirror", 3),  # three chunks of axis 2
-        ((5, 6, 9, 3), 2, "nearest", 2),
-    ],
+    cases.some(
+        "patches",
+        [
+            ((9, 8, 7), 1, "nearest"),
+            ((9, 8, 7), 5, "wrap"),
+            ((12, 10), 2, "mirror"),  # one row a point
+            ((5, 6, 4, 3), 3, "reflect"),  # 16 rows a point
+            ((9, 8, 7), 3, "mirror", 3),  # three chunks of axis 2
+            ((5, 6, 9, 3), 2, "nearest", 2),
+        ],
+        sampled=3,
+    ),
     ids=str,
 )
 def test_a_table_too_large_for_the_kernel_is_read_in_patches(monkeypatch, case):
@@ -303,7 +307,7 @@ def test_wide_tables_beyond_the_kernels_take_the_gather_that_fits(monkeypatch, m
     )
 
 
-@pytest.mark.parametrize("order", [1, 3])
+@pytest.mark.parametrize("order", cases.some("several dimensions", [1, 3], sampled=1))
 def test_coordinate_arrays_of_several_dimensions(order):
     """(H, W) coordinates (image resampling): rows are the kernels' batch,
     the grid broadcast over them; values, both gradients, as SciPy's."""
@@ -327,11 +331,15 @@ def exported_for_a_tpu(f, *args):
 
 @pytest.mark.parametrize(
     "order, mode, route",
-    [
-        *[(order, MODES[order % len(MODES)], "tap table") for order in range(6)],
-        (1, "wrap", "patches"),
-        (4, "nearest", "patches"),
-    ],
+    cases.some(
+        "exported",
+        [
+            *[(order, MODES[order % len(MODES)], "tap table") for order in range(6)],
+            (1, "wrap", "patches"),
+            (4, "nearest", "patches"),
+        ],
+        sampled=4,
+    ),
     ids=str,
 )
 def test_a_program_exported_for_a_tpu_runs_the_chips_kernels(monkeypatch, order, mode, route):
@@ -433,7 +441,7 @@ def test_a_symbolic_point_count_exports_for_a_tpu(monkeypatch):
     assert "tpu_custom_call" in forward and "tpu_custom_call" in gradient
 
 
-@pytest.mark.parametrize("points", [3, 5000])
+@pytest.mark.parametrize("points", cases.some("symbolic points", [3, 5000], sampled=1))
 def test_a_symbolic_point_count_has_the_values_of_a_known_one(monkeypatch, points):
     """The same program exported for this machine (off a chip: the CPU, with
     the TPU rule and its kernels interpreted): the points run in chunks of a fixed size (here
@@ -476,7 +484,7 @@ def test_a_symbolic_grid_shape_is_refused_by_name():
         )
 
 
-@pytest.mark.parametrize("order", [1, 3])
+@pytest.mark.parametrize("order", cases.some("image-shaped", [1, 3], sampled=1))
 def test_image_shaped_coordinates_take_the_flat_points_path(monkeypatch, order):
     """(3, 32, 32) coordinates are rows over one grid: the grid gradient
     folds them into one flat run of points, the program a TPU runs takes the
@@ -547,7 +555,9 @@ def test_many_points_run_in_chunks_of_bounded_size(monkeypatch, side, order, gra
     assert reshapes_that_merge_taps_over_points(text, tpu_kernels.BLOCK_POINTS) == []
 
 
-@pytest.mark.parametrize("order, shape", [(1, (12, 10)), (3, (9, 8, 7))], ids=str)
+@pytest.mark.parametrize(
+    "order, shape", cases.some("chunks", [(1, (12, 10)), (3, (9, 8, 7))], sampled=1), ids=str
+)
 def test_points_in_chunks_keep_their_values_and_gradients(monkeypatch, order, shape):
     """Chunks of 2048 or 4096 points (CHUNK_ELEMENTS made small), the last
     one padded: values as SciPy's, the grid gradient the transpose."""
