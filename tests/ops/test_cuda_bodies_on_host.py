@@ -12,6 +12,7 @@ import sys
 
 os.environ["XLABIND_NO_SIMD"] = "1"  # the CPU's scalar path: the same sums as the kernels
 
+import cases
 import jax
 import jax.numpy as jnp
 import native_api_ops
@@ -97,9 +98,10 @@ def test_the_harness_runs_the_bodies_then_the_cpu_handlers(on_cuda_bodies):
     assert "@xlabind_map_coordinates(" in text and "bodies" not in text
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("order", range(6))
-@pytest.mark.parametrize("mode", MODES_ALL)
+@pytest.mark.parametrize(
+    "mode, order, dtype",
+    cases.product("domain table", MODES_ALL, range(6), (np.float32, np.float64), sampled=12),
+)
 def test_values_on_the_domain_table(on_cuda_bodies, mode, order, dtype):
     coords = np.asarray(FINITE + EXTREME, dtype)
     bodies, cpu = on_cuda_bodies(
@@ -110,9 +112,16 @@ def test_values_on_the_domain_table(on_cuda_bodies, mode, order, dtype):
     same(bodies, cpu)
 
 
-@pytest.mark.parametrize("ndim", [1, 2, 3, 4])
-@pytest.mark.parametrize("order", range(6))
-@pytest.mark.parametrize("mode", ["constant", "mirror", "wrap", "grid-constant"])
+@pytest.mark.parametrize(
+    "mode, order, ndim",
+    cases.product(
+        "every rank",
+        ("constant", "mirror", "wrap", "grid-constant"),
+        range(6),
+        (1, 2, 3, 4),
+        sampled=12,
+    ),
+)
 def test_values_and_grid_gradient_in_every_rank(on_cuda_bodies, ndim, order, mode):
     rng = np.random.default_rng(ndim * 10 + order)
     shape = (7, 5, 4, 3)[:ndim]

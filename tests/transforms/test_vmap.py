@@ -1,5 +1,6 @@
 """vmap: every method, in_axes combinations with None, nesting, and with grad."""
 
+import cases
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -265,9 +266,12 @@ COMPOSITIONS = {
 }
 
 
-@pytest.mark.parametrize("kind", ["nonlinear", "multilinear"])
-@pytest.mark.parametrize("composition", sorted(COMPOSITIONS))
-@pytest.mark.parametrize("unbatched", ["x", "w"])
+@pytest.mark.parametrize(
+    "unbatched, composition, kind",
+    cases.product(
+        "expand_dims", ["x", "w"], sorted(COMPOSITIONS), ["nonlinear", "multilinear"], sampled=12
+    ),
+)
 def test_expand_dims_derivatives_of_an_unbatched_argument(kind, composition, unbatched):
     """Issue 72, item 14: one derivative function serves jax.grad of jax.vmap
     and jax.vmap of jax.grad, though the vmap leaves one argument unbatched."""
