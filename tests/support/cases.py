@@ -1,6 +1,6 @@
-"""Which cases of a combinatorial product a test runs: all of them, or a
-fixed, seeded sample (as jax's own suite samples with
-JAX_NUM_GENERATED_CASES).
+"""Which cases of a combinatorial product (`product`), or of a test's
+listed cases (`some`), a test runs: all of them, or a fixed, seeded sample
+(as jax's own suite samples with JAX_NUM_GENERATED_CASES).
 
 XLABIND_TEST_CASES says which: "sampled" in the default `bazel test //...`
 (.bazelrc), "all" under `bazel test --config=all //...` (CI) and wherever the
