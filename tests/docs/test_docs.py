@@ -443,7 +443,8 @@ def test_code_fits_its_box_on_every_page(rendered):
     """No code block of any page, generated or written, is cut off in a
     1,280 px window with a scrollbar (CODE_WIDTH): nothing to scroll
     sideways."""
-    assert "api/native-helpers.html" in code_pages() and len(code_pages()) >= 20, code_pages()
+    every = code_pages()
+    assert "api/native-helpers.html" in every and len(every) >= 20, every
     pages = checked_code_pages()
     silent = [page for page in pages if f"code_{page}" not in rendered]
     assert not silent, f"never reported: {silent}"
