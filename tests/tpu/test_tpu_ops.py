@@ -512,6 +512,30 @@ def test_image_shaped_coordinates_take_the_flat_points_path(monkeypatch, order):
     assert ops[0] == ops[1] and ops[1][0] >= 1, ops
 
 
+def test_rows_of_a_width_off_the_lanes_run_padded_to_whole_lanes():
+    """(2, 3, 1000) coordinates (an image 1000 wide) run as one flat run of
+    rows padded to 1024 points (a v5e compiled the unpadded flattening in
+    1.8x the time): the values and both gradients are the flat points', and
+    the TPU program's run is 3 * 1024 points long."""
+    grid, flat = grid_and_points((9, 8), points=3000, seed=5)
+    flat = np.stack(flat)
+    rows = flat.reshape(2, 3, 1000)
+    f = lambda g, c: map_coordinates(g, list(c), 1, "wrap")
+    both = jax.jit(jax.grad(lambda g, c: (f(g, c) ** 2).sum(), (0, 1)))
+    np.testing.assert_allclose(
+        jax.jit(f)(grid, rows), jax.jit(f)(grid, flat).reshape(3, 1000), rtol=1e-6, atol=1e-6
+    )
+    for got, want in zip(both(grid, rows), both(grid, flat)):
+        np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-5, atol=1e-5)
+    for program in (f, lambda g, c: jax.grad(lambda g: f(g, c).sum())(g)):
+        text = exported_for_a_tpu(
+            program,
+            jax.ShapeDtypeStruct(grid.shape, jnp.float32),
+            jax.ShapeDtypeStruct(rows.shape, jnp.float32),
+        )
+        assert (1, 3 * 1024) in [dims for dims, _ in tensor_types(text)], text[:2000]
+
+
 def tensor_types(text):
     """Every tensor type a StableHLO text names: (its dimensions, element type)."""
     found = re.findall(r"tensor<((?:\d+x)*)([a-z]+\d*)>", text)

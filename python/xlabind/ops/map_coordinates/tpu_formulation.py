@@ -655,14 +655,39 @@ def _batched(fn, grid, coords, ndim: int):
     spatial, points = grid.shape[grid.ndim - ndim :], coords[0].shape[-1]
     cs = [jnp.broadcast_to(c, (*batch, points)) for c in coords]
     if math.prod(grid.shape[: grid.ndim - ndim]) == 1:  # one grid: all points at once
-        values = fn(grid.reshape(1, *spatial), [c.reshape(1, -1) for c in cs])
+        width = _lane_width(cs[0].shape)
+        values = fn(grid.reshape(1, *spatial), [_one_run(c, width) for c in cs])
         # Materialized before the reshape back to the points' shape: on a
         # v5e the coordinate gradient at (2, 1024, 1024) points compiled in
         # 3.0 s so, 4.1 s without (one run each; compile times there vary
         # by about 0.5 s run to run).
-        return lax.optimization_barrier(values).reshape(*batch, points)
+        values = lax.optimization_barrier(values).reshape(*batch, width)
+        return values[..., :points]
     g = jnp.broadcast_to(grid, (*batch, *spatial)).reshape(-1, *spatial)
     return fn(g, [c.reshape(-1, points) for c in cs]).reshape(*batch, points)
+
+
+def _lane_width(shape) -> int | object:
+    """The width rows of points (*rows, points) run at as one flat run: their
+    own, or where there are several rows of at least 8 * 127 points, the next
+    multiple of 128 lanes (at most an eighth more points). Measured on a v5e,
+    first calls at (2, 1024, 1000) points on 1024^2: flattened as they are,
+    order 1 compiled in 4.4 s (jax's own 1.8 s); padded to 1024, in 2.4 s, as
+    at (2, 1024, 1024)."""
+    *rows, points = shape
+    if not rows or not all(isinstance(d, int) for d in shape) or math.prod(rows) == 1:
+        return points
+    width = -(-points // tpu_kernels.LANES) * tpu_kernels.LANES
+    return width if 8 * (width - points) <= points else points
+
+
+def _one_run(x, width):
+    """Rows of points (*rows, points) as one flat run (1, rows * width),
+    each row padded with zeros to `width` (coordinate 0 is a point inside,
+    and a cotangent of 0 adds nothing)."""
+    if width != x.shape[-1]:
+        x = jnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, width - x.shape[-1])])
+    return x.reshape(1, -1)
 
 
 def _varying_as(x, like):
@@ -840,12 +865,13 @@ def _kernel_scatter_batched(grid_aval, coords, cotangent, order, mode, derivativ
     spatial = grid_aval.shape[grid_aval.ndim - ndim :]
     if math.prod(grid_aval.shape[: grid_aval.ndim - ndim]) != 1:
         return None
-    cs = [jnp.broadcast_to(c, cotangent.shape).reshape(1, -1) for c in coords]
+    width = _lane_width(cotangent.shape)
+    cs = [_one_run(jnp.broadcast_to(c, cotangent.shape), width) for c in coords]
     result = _kernel_scatter(
         (1, *spatial),
         grid_aval.dtype,
         cs,
-        cotangent.reshape(1, -1),
+        _one_run(cotangent, width),  # the padding's points add nothing
         order,
         mode,
         derivative,
