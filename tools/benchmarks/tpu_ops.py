@@ -31,13 +31,14 @@ from xlabind.ops import map_coordinates
 
 MODE = "nearest"
 #: (grid shape, coordinates' shape after the leading len(grid)): flat and
-#: image-shaped points, 2^20 then 2^24 of them.
+#: image-shaped points, 2^20 (and an image 1000 wide) then 2^24 of them.
 CASES = (
     ((64, 64, 64), (2**20,)),
     ((64, 64, 64), (1024, 1024)),
     ((256, 256, 256), (2**20,)),
     ((1024, 1024), (2**20,)),
     ((1024, 1024), (1024, 1024)),
+    ((1024, 1024), (1024, 1000)),
     ((64, 64, 64), (2**24,)),
     ((64, 64, 64), (4096, 4096)),
     ((256, 256, 256), (2**24,)),
