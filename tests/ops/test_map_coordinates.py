@@ -181,8 +181,7 @@ def test_values_agree_with_the_reference(impl, order, mode, dtype, rank):
             # on a chip only.
             and (impl != "tpu" or order > 0 or tpu_lowering.ON_TPU)
         ),
-        # The formulation's gradients take 2 to 5 s a case to compile here.
-        sampled={"cpu": 6, "tpu": 3, "gpu": 6},
+        sampled=6,
     ),
 )
 def test_gradients_in_the_grid_and_the_coordinates_agree(impl, order, mode, dtype):

@@ -51,13 +51,12 @@ def put(name: str, x):
     return jax.device_put(np.asarray(x), device(name))
 
 
-def params(test: str, *axes, sampled: int | dict, keep=None, dtype_axis=None):
+def params(test: str, *axes, sampled: int, keep=None, dtype_axis=None):
     """pytest parameters (implementation, *case) for every implementation
     present: each its product of `axes` (filtered by `keep(name, *case)`;
     `dtype_axis`: the index of the axis of dtypes, cut to the ones the
     implementation computes in), sampled per implementation in the default
-    loop (`sampled` cases each, or `sampled[name]`). An absent implementation
-    is one skipped parameter."""
+    loop. An absent implementation is one skipped parameter."""
     out = []
     for name in NAMES:
         its = [
@@ -72,7 +71,7 @@ def params(test: str, *axes, sampled: int | dict, keep=None, dtype_axis=None):
         for p in cases.product(
             f"{test} {name}",
             *its,
-            sampled=sampled[name] if isinstance(sampled, dict) else sampled,
+            sampled=sampled,
             keep=keep and (lambda *case, _n=name: keep(_n, *case)),
         ):
             out.append(pytest.param(name, *p.values, id=f"{name}-{p.id}"))
