@@ -84,17 +84,27 @@ def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
 
 
 def _kernel(block: int, taps: int):
+    from jax.experimental import pallas as pl
 
     per_row = LANES // taps
 
     def kernel(row_ref, sub_ref, table_hbm, out_ref, table_ref, rows_ref, copied):
         _load_rows(block, row_ref, table_hbm, table_ref, copied, (rows_ref,), (0,))
-        rows = rows_ref[...].T  # (lanes, points)
-        sub = sub_ref[...]
-        picked = jnp.zeros((taps, block), rows.dtype)
-        for s in range(per_row):
-            picked = picked + jnp.where(sub == s, rows[s * taps : (s + 1) * taps, :], 0)
-        out_ref[...] = picked
+
+        def lane_row(j, carry):
+            # 128 points at a time, as they lie in the lane rows of the
+            # operands and the result.
+            start = pl.multiple_of(j * LANES, LANES)
+            rows = rows_ref[pl.ds(start, LANES), :].T  # (lanes, points)
+            sub = sub_ref[pl.ds(j, 1), :]
+            picked = jnp.zeros((taps, LANES), rows.dtype)
+            for s in range(per_row):
+                picked = picked + jnp.where(sub == s, rows[s * taps : (s + 1) * taps, :], 0)
+            for t in range(taps):
+                out_ref[t, pl.ds(j, 1), :] = picked[t : t + 1, :]
+            return carry
+
+        lax.fori_loop(0, block // LANES, lane_row, 0)
 
     return kernel
 
@@ -266,15 +276,49 @@ def scatter_packed_rows(contribution, row, sub, rows: int):
     return packed.reshape(pages * page, LANES)[:rows]
 
 
+def gather_packed_lanes(packed, taps: int, row, sub):
+    """(taps, lane rows, 128): the taps of cell `sub[p]` of row `row[p]` of
+    a packed table (rows of 128 lanes, 128 // taps cells of `taps` each),
+    for each point p of `row` and `sub` (lane rows, 128), in their layout:
+    XLA on a v5e compiled the arithmetic around a flat run of 2^20 points
+    (1, 2^20) in 3.6 s, the same points as (8192, 128) in 1.3."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+
+    lane_rows = row.shape[0]
+    block_rows = min(BLOCK_POINTS // LANES, lane_rows)
+    padded = -(-lane_rows // block_rows) * block_rows
+    row = jnp.pad(row, ((0, padded - lane_rows), (0, 0)))
+    sub = jnp.pad(sub, ((0, padded - lane_rows), (0, 0)))
+    block = block_rows * LANES
+    spec = (block_rows, LANES)
+    out = pl.pallas_call(
+        _kernel(block, taps),
+        grid=(padded // block_rows,),
+        in_specs=[
+            pl.BlockSpec(spec, lambda b: (b, 0), memory_space=pltpu.SMEM),
+            pl.BlockSpec(spec, lambda b: (b, 0)),
+            pl.BlockSpec(memory_space=pl.ANY),
+        ],
+        out_specs=pl.BlockSpec((taps, *spec), lambda b: (0, b, 0)),
+        out_shape=_result((taps, padded, LANES), packed.dtype, row, sub, packed),
+        scratch_shapes=[
+            pltpu.VMEM(packed.shape, packed.dtype),
+            pltpu.VMEM((block, LANES), packed.dtype),
+            pltpu.SemaphoreType.DMA,
+        ],
+        compiler_params=_sequential(100 << 20),
+        interpret=INTERPRET,
+    )(row, sub, packed)
+    return out[:, :lane_rows]
+
+
 def gather_packed_rows(packed, taps: int, row, sub):
-    """(taps, points): the taps of cell `sub[p]` of row `row[p]` of a
-    packed table (rows of 128 lanes, 128 // taps cells of `taps` each),
-    for each point."""
+    """(taps, points): gather_packed_lanes for flat runs of points."""
     points = row.shape[0]
-    block, padded, row, sub = _point_blocks(row, sub)
-    kernel = _kernel(block, taps)
-    out = _gather_call(kernel, block, padded, taps, 1, 100 << 20, row, sub, packed)
-    return out[:, :points]
+    padded = -(-points // LANES) * LANES
+    lanes = [jnp.pad(x, (0, padded - points)).reshape(-1, LANES) for x in (row, sub)]
+    return gather_packed_lanes(packed, taps, *lanes).reshape(taps, padded)[:, :points]
 
 
 # -- patches: the grid itself, for tables too large to hold whole ------------
