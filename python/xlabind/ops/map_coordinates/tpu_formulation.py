@@ -537,15 +537,15 @@ def _interpolate(
         tables = [part.table(ext) for part in parts]
 
         def read(axes, cell, weights):
-            values = None
             weights = weights.reshape(taps, -1)
+            values: list = []  # after each chunk
             for part, table in zip(parts, tables):
                 row, lane, inside = part.position(axes, batch)
                 part_rows = tpu_kernels.gather_patches(table, row, lane, part.offsets, k)
                 part_values = jnp.sum(part_rows * weights, axis=0)
                 # Each point lies in one chunk: the first one's values stand for the rest.
-                values = part_values if values is None else jnp.where(inside, part_values, values)
-            return values.reshape(cell.shape)
+                values.append(jnp.where(inside, part_values, values[-1]) if values else part_values)
+            return values[-1].reshape(cell.shape)
 
     elif whole:
         table = jax.vmap(lambda e: tap_table(e, k), out_axes=1)(ext).reshape(taps, -1)
