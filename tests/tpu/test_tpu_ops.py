@@ -366,6 +366,30 @@ def test_a_program_exported_for_a_tpu_runs_the_chips_kernels(monkeypatch, order,
     assert all("stablehlo.gather" not in text for text in programs.values())
 
 
+@pytest.mark.parametrize("route", ["tap table", "patches"])
+def test_the_kernels_lower_for_a_tpu_with_64_bit_types_on(monkeypatch, route):
+    """Under jax_enable_x64 a Python int is an int64: the kernels' index
+    arithmetic stays int32, as Mosaic requires of a shift's operands
+    ("'arith.shrui' op requires the same type for all operands"). Forward
+    and both gradients."""
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    if route == "patches":
+        monkeypatch.setattr(tpu_kernels, "MAX_TABLE_BYTES", 0)
+        monkeypatch.setattr(tpu_kernels, "MAX_SCATTER_TABLE_BYTES", 0)
+    grid = jax.ShapeDtypeStruct((9, 8, 7), jnp.float32)
+    coords = jax.ShapeDtypeStruct((3, 300), jnp.float32)
+    f = lambda g, c: map_coordinates(g, list(c), 1, "nearest").sum()
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    jax.clear_caches()
+    try:
+        programs = [exported_for_a_tpu(fn, grid, coords) for fn in (f, jax.grad(f), jax.grad(f, 1))]
+    finally:
+        jax.config.update("jax_enable_x64", previous)
+        jax.clear_caches()
+    assert all(text.count("tpu_custom_call") >= 1 for text in programs)
+
+
 PERIODS = {"wrap": lambda n: n, "mirror": lambda n: 2 * n - 2, "reflect": lambda n: 2 * n}
 
 

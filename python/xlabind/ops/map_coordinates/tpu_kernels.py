@@ -80,7 +80,7 @@ def _load_rows(block, row_ref, table_hbm, table_ref, copied, stages, offsets):
             stage[pl.ds(i, 1), :] = table_ref[pl.ds(r + offset, 1), :]
         return carry
 
-    lax.fori_loop(0, block, load, 0, unroll=_unroll())
+    _points_loop(block, load)
 
 
 def _kernel(block: int, taps: int):
@@ -104,7 +104,7 @@ def _kernel(block: int, taps: int):
                 out_ref[t, pl.ds(j, 1), :] = picked[t : t + 1, :]
             return carry
 
-        lax.fori_loop(0, block // LANES, lane_row, 0)
+        _points_loop(block // LANES, lane_row, unroll=1)
 
     return kernel
 
@@ -133,7 +133,26 @@ def _point_specs(block: int) -> list:
 def _point_row(row_ref, i):
     """Point i's row, from the block's rows as _point_specs lays them out."""
     # Shifts and masks: the scalar unit's cheapest division by 128.
-    return row_ref[lax.shift_right_logical(i, _LANE_BITS), lax.bitwise_and(i, LANES - 1)]
+    lane_bits, mask = jnp.int32(_LANE_BITS), jnp.int32(LANES - 1)
+    return row_ref[lax.shift_right_logical(i, lane_bits), lax.bitwise_and(i, mask)]
+
+
+def _points_loop(count: int, body, unroll: int | None = None) -> None:
+    """body(i, carry) for i in [0, count) in a kernel, i an int32 (as are
+    _point_row's constants). Under jax_enable_x64 a loop over Python ints
+    counts in int64, which Mosaic lowers as int32 and then refuses ("'arith.
+    shrui' op requires the same type for all operands"), a conversion too:
+    there the loop carries an int32 count of its own."""
+    unroll = _unroll() if unroll is None else unroll
+    if not jax.config.jax_enable_x64:
+        lax.fori_loop(0, count, body, 0, unroll=unroll)
+        return
+
+    def step(_, i):
+        body(i, 0)
+        return i + 1
+
+    lax.fori_loop(0, count, step, jnp.int32(0), unroll=unroll)
 
 
 def _sequential(vmem_limit: int):
@@ -234,7 +253,7 @@ def _scatter_kernel(block: int, taps: int, blocks: int):
                 sums_ref[at] = sums_ref[at] + rows_ref[pl.ds(i, 1), :]
                 return carry
 
-            lax.fori_loop(0, block, add, 0, unroll=_unroll())
+            _points_loop(block, add)
 
         _accumulated(sums_ref, out_hbm, copied, blocks, add_block)
 
@@ -481,7 +500,7 @@ def _patch_scatter_kernel(block: int, offsets: tuple[int, ...], k: int, blocks: 
                     sums_ref[at, :] = sums_ref[at, :] + stage[pl.ds(i, 1), :]
                 return carry
 
-            lax.fori_loop(0, block, add, 0, unroll=_unroll())
+            _points_loop(block, add)
 
         _accumulated(sums_ref, out_hbm, copied, blocks, add_block)
 
