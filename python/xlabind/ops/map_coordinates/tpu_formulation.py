@@ -586,7 +586,7 @@ def _interpolate(
         first = _first_node(grid).reshape(batch, *[1] * (values.ndim - 1))
         nan_weight = jnp.where(nan, jnp.asarray(jnp.nan, values.dtype), 0)
         values = jnp.where(nan, nan_weight * first, values)
-        return values.reshape(batch, -1)[:, :points]
+        return values.reshape(batch, math.prod(values.shape[1:]))[:, :points]
 
     return _over_point_chunks(values_of, coords, taps)
 
@@ -603,7 +603,7 @@ def _in_lanes(x):
     padded = -(-points // tpu_kernels.LANES) * tpu_kernels.LANES
     if padded != points:
         x = jnp.pad(x, ((0, 0), (0, padded - points)))
-    return x.reshape(batch, -1, tpu_kernels.LANES)
+    return x.reshape(batch, padded // tpu_kernels.LANES, tpu_kernels.LANES)
 
 
 #: The most elements of a chunk of points' (taps, points) arrays (the
