@@ -22,6 +22,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from xlabind import _jax_internals
+
 #: Run the kernels interpreted: the formulation is lowered only for TPU
 #: programs, where the kernels are the chip's; tests that run it in CPU
 #: programs (tests/support/tpu_lowering.py) set this, as no CPU lowers Mosaic.
@@ -144,7 +146,7 @@ def _points_loop(count: int, body, unroll: int | None = None) -> None:
     shrui' op requires the same type for all operands"), a conversion too:
     there the loop carries an int32 count of its own."""
     unroll = _unroll() if unroll is None else unroll
-    if not jax.config.jax_enable_x64:
+    if not _jax_internals.config_flag("jax_enable_x64"):
         lax.fori_loop(0, count, body, 0, unroll=unroll)
         return
 
