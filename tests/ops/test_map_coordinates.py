@@ -337,6 +337,33 @@ def test_vmap_runs_once_on_the_batch(in_axes):
     np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-12)
 
 
+def test_vmap_over_coordinate_sets_alone_reads_the_one_grid():
+    """Under vmap over the coordinates only, the grid keeps a batch axis of
+    size 1, as for coordinate sets given as leading rows (the grid's
+    gradient adds every set's points into it): no copy of the grid per set,
+    and jax's values and derivatives."""
+    grid, coords = problem((5, 6, 7), jnp.float64)
+    sets = [jnp.stack([c, c + 0.5, c - 0.25]).reshape(3, -1) for c in coords]
+    ours = jax.vmap(lambda g, c: map_coordinates(g, c, 1, "mirror"), in_axes=(None, 0))
+    theirs = jax.vmap(lambda g, c: reference(g, c, 1, "mirror"), in_axes=(None, 0))
+    text = jax.jit(ours).lower(grid, sets).as_text()
+    assert "tensor<3x5x6x7xf64>" not in text  # the grid once, not once per set
+    np.testing.assert_allclose(ours(grid, sets), theirs(grid, sets), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(
+        ours(grid, sets), map_coordinates(grid, sets, 1, "mirror"), rtol=1e-13, atol=1e-13
+    )
+    loss = lambda fn: lambda g, c: jnp.sum(jnp.sin(fn(g, c)))
+    for argnum in (0, 1):
+        got = jax.grad(loss(ours), argnum)(grid, sets)
+        want = jax.grad(loss(theirs), argnum)(grid, sets)
+        for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    tangent = jnp.cos(grid)
+    got = jax.jvp(lambda g: ours(g, sets), (grid,), (tangent,))
+    want = jax.jvp(lambda g: theirs(g, sets), (grid,), (tangent,))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("batched", [(0,), (1,), (0, 2)])
 def test_vmap_over_some_coordinate_arrays_only(batched):
     # The kernels need every coordinate array laid out alike: the others are

@@ -84,8 +84,11 @@ def _leading_batch(size, args, dims, op, call, broadcast):
     batch = new_factor(call.factors, call.out_factors)
     factors = []
     # An argument the function is linear in is broadcast even under expand_dims:
-    # transposing gives its cotangent the batch size, and jax sums it back.
-    linear = {i for group in op.rules.groups(len(args)) for i in group} if op.rules else set()
+    # transposing gives its cotangent the batch size, and jax sums it back;
+    # unless the function's transposes do that sum themselves.
+    linear = set()
+    if op.rules and not op.linear_broadcasts:
+        linear = {i for group in op.rules.groups(len(args)) for i in group}
     aliased = {i for i, _ in call.aliases}
     batched = []
     for i, (a, d) in enumerate(zip(args, dims)):

@@ -216,6 +216,12 @@ class Definition(_SameWhenCopied):
         #: (i, k): under native vmap operand k is laid out exactly like operand i
         #: (a JVP's tangent and its primal); the batching rule broadcasts to keep it so.
         self.aligned_pairs = tuple(aligned_pairs)
+        #: Whether its transposes sum a cotangent over the batch axes where a
+        #: linear argument has size 1 (broadcast against the other arguments'
+        #: batch): then under vmap_method="expand_dims" an unbatched linear
+        #: argument gets a size-1 axis, as the others do, rather than a copy
+        #: per batch element.
+        self.linear_broadcasts = False
         #: How its dimensions may be split across devices (factors.py), or None.
         self.sharding_rule = sharding_rule
         #: ((argument, result), ...): pairs XLA may give one buffer.

@@ -146,6 +146,10 @@ def _bound(ndim: int, sharded: bool = True):
     interpolated.definition.aligned_pairs = tuple((1, k) for k in range(2, ndim + 1)) + tuple(
         (k, 1) for k in range(2, ndim + 1)
     )
+    # A grid of batch size 1 broadcasts against the coordinates' rows, and the
+    # scatter adds every row's points into it: under vmap over coordinates
+    # alone the kernels read the one grid, not a copy per batch element.
+    interpolated.definition.linear_broadcasts = True
     return interpolated
 
 
