@@ -578,7 +578,8 @@ def _interpolate(
 
     def values_of(cs):
         points = cs[0].shape[-1]
-        lanes = [_in_lanes(c) for c in cs]
+        # Zeros pad the points to whole lane rows: points inside, values dropped.
+        lanes = [tpu_kernels.lane_rows(c) for c in cs]
         axes, cell, weights, nan = _geometry(ext.shape, lanes, k, mode, derivative, grid.shape)
         values = read(axes, cell, weights)
         # The kernels read node 0 with a NaN weight: its cotangent is NaN too
@@ -592,19 +593,6 @@ def _interpolate(
 
 
 # -- the points, chunk by chunk ---------------------------------------------
-
-
-def _in_lanes(x):
-    """Points (batch, points) as lane rows (batch, rows, 128), padded with
-    zeros (a point inside, its value dropped): the layout of a TPU's vector
-    registers, in which XLA compiles the arithmetic on them nearly three
-    times faster than on one long row (tpu_kernels.gather_packed_lanes)."""
-    batch, points = x.shape
-    padded = -(-points // tpu_kernels.LANES) * tpu_kernels.LANES
-    if padded != points:
-        x = jnp.pad(x, ((0, 0), (0, padded - points)))
-    return x.reshape(batch, padded // tpu_kernels.LANES, tpu_kernels.LANES)
-
 
 #: The most elements of a chunk of points' (taps, points) arrays (the
 #: kernels' rows, the tap weights): 256 MiB of float32, so that memory
