@@ -312,11 +312,11 @@ def gather_packed_lanes(packed, taps: int, row, sub):
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    lane_rows = row.shape[0]
-    block_rows = min(BLOCK_POINTS // LANES, lane_rows)
-    padded = -(-lane_rows // block_rows) * block_rows
-    row = jnp.pad(row, ((0, padded - lane_rows), (0, 0)))
-    sub = jnp.pad(sub, ((0, padded - lane_rows), (0, 0)))
+    rows = row.shape[0]
+    block_rows = min(BLOCK_POINTS // LANES, rows)
+    padded = -(-rows // block_rows) * block_rows
+    row = jnp.pad(row, ((0, padded - rows), (0, 0)))
+    sub = jnp.pad(sub, ((0, padded - rows), (0, 0)))
     block = block_rows * LANES
     spec = (block_rows, LANES)
     point_specs = [
@@ -328,7 +328,7 @@ def gather_packed_lanes(packed, taps: int, row, sub):
     out = _gather_call(
         kernel, blocks, point_specs, (taps, *spec), block, 1, 100 << 20, row, sub, packed
     )
-    return out[:, :lane_rows]
+    return out[:, :rows]
 
 
 def gather_packed_rows(packed, taps: int, row, sub):
