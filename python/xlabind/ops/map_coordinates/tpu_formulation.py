@@ -341,16 +341,23 @@ def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivativ
     parts = [_PatchChunk(ext_shape, k, chunk) for chunk in chunks]
 
     def table_cotangent(arrays):
-        """One chunk of points' (the table's cotangent, each grid's NaN term)."""
-        *cs, ct = arrays
+        """One chunk of points' (the table's cotangent, each grid's NaN term),
+        the points as lane rows (the padding's cotangent of 0 adds nothing)."""
+        *cs, ct = [tpu_kernels.lane_rows(x) for x in arrays]
         axes, cell, weights, nan = _geometry(ext_shape, cs, k, mode, derivative, grid_shape)
-        ct = ct.reshape(-1).astype(dtype)
-        nan = nan.reshape(-1)
-        contribution = weights.reshape(taps, -1) * jnp.where(nan, 0, ct)
+        ct = ct.astype(dtype)
+        contribution = weights * jnp.where(nan, 0, ct)
         if whole:
             row, sub = packed_position([a[0] for a in axes], ext_shape[1:], k)
-            table_ct = tpu_kernels.scatter_packed_rows(contribution, row, sub, rows)
+            lanes = tpu_kernels.LANES
+            table_ct = tpu_kernels.scatter_packed_lanes(
+                contribution.reshape(taps, -1, lanes),
+                row.reshape(-1, lanes),
+                sub.reshape(-1, lanes),
+                rows,
+            )
         else:
+            contribution = contribution.reshape(taps, -1)
             table_ct = []
             for part in parts:
                 row, lane, inside = part.position(axes, grid_shape[0])

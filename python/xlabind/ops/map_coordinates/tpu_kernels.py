@@ -106,7 +106,7 @@ def _kernel(block: int, taps: int):
                 out_ref[t, pl.ds(j, 1), :] = picked[t : t + 1, :]
             return carry
 
-        _points_loop(block // LANES, lane_row, unroll=1)
+        _points_loop(block // LANES, lane_row)
 
     return kernel
 
@@ -247,10 +247,17 @@ def _scatter_kernel(block: int, taps: int, blocks: int):
 
     def kernel(row_ref, sub_ref, contribution_ref, out_hbm, sums_ref, rows_ref, copied):
         def add_block():
-            contribution = contribution_ref[...]  # (taps, points)
-            sub = sub_ref[...]
-            spread = [jnp.where(sub == s, contribution, 0) for s in range(per_row)]
-            rows_ref[...] = jnp.concatenate(spread, axis=0).T  # (points, lanes)
+            def lane_row(j, carry):
+                # 128 points at a time, from the lane rows of the operands.
+                rows = [contribution_ref[t, pl.ds(j, 1), :] for t in range(taps)]
+                contribution = jnp.concatenate(rows, axis=0)  # (taps, points)
+                sub = sub_ref[pl.ds(j, 1), :]
+                spread = [jnp.where(sub == s, contribution, 0) for s in range(per_row)]
+                start = pl.multiple_of(j * LANES, LANES)
+                rows_ref[pl.ds(start, LANES), :] = jnp.concatenate(spread, axis=0).T
+                return carry
+
+            _points_loop(block // LANES, lane_row)
 
             def add(i, carry):
                 r = _point_row(row_ref, i)
@@ -268,39 +275,57 @@ def _scatter_kernel(block: int, taps: int, blocks: int):
     return kernel
 
 
-def scatter_packed_rows(contribution, row, sub, rows: int):
-    """(rows, 128): the transpose of gather_packed_rows: contribution[:, p]
-    added into the taps of cell `sub[p]` of row `row[p]`, the points one
-    after another (a cell's points add up in order; no two updates of a
-    row race)."""
+def _lane_blocks(*arrays):
+    """(lane rows a block, lane rows padded to whole blocks, the arrays
+    (..., lane rows, 128) padded with zeros to them)."""
+    lane_rows = arrays[0].shape[-2]
+    block_rows = min(BLOCK_POINTS // LANES, lane_rows)
+    padded = -(-lane_rows // block_rows) * block_rows
+    widths = lambda x: [(0, 0)] * (x.ndim - 2) + [(0, padded - lane_rows), (0, 0)]
+    return block_rows, padded, [jnp.pad(x, widths(x)) for x in arrays]
+
+
+def scatter_packed_lanes(contribution, row, sub, rows: int):
+    """(rows, 128): the transpose of gather_packed_lanes: contribution[:, p]
+    (taps, lane rows, 128) added into the taps of cell `sub[p]` of row
+    `row[p]`, the points one after another (a cell's points add up in
+    order; no two updates of a row race)."""
     from jax.experimental import pallas as pl
     from jax.experimental.pallas import tpu as pltpu
 
-    taps, points = contribution.shape
+    taps = contribution.shape[0]
     page = min(rows, 1 << _PAGE_BITS)
     pages = -(-rows // page)
-    block, padded, row, sub = _point_blocks(row, sub)
-    contribution = jnp.pad(contribution, ((0, 0), (0, padded - points)))  # adds zeros
-    blocks = padded // block
+    block_rows, padded, (row, sub, contribution) = _lane_blocks(row, sub, contribution)
+    blocks = padded // block_rows
+    spec = (block_rows, LANES)
     sums = (pages, page, LANES)
     packed = pl.pallas_call(
-        _scatter_kernel(block, taps, blocks),
+        _scatter_kernel(block_rows * LANES, taps, blocks),
         grid=(blocks,),
         in_specs=[
-            *_point_specs(block),
-            pl.BlockSpec((taps, block), lambda b: (0, b)),
+            pl.BlockSpec(spec, lambda b: (b, 0), memory_space=pltpu.SMEM),
+            pl.BlockSpec(spec, lambda b: (b, 0)),
+            pl.BlockSpec((taps, *spec), lambda b: (0, b, 0)),
         ],
         out_specs=pl.BlockSpec(memory_space=pl.ANY),
         out_shape=_result(sums, contribution.dtype, row, sub, contribution),
         scratch_shapes=[
             pltpu.VMEM(sums, contribution.dtype),
-            pltpu.VMEM((block, LANES), contribution.dtype),
+            pltpu.VMEM((block_rows * LANES, LANES), contribution.dtype),
             pltpu.SemaphoreType.DMA,
         ],
         compiler_params=_sequential(100 << 20),
         interpret=INTERPRET,
     )(row, sub, contribution)
     return packed.reshape(pages * page, LANES)[:rows]
+
+
+def scatter_packed_rows(contribution, row, sub, rows: int):
+    """(rows, 128): scatter_packed_lanes for flat runs of points
+    (contribution (taps, points))."""
+    # The padding's contribution is zeros: it adds nothing.
+    return scatter_packed_lanes(lane_rows(contribution), lane_rows(row), lane_rows(sub), rows)
 
 
 def gather_packed_lanes(packed, taps: int, row, sub):
@@ -313,10 +338,7 @@ def gather_packed_lanes(packed, taps: int, row, sub):
     from jax.experimental.pallas import tpu as pltpu
 
     rows = row.shape[0]
-    block_rows = min(BLOCK_POINTS // LANES, rows)
-    padded = -(-rows // block_rows) * block_rows
-    row = jnp.pad(row, ((0, padded - rows), (0, 0)))
-    sub = jnp.pad(sub, ((0, padded - rows), (0, 0)))
+    block_rows, padded, (row, sub) = _lane_blocks(row, sub)
     block = block_rows * LANES
     spec = (block_rows, LANES)
     point_specs = [
