@@ -21,9 +21,10 @@ What it runs comes from the platform table's `device_check` records
    have. The runtime found in the machine's packages is linked into OUT/site
    where the extra would have put it.
 2. --tests: the record's test folder (or PYTEST_ARGs) on the device in one
-   pytest process (one program at a time may hold a TPU), then each test
-   the record's `isolated` -k expression selects, each in a pytest process of
-   its own: a test that kills its process is named, and the rest still run.
+   pytest process (one program at a time may hold a TPU), then the tests
+   the record's `isolated` -k expression selects in a process of their own,
+   and, if a test killed it, each of them alone: the test is named, and the
+   rest still run.
    With --cpu-tests, the suite's core (tools/check_wheel.py's CORE_TESTS) on
    the CPU against the installed wheel too. The tests' own compiled module
    (examples/native_op's) comes from --modules DIR, built by Bazel on the
@@ -74,8 +75,9 @@ def _load(name: str, path: pathlib.Path):
 PLATFORMS = _load("xlabind_platforms", REPO / "python" / "xlabind" / "_platforms.py").PLATFORMS
 #: Seconds kept at the end of the run for the summary.
 SUMMARY_RESERVE = 10.0
-#: What the main test run leaves each isolated test at the least, and what one
-#: may take at the most (a TPU program opens the chip in 6-15 s).
+#: What the main test run leaves the isolated tests at the least, and what
+#: their run (or one of them, run again alone) may take at the most (a TPU
+#: program opens the chip in 6-15 s).
 ISOLATED_FLOOR, ISOLATED_CAP = 20.0, 120.0
 COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?)\b")
 
@@ -247,8 +249,12 @@ class Runbook:
         self.log(f"\n**{step} failed:** {note}")
         self.failed = True
 
-    def pytest(self, name: str, selection: list[str], env: dict, cap: float) -> dict | None:
-        """One pytest process, time-boxed; its counts join the summary."""
+    def pytest(
+        self, name: str, selection: list[str], env: dict, cap: float, verbose: bool = False
+    ) -> dict | None:
+        """One pytest process, time-boxed; its counts join the summary.
+        `verbose`: its log names each test as it starts (one that kills the
+        process is the last named)."""
         seconds = min(cap, self.left())
         if seconds <= 0:
             self.rows.append([name, "", "", "", "", "not run: no time left"])
@@ -256,7 +262,8 @@ class Runbook:
         logs = self.out / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^\w.-]+", "_", name)[:120]
-        command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider"]
+        command = [sys.executable, "-m", "pytest", "-v" if verbose else "-q", "-rs"]
+        command += ["-p", "no:cacheprovider"]
         command += [f"--junitxml={self.out / 'junit' / safe}.xml", *selection]
         with open(logs / f"{safe}.log", "w") as sink:
             done = run_streamed(command, env, seconds, lambda line: print(line, file=sink))
@@ -268,6 +275,8 @@ class Runbook:
         if done["timed_out"]:
             counts["failed"] += 1
             note = f"timed out after {done['seconds']} s"
+            if summary:  # every test had run: the process did not exit in time
+                note += ", after pytest's summary"
         elif done["returncode"] not in (0, 5) and counts["failed"] == 0:
             counts["failed"] = 1  # it died before pytest could count
             note = f"exit status {done['returncode']}: " + " ".join(done["lines"][-1:])[:200]
@@ -275,7 +284,8 @@ class Runbook:
         self.log("| " + " | ".join(map(str, row)) + " |")
         self.rows.append(row)
         self.failed |= counts["failed"] > 0
-        return {**counts, "lines": done["lines"]}
+        died = done["timed_out"] or done["returncode"] not in (0, 1, 5)
+        return {**counts, "lines": done["lines"], "died": died}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -372,8 +382,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
-    """The device's tests: the main run, then the isolated ones one by one,
-    then (--cpu-tests) the suite's core on the CPU."""
+    """The device's tests: the main run, then the isolated ones in a process
+    of their own (one by one if that process died, to name the test that
+    killed it), then (--cpu-tests) the suite's core on the CPU."""
     args, log = book.args, book.log
     selection = args.pytest_args or [str(REPO / check.tests)]
     # Test ids are relative to pytest's rootdir: named here, so they can be run.
@@ -397,20 +408,32 @@ def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
         selection = [*selection, "-k", f"not ({check.isolated})"]
     log(f"\n## Tests on the {platform} device\n")
     if check.isolated:
-        log(f"{len(isolated)} tests (-k {check.isolated}) run alone after the rest.\n")
+        log(
+            f"{len(isolated)} tests (-k {check.isolated}) run in a process of their own "
+            "after the rest; one by one if it dies.\n"
+        )
     log("| run | passed | failed | skipped | seconds | note |")
     log("| --- | --- | --- | --- | --- | --- |")
     device_env = {k: v for k, v in env.items() if k != "JAX_PLATFORMS"}
     # Part of a GPU's memory for jax, the rest for the libraries the tests
     # hand its buffers to (CuPy, PyTorch); jax reads it on GPUs only.
     device_env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.4")
-    later = ISOLATED_FLOOR * len(isolated) + (60.0 if args.cpu_tests else 0.0)
+    later = (ISOLATED_FLOOR if isolated else 0.0) + (60.0 if args.cpu_tests else 0.0)
     main_run = book.pytest(check.tests, selection, device_env, book.left(later))
     if main_run is None or main_run["passed"] == 0:
         book.failed = True
         log(f"\nno test passed on the {platform} device (see {book.out / 'logs'})")
-    for test in isolated:
-        book.pytest(test, [str(root / test)], device_env, ISOLATED_CAP)
+    if isolated:
+        together = book.pytest(
+            f"{len(isolated)} tests -k {check.isolated}, together",
+            [str(root / test) for test in isolated],
+            device_env,
+            ISOLATED_CAP,
+            verbose=True,
+        )
+        if together is not None and together["died"]:  # killed by a test or the clock
+            for test in isolated:
+                book.pytest(test, [str(root / test)], device_env, ISOLATED_CAP)
     if args.cpu_tests:
         core = _load("check_wheel", REPO / "tools" / "check_wheel.py").CORE_TESTS
         for test in core:

@@ -32,7 +32,8 @@ class DeviceCheck:
     #: The script that prints the device's benchmark rows as Markdown.
     benchmark: str
     #: A pytest -k expression of tests in `tests` that may kill their process
-    #: on the device: each runs in a pytest process of its own, after the rest.
+    #: on the device: they run in a pytest process of their own after the
+    #: rest, each alone if one kills it.
     isolated: str | None = None
     #: The compiled module of the platform's native ops, and the runtime
     #: library it must load from a Python package (the wheel's extra), not a
