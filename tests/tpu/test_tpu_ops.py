@@ -495,6 +495,35 @@ def test_a_symbolic_point_count_has_the_values_of_a_known_one(monkeypatch, point
     )
 
 
+def test_symbolic_rows_of_points_export_with_the_values_of_known_ones(monkeypatch):
+    """Image-shaped coordinates (2, r, 128) with a symbolic row count: the
+    program lowers for a TPU, and exported for this machine (off a chip the
+    TPU rule, kernels interpreted) gives the values and grid gradient of the
+    known shape."""
+    monkeypatch.setattr(tpu_formulation, "SYMBOLIC_CHUNK_POINTS", 2048, raising=False)
+    grid, flat = grid_and_points((9, 8), points=3 * 128, seed=6)
+    image = np.stack(flat).reshape(2, 3, 128)
+    sample = jax.jit(lambda g, c: map_coordinates(g, list(c), 1, "nearest"))
+    pulled = jax.jit(jax.grad(lambda g, c: (sample(g, c) ** 2).sum()))
+    (r,) = jax.export.symbolic_shape("r")
+    g, c = (
+        jax.ShapeDtypeStruct(grid.shape, jnp.float32),
+        jax.ShapeDtypeStruct((2, r, 128), jnp.float32),
+    )
+    export = lambda f: jax.export.export(
+        f, platforms=(jax.default_backend(),), disabled_checks=EXPORT_CHECKS
+    )(g, c)
+    np.testing.assert_allclose(
+        export(sample).call(grid, image), sample(grid, image), rtol=1e-6, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        export(pulled).call(grid, image), pulled(grid, image), rtol=1e-5, atol=1e-5
+    )
+    monkeypatch.setattr(tpu_kernels, "INTERPRET", False)
+    jax.clear_caches()
+    assert "tpu_custom_call" in exported_for_a_tpu(pulled, g, c)
+
+
 def test_a_symbolic_grid_shape_is_refused_by_name():
     """The tables are made for the grid's shape: a symbolic one is a clear error."""
     (n,) = jax.export.symbolic_shape("n")

@@ -94,6 +94,34 @@ def test_map_coordinates_gradients_export(order):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_map_coordinates_with_symbolic_rows_of_points():
+    """Image-shaped coordinates (2, rows, n) with both counts symbolic: values
+    and both gradients, as jax's own at two sizes."""
+
+    def loss(grid, coordinates):
+        return (map_coordinates(grid, list(coordinates), 1, mode="wrap") ** 2).sum()
+
+    def theirs(grid, coordinates):
+        return (
+            jax.scipy.ndimage.map_coordinates(grid, list(coordinates), 1, mode="wrap") ** 2
+        ).sum()
+
+    values = exported(
+        lambda g, c: map_coordinates(g, list(c), 1, mode="wrap"), *specs("6, 5", "2, r, n")
+    )
+    assert str(values.out_avals[0].shape) == "(r, n)"
+    gradient = exported(jax.grad(loss, argnums=(0, 1)), *specs("6, 5", "2, r, n"))
+    rng = np.random.default_rng(8)
+    grid = jnp.asarray(rng.normal(size=(6, 5)), F32)
+    for r, n in ((1, 3), (4, 7)):
+        coordinates = jnp.asarray(rng.uniform(-2, 8, (2, r, n)), F32)
+        want = jax.scipy.ndimage.map_coordinates(grid, list(coordinates), 1, mode="wrap")
+        np.testing.assert_allclose(values.call(grid, coordinates), want, rtol=1e-5, atol=1e-5)
+        got = gradient.call(grid, coordinates)
+        for g, w in zip(got, jax.grad(theirs, argnums=(0, 1))(grid, coordinates)):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+
+
 def test_spline_filter_exports():
     artifact = exported(lambda x: spline_filter(x, order=3), *specs("h, w"))
     x = jnp.arange(20.0, dtype=F32).reshape(4, 5) ** 2

@@ -83,7 +83,7 @@ def _bound(ndim: int, sharded: bool = True):
     dimensions (vmap) broadcast."""
 
     def values(grid, *coords, **_):
-        batch = np.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
+        batch = jax.lax.broadcast_shapes(grid.shape[: grid.ndim - ndim], coords[0].shape[:-1])
         return jax.ShapeDtypeStruct((*batch, coords[0].shape[-1]), grid.dtype)
 
     def rule(grid, *coords, **_):
