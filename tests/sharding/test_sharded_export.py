@@ -162,3 +162,38 @@ def test_a_symbolic_number_of_points_exports_over_several_devices(name, size, me
         x = jax.device_put(x.reshape(points, *example.shape[1:]), example.sharding)
         want = (reference or jax.jit(f))(x)
         np.testing.assert_allclose(np.asarray(back.call(x)), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("order", [1, 3])
+def test_programs_under_an_explicit_mesh_export_with_whole_or_split_points(order):
+    """Under jax.set_mesh with Explicit axes, arrays whole (typed so) or the
+    points split: values, the grid gradient (order 3: the prefilter's
+    transpose, whose cotangent arrives whole) and spline_filter alone export
+    and give what jit gives. shard_map under Explicit axes takes the context
+    mesh and arrays only as their types place them."""
+    mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Explicit,))
+    rng = np.random.default_rng(order)
+    grid = jnp.asarray(rng.normal(size=(9, 8, 7)), jnp.float32)
+    points = jnp.asarray(rng.uniform(-1, 9, (3, 64)), jnp.float32)
+    values = lambda g, c: map_coordinates(g, list(c), order, "mirror")
+    gradient = jax.grad(lambda g, c: jnp.sum(values(g, c) ** 2))
+    prefiltered = lambda g, c: xlabind.ops.spline_filter(g, order=3, mode="mirror")
+    checks = [*CHECKS, export.DisabledSafetyCheck.custom_call("xlabind_spline_filter_transpose")]
+    for f in (
+        values,
+        gradient,
+        prefiltered,
+        jax.grad(lambda g, c: jnp.sum(prefiltered(g, c) ** 2)),
+    ):
+        want = jax.jit(f)(grid, points)
+        for spec in (P(), P(None, "x")):
+            with jax.set_mesh(mesh):
+                at = jax.ShapeDtypeStruct(
+                    points.shape, jnp.float32, sharding=NamedSharding(mesh, spec)
+                )
+                g = jax.ShapeDtypeStruct(grid.shape, jnp.float32)
+                artifact = export.export(jax.jit(f), platforms=("cpu",), disabled_checks=checks)(
+                    g, at
+                )
+                got = artifact.call(grid, jax.device_put(points, NamedSharding(mesh, spec)))
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -110,11 +110,7 @@ def test_coordinates_split_on_explicit_axes(order, split):
         assert jax.typeof(got).sharding.spec == P(*spec[1:])
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
         np.testing.assert_allclose(got_gradient, want_gradient, rtol=1e-5, atol=1e-5)
-        # Order 3 is not exported here: exported under Explicit axes, the
-        # prefilter's transpose is split at lowering along a grid dimension its
-        # operand is not split along (python/xlabind/_lowering/partitioning.py,
-        # _lower_for_export), on a CPU as on a TPU: open, in issue 72's notes.
-        for program in (f, gradient) if order == 1 else ():
+        for program in (f, gradient):
             text = exported_for_a_tpu(
                 program,
                 jax.ShapeDtypeStruct(grid.shape, jnp.float32),

@@ -31,7 +31,7 @@ from xlabind import _jax_internals as internals
 from xlabind._lowering import status_exchange
 from xlabind._primitive import explicit_sharding
 from xlabind._primitive import factors as factors_module
-from xlabind._primitive.factors import split
+from xlabind._primitive.factors import independent, split
 from xlabind._primitive.primitive import bind
 
 
@@ -126,9 +126,12 @@ def lower_on_first_device(ctx, call, operands) -> Sequence[Any]:
 
 def _program_mesh(axis_context) -> jax.sharding.Mesh:
     """The mesh of the program's devices: the one the program's arrays name,
-    or one axis over all its devices."""
+    else the one it is traced under (jax.set_mesh: a shard_map under Explicit
+    axes must take that one), or one axis over all its devices."""
     devices = np.asarray(axis_context.device_assignment)
     abstract = axis_context.abstract_mesh
+    if abstract is None or not abstract.axis_names:
+        abstract = jax.sharding.get_abstract_mesh()
     if abstract is not None and abstract.axis_names and abstract.size == devices.size:
         return jax.sharding.Mesh(
             devices.reshape(abstract.axis_sizes),
@@ -155,6 +158,10 @@ class _Plan:
             )
         self.factors, self.out_factors = factors, out_factors
         self.free = split(call)
+        # Summed factors split only where an operand comes split: a summed
+        # factor of a derived call may stand for a result dimension of its
+        # parent that no block of it can compute alone (a filter's transpose).
+        self.independent = independent(call)
         # In order of first appearance: Shardy wants special factors sorted by index.
         self.whole = tuple(
             dict.fromkeys(f for array in factors + out_factors for f in array if f not in self.free)
@@ -432,7 +439,7 @@ def _lower_for_export(ctx, call, operands, plan):
                 (
                     f
                     for size, f in zip(shape, array)
-                    if f in plan.free and _divides(mesh, every, size)
+                    if f in plan.independent and _divides(mesh, every, size)
                 ),
                 None,
             )
@@ -450,21 +457,33 @@ def _lower_for_export(ctx, call, operands, plan):
     )
 
     def placed(*xs):
-        # Arrays sharded over Explicit axes otherwise than the split are resharded
-        # (shard_map takes them only as they are); XLA moves the others itself.
-        current = [_explicit_spec(jax.typeof(x)) for x in xs]
+        # Arrays typed on Explicit axes (whole ones too) otherwise than the
+        # split are resharded: shard_map takes them only as their type says.
+        # XLA moves the others itself.
         return list(
             per_device(
                 *(
                     jax.sharding.reshard(x, NamedSharding(mesh, spec))
-                    if now is not None and now != spec
+                    if _typed_otherwise(x, spec, mesh)
                     else x
-                    for x, now, spec in zip(xs, current, in_specs)
+                    for x, spec in zip(xs, in_specs)
                 )
             )
         )
 
     return mlir.lower_fun(placed, multiple_results=True)(ctx, *operands)
+
+
+def _typed_otherwise(x, spec: PartitionSpec, mesh) -> bool:
+    """Whether shard_map over `mesh` would see x placed otherwise than
+    `spec`: on Explicit axes it reads x's place from x's type (whole where
+    the type names none)."""
+    if jax.sharding.AxisType.Explicit not in getattr(mesh, "axis_types", ()):
+        return False
+    typ = jax.typeof(x)
+    now = tuple(getattr(getattr(typ, "sharding", None), "spec", None) or ())
+    padded = lambda p: tuple(p) + (None,) * (typ.ndim - len(p))
+    return padded(now) != padded(spec)
 
 
 def _explicit_spec(aval):
