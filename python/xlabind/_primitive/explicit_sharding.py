@@ -37,6 +37,14 @@ def explicit_axes(aval) -> tuple[Axes | None, ...] | None:
     return tuple(axes) + (None,) * (len(aval.shape) - len(axes))
 
 
+def _mesh_of(aval: Any) -> Any:
+    return getattr(getattr(aval, "sharding", None), "mesh", None)
+
+
+def _has_explicit_axes(mesh: Any) -> bool:
+    return jax.sharding.AxisType.Explicit in getattr(mesh, "axis_types", ())
+
+
 def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedSharding] | None:
     """The shardings of `call`'s results (a primitive.Call; its status too, when
     it reports one) in jax's types, when an operand is split over Explicit mesh
@@ -44,8 +52,14 @@ def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedShard
     sharded = [(i, dims) for i, a in enumerate(operand_avals) if (dims := explicit_axes(a))]
     if not sharded or call.fn.effect == "ordered":
         # An ordered function runs once per program on whole arrays, as
-        # io_callback(ordered=True) does: it takes no rule.
-        return None
+        # io_callback(ordered=True) does: it takes no rule. Whole results
+        # live on the operands' mesh, as jax's own ops' do: typed on no mesh,
+        # vmap over an Explicit axis could not name its axis in them.
+        mesh = next((m for a in operand_avals if _has_explicit_axes(m := _mesh_of(a))), None)
+        if mesh is None:
+            return None
+        count = len(call.result_avals) + bool(call.reports_status)
+        return [NamedSharding(mesh, PartitionSpec()) for _ in range(count)]
     name = call.fn.name
     first, first_axes = sharded[0]
     mesh = operand_avals[first].sharding.mesh
