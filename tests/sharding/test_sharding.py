@@ -569,7 +569,11 @@ def test_a_summed_factor_is_split_and_the_partial_results_added(mesh, partitione
     assert calls.take() == [((2, 4), (4, 3))] * 8
 
 
-def test_the_transpose_of_a_broadcast_is_a_sum_across_devices(mesh, partitioner):
+def test_the_transpose_of_a_broadcast_runs_on_whole_arrays(mesh, partitioner):
+    """The rows b are the broadcast's result alone: no block of its operands
+    computes them, so its transpose, which sums them, runs whole. (Split by
+    rows, a transpose that is no plain sum, a filter's, would be given
+    blocks of lines it cannot place.)"""
     calls = Calls()
 
     def broadcast(x, *, n):
@@ -580,7 +584,6 @@ def test_the_transpose_of_a_broadcast_is_a_sum_across_devices(mesh, partitioner)
         calls.record(ct)
         return np.asarray(ct).sum(axis=0)
 
-    # The rows b are independent: the transpose, which sums them, is split by rows.
     op = xlabind.linear(
         broadcast,
         summed,
@@ -590,7 +593,7 @@ def test_the_transpose_of_a_broadcast_is_a_sum_across_devices(mesh, partitioner)
     w = rows(mesh, np.arange(48.0).reshape(16, 3))
     g = jax.jit(jax.grad(lambda x, w: jnp.sum(op(x, n=16) * w)))(jnp.zeros(3), w)
     np.testing.assert_allclose(g, np.arange(48.0).reshape(16, 3).sum(axis=0))
-    assert calls.take() == [((2, 3),)] * 8
+    assert set(calls.take()) == {((16, 3),)}
 
 
 def test_a_vjp_sums_what_an_argument_without_the_factor_gets(mesh, partitioner):

@@ -500,7 +500,8 @@ def test_symbolic_rows_of_points_export_with_the_values_of_known_ones(monkeypatc
     program lowers for a TPU, and exported for this machine (off a chip the
     TPU rule, kernels interpreted) gives the values and grid gradient of the
     known shape."""
-    monkeypatch.setattr(tpu_formulation, "SYMBOLIC_CHUNK_POINTS", 2048, raising=False)
+    monkeypatch.setattr(tpu_formulation, "SYMBOLIC_CHUNK_POINTS", 2048)
+    jax.clear_caches()
     grid, flat = grid_and_points((9, 8), points=3 * 128, seed=6)
     image = np.stack(flat).reshape(2, 3, 128)
     sample = jax.jit(lambda g, c: map_coordinates(g, list(c), 1, "nearest"))

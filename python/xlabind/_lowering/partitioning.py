@@ -31,7 +31,7 @@ from xlabind import _jax_internals as internals
 from xlabind._lowering import status_exchange
 from xlabind._primitive import explicit_sharding
 from xlabind._primitive import factors as factors_module
-from xlabind._primitive.factors import independent, split
+from xlabind._primitive.factors import split
 from xlabind._primitive.primitive import bind
 
 
@@ -158,10 +158,6 @@ class _Plan:
             )
         self.factors, self.out_factors = factors, out_factors
         self.free = split(call)
-        # Summed factors split only where an operand comes split: a summed
-        # factor of a derived call may stand for a result dimension of its
-        # parent that no block of it can compute alone (a filter's transpose).
-        self.independent = independent(call)
         # In order of first appearance: Shardy wants special factors sorted by index.
         self.whole = tuple(
             dict.fromkeys(f for array in factors + out_factors for f in array if f not in self.free)
@@ -439,7 +435,7 @@ def _lower_for_export(ctx, call, operands, plan):
                 (
                     f
                     for size, f in zip(shape, array)
-                    if f in plan.independent and _divides(mesh, every, size)
+                    if f in plan.free and _divides(mesh, every, size)
                 ),
                 None,
             )
@@ -476,9 +472,10 @@ def _lower_for_export(ctx, call, operands, plan):
 
 def _typed_otherwise(x, spec: PartitionSpec, mesh) -> bool:
     """Whether shard_map over `mesh` would see x placed otherwise than
-    `spec`: on Explicit axes it reads x's place from x's type (whole where
-    the type names none)."""
-    if jax.sharding.AxisType.Explicit not in getattr(mesh, "axis_types", ()):
+    `spec`: with every axis Explicit it reads x's place from x's type (whole
+    where the type names none); with some Auto it takes x as it comes."""
+    types = tuple(getattr(mesh, "axis_types", ()))
+    if not types or any(t != jax.sharding.AxisType.Explicit for t in types):
         return False
     typ = jax.typeof(x)
     now = tuple(getattr(getattr(typ, "sharding", None), "spec", None) or ())

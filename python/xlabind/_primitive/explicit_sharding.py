@@ -47,14 +47,14 @@ def _has_explicit_axes(mesh: Any) -> bool:
 
 def result_shardings(call: Any, operand_avals: Sequence[Any]) -> list[NamedSharding] | None:
     """The shardings of `call`'s results (a primitive.Call; its status too, when
-    it reports one) in jax's types, when an operand is split over Explicit mesh
-    axes; None when none is."""
+    it reports one) in jax's types, when an operand is on Explicit mesh axes
+    (whole results where none is split); None when none is."""
     sharded = [(i, dims) for i, a in enumerate(operand_avals) if (dims := explicit_axes(a))]
     if not sharded or call.fn.effect == "ordered":
         # An ordered function runs once per program on whole arrays, as
-        # io_callback(ordered=True) does: it takes no rule. Whole results
-        # live on the operands' mesh, as jax's own ops' do: typed on no mesh,
-        # vmap over an Explicit axis could not name its axis in them.
+        # io_callback(ordered=True) does: it takes no rule.
+        # Whole results are typed on the operands' mesh, as jax's own ops'
+        # are: on no mesh, vmap over an Explicit axis could not name it there.
         mesh = next((m for a in operand_avals if _has_explicit_axes(m := _mesh_of(a))), None)
         if mesh is None:
             return None

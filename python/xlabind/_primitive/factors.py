@@ -13,9 +13,10 @@ it). Every other dimension stays whole on each device.
 
 Under vmap the batch axis is a new independent factor; transposes, JVPs and
 VJPs inherit the factors of the arrays they stand for, and a factor the
-parent splits (independent or summed) that one of their results lacks is
-summed into that result: the transpose of a broadcast is a sum, so the
-gradient of a sharded function is split the same way, with one ``psum``.
+parent splits (independent or summed) with its operands that one of their
+results lacks is summed into that result: the transpose of a broadcast is a
+sum, so the gradient of a sharded function is split the same way, with one
+``psum``. A factor of the parent's results alone stays whole in them.
 """
 
 from __future__ import annotations
@@ -189,18 +190,21 @@ def derived_factors(
     """(summed, whole) for a call derived from `parent` (a JVP, VJP or
     transpose) whose arrays have `factors` and `out_factors`.
 
-    It may split only what the parent splits: a factor the parent keeps whole
-    stays whole, even where every derived result has it (a cumsum's
-    transpose is no more independent in its axis than the cumsum). A factor
-    the parent splits that the derived operands have and one of its results
-    lacks is summed into that result: a VJP's cotangent of an argument
-    without the factor is the sum of every index's contribution, a JVP's
-    tangent of a summed result the sum of its terms' tangents."""
+    It may split only what the parent splits with its operands: a factor
+    the parent keeps whole stays whole, even where every derived result has
+    it (a cumsum's transpose is no more independent in its axis than the
+    cumsum), and so does one of the parent's results alone, which no block
+    of operands computes (a filter's transpose, given a block of its
+    result's lines, could not tell where they lie). A factor the parent
+    splits that the derived operands have and one of its results lacks is
+    summed into that result: a VJP's cotangent of an argument without the
+    factor is the sum of every index's contribution, a JVP's tangent of a
+    summed result the sum of its terms' tangents."""
     if parent.factors is None:
         return (), ()
     in_operands = {f for array in factors for f in array}
     used = in_operands | {f for array in out_factors for f in array}
-    splits = split(parent)
+    splits = split(parent) & {f for array in parent.factors for f in array}
     whole = tuple(sorted(used - splits))
     if not out_factors:
         return (), whole

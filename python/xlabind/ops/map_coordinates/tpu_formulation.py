@@ -324,7 +324,7 @@ def _geometry(ext_shape, coords, k, mode, derivative, grid_shape):
 
 
 def _kernel_scatter(grid_shape, dtype, coords, cotangent, order, mode, derivative):
-    """The grid's cotangent through the kernels (scatter_packed_rows where the tap
+    """The grid's cotangent through the kernels (scatter_packed_lanes where the tap
     table fits, else scatter_patches), or None where they do not apply: the
     table's cotangent, summed over the chunks of points, then the table's
     own derivative back to the grid (a sum of shifted slices, in XLA)."""
