@@ -75,11 +75,11 @@ def _load(name: str, path: pathlib.Path):
 PLATFORMS = _load("xlabind_platforms", REPO / "python" / "xlabind" / "_platforms.py").PLATFORMS
 #: Seconds kept at the end of the run for the summary.
 SUMMARY_RESERVE = 10.0
-#: A third of what the main test run leaves the isolated tests at the least
-#: (their run together: on a v5e 14 of them take about 30 s), and what their
-#: run (or one of them, run again alone) may take at the most (a TPU program
-#: opens the chip in 6-15 s).
-ISOLATED_FLOOR, ISOLATED_CAP = 20.0, 120.0
+#: What the main test run leaves the isolated tests' run at the least (on a
+#: v5e, 14 of them together take about 30 s), and what that run (or one of
+#: them, run again alone) may take at the most (a TPU program opens the chip
+#: in 6-15 s).
+ISOLATED_FLOOR, ISOLATED_CAP = 60.0, 120.0
 COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?)\b")
 
 # Run in a process of its own with the installed wheel: what it imports from
@@ -421,7 +421,7 @@ def run_tests(book: Runbook, check, platform: str, env: dict) -> None:
     # Part of a GPU's memory for jax, the rest for the libraries the tests
     # hand its buffers to (CuPy, PyTorch); jax reads it on GPUs only.
     device_env.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.4")
-    later = (ISOLATED_FLOOR * 3 if isolated else 0.0) + (60.0 if args.cpu_tests else 0.0)
+    later = (ISOLATED_FLOOR if isolated else 0.0) + (60.0 if args.cpu_tests else 0.0)
     main_run = book.pytest(check.tests, selection, device_env, book.left(later))
     if main_run is None or main_run["passed"] == 0:
         book.failed = True
